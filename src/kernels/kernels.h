@@ -1,0 +1,48 @@
+// kernels.h: the compute interface. Every op has a scalar reference (kernels/ref) and
+// SIMD versions (kernels/cpu: AVX2, AVX-512 VNNI, NEON) chosen once at run time; the
+// public functions here dispatch. Quantized matrix products take activations already
+// quantized to the weight type's vec_dot_type (quantize once per op, use for all rows).
+// CUDA kernels (kernels/cuda, behind SHARDLM_CUDA) will implement the same signatures.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/types.h"
+
+namespace kernels {
+
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
+Isa detected_isa();       // best this CPU supports
+Isa active_isa();         // what dispatch uses now
+void set_isa(Isa isa);    // tests and benchmarks: force a path (CHECKs it is supported)
+const char* isa_name(Isa isa);
+
+// Activations: bytes needed for n values as `t` (a vec_dot_type), and the quantizer.
+size_t activation_bytes(tensor::Type t, int64_t n);
+void quantize_activation(tensor::Type t, const float* x, void* out, int64_t n);
+
+// dot product of one weight row (type wt, n elements) with activations quantized to
+// traits(wt).vec_dot_type.
+float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
+
+// Matrix products over weight rows [r0, r1) of W (row_stride bytes apart, n elements):
+//   y[b * y_stride + r] = dot(W[r], xq[b])  for b in [0, n_batch)
+// xq rows are xq_stride bytes apart. n_batch = 1 is matrix x vector.
+void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
+            const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
+
+namespace ref {
+float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
+void quantize_activation(tensor::Type t, const float* x, void* out, int64_t n);
+}  // namespace ref
+
+// ---- float ops (scalar code shared by all paths; matched to ggml's order of operations)
+// out = x / sqrt(mean(x^2) + eps) * w   (sum of squares accumulated in double as ggml does)
+void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
+// silu(gate) * up, elementwise
+void swiglu(float* out, const float* gate, const float* up, int64_t n);
+void add(float* out, const float* a, const float* b, int64_t n);
+// In-place softmax of x[0..n)
+void softmax(float* x, int64_t n);
+
+}  // namespace kernels

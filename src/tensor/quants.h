@@ -1,0 +1,16 @@
+// quants.h: reference (scalar) quantization and dequantization of rows for every
+// supported type, bit-compatible with ggml's *_ref functions. Rows have n elements, a
+// multiple of the type's block size. Dot products live in kernels/, not here.
+#pragma once
+#include <cstdint>
+
+#include "tensor/types.h"
+
+namespace tensor {
+
+// dst[0..n) = value of each element of a row stored as type t.
+void dequantize_row(Type t, const void* src, float* dst, int64_t n);
+// Encodes n floats as type t (F32, F16, BF16, Q4_0 ... Q6_K, and Q8_1 / Q8_K).
+void quantize_row(Type t, const float* src, void* dst, int64_t n);
+
+}  // namespace tensor

@@ -1,0 +1,31 @@
+// mmap.h: read-only memory map of a whole file. Errors (missing file, permissions,
+// empty file) come back as Status with the path in the message.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "util/status.h"
+
+namespace util {
+
+class MappedFile {
+ public:
+  static Expected<std::unique_ptr<MappedFile>> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+}  // namespace util
