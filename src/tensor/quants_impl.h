@@ -1,0 +1,30 @@
+// quants_impl.h: internal to tensor/: the per-type row functions that quants.cc
+// dispatches to, and the small helpers shared by quants.cc and quants_k.cc. Not a public
+// API: everything outside tensor/ goes through tensor/quants.h.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/types.h"
+
+namespace tensor::detail {
+
+// Round to nearest, ties to even, exactly as ggml's nearest_int (valid for |f| <= 2^22).
+inline int nearest_int(float f) {
+  const float val = f + 12582912.f;  // 1.5 * 2^23: pushes the integer into the mantissa
+  int32_t i;
+  std::memcpy(&i, &val, sizeof(i));
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// K-quants (quants_k.cc). n is a multiple of kQK_K; x has n floats.
+void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t n);
+void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t n);
+void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t n);
+void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t n);
+void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t n);
+void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t n);
+void dequantize_q8_k(const BlockQ8_K* x, float* y, int64_t n);
+
+}  // namespace tensor::detail
