@@ -1,0 +1,183 @@
+// avx2.cc: the AVX2 + FMA + F16C kernels (x86-64), compiled with those flags only here and
+// chosen at run time by dispatch.cc: vec_dot and matmul for every supported weight type,
+// and the activation quantizers. The float types' kernels are here; the 32-element quant
+// types' register-tiled loops are in avx2_tiles.h, the K-quants in avx2_kquants.h.
+// Deliberately no threading (callers split rows) and no repacking of
+// weights into interleaved layouts.
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cmath>
+
+#include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/kernels.h"
+
+namespace kernels::cpu {
+namespace avx2 {
+namespace {
+
+// ---- float types (F32, F16, BF16): "blocks" of 8 elements plus a scalar tail ---------------
+
+template <class D, int RM, int RN>
+inline void tile_f(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
+                   int64_t ys) {
+  using E = typename D::E;
+  __m256 acc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) acc[r][c] = _mm256_setzero_ps();
+  const int64_t n8 = n & ~int64_t{7};
+  for (int64_t i = 0; i < n8; i += 8) {
+    __m256 vw[RM];
+    for (int r = 0; r < RM; ++r) {
+      const E* p = reinterpret_cast<const E*>(w + r * ws) + i;
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+      vw[r] = D::load8(p);
+    }
+    for (int c = 0; c < RN; ++c) {
+      const __m256 vx = D::load8(reinterpret_cast<const E*>(x + c * xs) + i);
+      for (int r = 0; r < RM; ++r) acc[r][c] = _mm256_fmadd_ps(vw[r], vx, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < RM; ++r) {
+    for (int c = 0; c < RN; ++c) {
+      float s = hsum(acc[r][c]);
+      const E* pw = reinterpret_cast<const E*>(w + r * ws);
+      const E* px = reinterpret_cast<const E*>(x + c * xs);
+      for (int64_t i = n8; i < n; ++i) s += D::one(pw + i) * D::one(px + i);
+      y[c * ys + r] = s;
+    }
+  }
+}
+
+template <class D>
+float vec_dot_f(int64_t n, const void* w, const void* x) {
+  using E = typename D::E;
+  const E* pw = static_cast<const E*>(w);
+  const E* px = static_cast<const E*>(x);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(pw + i) + kPrefetchBytes, _MM_HINT_T0);
+    for (int u = 0; u < 4; ++u)
+      acc[u] = _mm256_fmadd_ps(D::load8(pw + i + 8 * u), D::load8(px + i + 8 * u), acc[u]);
+  }
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(D::load8(pw + i), D::load8(px + i), acc[0]);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) s += D::one(pw + i) * D::one(px + i);
+  return s;
+}
+
+// ---- matmul drivers: rows outer (weights stream once), activation tiles inner -----------
+
+template <class D>
+void matmul_f(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+              size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  const auto* w = static_cast<const uint8_t*>(W);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for_each_tile<kTileRows>(r0, r1, n_batch, [&]<int RM>(int64_t r, int64_t nbatch) {
+    const uint8_t* wr = w + r * row_stride;
+    int64_t c = 0;
+    for (; c + kTileCols <= nbatch; c += kTileCols)
+      tile_f<D, RM, kTileCols>(n, wr, row_stride, x + c * xq_stride, xq_stride, y + c * y_stride + r, y_stride);
+    for (; c < nbatch; ++c)
+      tile_f<D, RM, 1>(n, wr, row_stride, x + c * xq_stride, xq_stride, y + c * y_stride + r, y_stride);
+  });
+}
+
+// ---- activation quantizers -------------------------------------------------------------
+
+// roundf (half away from zero) exactly, so the SIMD quantizers equal the reference.
+inline __m256 round_half_away(__m256 v) {
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_sub_ps(v, t);  // exact
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 abs_frac = _mm256_andnot_ps(sign_bit, frac);
+  const __m256 bump = _mm256_and_ps(_mm256_cmp_ps(abs_frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                    _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign_bit)));
+  return _mm256_add_ps(t, bump);
+}
+
+// 32 floats -> 32 int8 (d = amax / 127, q = roundf(x / d)); returns d and the sum of q.
+inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(x + 8 * k);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v[k]));
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127;
+  const __m256 id = _mm256_set1_ps(d ? 1.0f / d : 0.0f);
+  __m256i i[4];
+  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], id)));
+  *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3])));
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), p);
+  return d;
+}
+
+void quantize_q8_0(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(out);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    int sum;
+    y[b].d = _cvtss_sh(quantize_block32(x + b * kQK, y[b].qs, &sum), _MM_FROUND_TO_NEAREST_INT);
+  }
+}
+
+void quantize_q8_1(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<BlockQ8_1*>(out);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    int sum;
+    const float d = quantize_block32(x + b * kQK, y[b].qs, &sum);
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    y[b].s = _cvtss_sh(sum * d, _MM_FROUND_TO_NEAREST_INT);
+  }
+}
+
+void quantize_f16(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<uint16_t*>(out);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+}  // namespace
+}  // namespace avx2
+
+const KernelTable& avx2_table() {
+  static const KernelTable table = [] {
+    using namespace avx2;
+    KernelTable t;
+    auto set = [&t](Type type, VecDotFn v, MatmulFn m) {
+      t.vec_dot[slot(type)] = v;
+      t.matmul[slot(type)] = m;
+    };
+    set(Type::F32, vec_dot_f<DecF32>, matmul_f<DecF32>);
+    set(Type::F16, vec_dot_f<DecF16>, matmul_f<DecF16>);
+    set(Type::BF16, vec_dot_f<DecBF16>, matmul_f<DecBF16>);
+    set(Type::Q4_0, vec_dot_q<DecQ4_0>, matmul_q<DecQ4_0>);
+    set(Type::Q4_1, vec_dot_q<DecQ4_1>, matmul_q<DecQ4_1>);
+    set(Type::Q5_0, vec_dot_q<DecQ5_0>, matmul_q<DecQ5_0>);
+    set(Type::Q5_1, vec_dot_q<DecQ5_1>, matmul_q<DecQ5_1>);
+    set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_q<DecQ8_0>);
+    set(Type::Q4_K, vec_dot_k<DecQ4_K>, matmul_k<DecQ4_K>);
+    set(Type::Q5_K, vec_dot_k<DecQ5_K>, matmul_k<DecQ5_K>);
+    set(Type::Q6_K, vec_dot_k<DecQ6_K>, matmul_k<DecQ6_K>);
+    t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
+    t.quantize[slot(Type::Q8_1)] = quantize_q8_1;
+    t.quantize[slot(Type::F16)] = quantize_f16;
+    // Q8_K, BF16, F32: the reference (ggml also uses its reference Q8_K on x86).
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kernels::cpu
+#endif  // x86-64

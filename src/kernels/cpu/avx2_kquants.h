@@ -1,0 +1,176 @@
+// avx2_kquants.h: private to kernels/cpu, included only by avx2.cc (and avx512.cc): the
+// K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. Each weight super-block is first
+// decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted with
+// any number of Q8_K activation blocks; matmul decodes 4 rows once and reuses them for
+// every activation row, matvec decodes and consumes on the fly. Integer sums are exact,
+// so results differ from kernels::ref only by float summation order.
+// Deliberately no Q2_K / Q3_K (unsupported types).
+#pragma once
+#include "kernels/cpu/avx2_common.h"
+
+namespace kernels::cpu::avx2 {
+// Internal linkage: these are compiled with different -m flags in different files, so
+// they must never be merged across translation units by the linker (ODR / SIGILL).
+namespace {
+
+struct DecodedK {
+  __m256i q[8];       // chunk j: quants of elements 32j..32j+31, unsigned (Q6_K: 0..63, +32 bias)
+  __m256i scale[8];   // chunk j: int16 scale per maddubs lane
+  __m256i aux;        // Q4_K/Q5_K: 8 int16 mins in the low half; Q6_K: the 16 int16 scales
+  float d, dmin;
+};
+
+// Q4_K / Q5_K 6-bit scales and mins (ggml's kmask unpacking): sc[0..7], m[0..7].
+inline void unpack_scales_k4(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  uint32_t u[4];
+  std::memcpy(u, scales, 12);
+  u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+  const uint32_t uaux = u[1] & 0x3f3f3f3f;
+  u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+  u[2] = uaux;
+  u[0] &= 0x3f3f3f3f;
+  std::memcpy(sc, &u[0], 8);
+  std::memcpy(m, &u[2], 8);
+}
+
+// d, dmin, 6-bit scales and mins of a Q4_K / Q5_K block into k.
+inline void decode_scales_k4(uint16_t d, uint16_t dmin, const uint8_t* scales, DecodedK& k) {
+  uint8_t sc[8], m[8];
+  unpack_scales_k4(scales, sc, m);
+  for (int j = 0; j < 8; ++j) k.scale[j] = _mm256_set1_epi16(sc[j]);
+  k.aux = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
+  k.d = fp16(d);
+  k.dmin = fp16(dmin);
+}
+
+struct DecQ4_K {
+  using W = BlockQ4_K;
+  static constexpr bool kMins = true;
+  static void decode(const W& b, DecodedK& k) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+      k.q[2 * c] = _mm256_and_si256(bits, m4);
+      k.q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    }
+    decode_scales_k4(b.d, b.dmin, b.scales, k);
+  }
+};
+
+struct DecQ5_K {
+  using W = BlockQ5_K;
+  static constexpr bool kMins = true;
+  static void decode(const W& b, DecodedK& k) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+      // chunk j takes bit j of qh[l] as its fifth bit
+      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c)), one);
+      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c + 1)), one);
+      k.q[2 * c] = _mm256_or_si256(_mm256_and_si256(bits, m4), _mm256_slli_epi16(h0, 4));
+      k.q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                                       _mm256_slli_epi16(h1, 4));
+    }
+    decode_scales_k4(b.d, b.dmin, b.scales, k);
+  }
+};
+
+struct DecQ6_K {
+  using W = BlockQ6_K;
+  static constexpr bool kMins = false;
+  static void decode(const W& b, DecodedK& k) {
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+      const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+      const __m256i bh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+      k.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(b1, m15), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+      k.q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
+                                       _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2));
+      k.q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
+                                       _mm256_and_si256(bh, _mm256_set1_epi8(48)));
+      k.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+                                       _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
+    }
+    for (int j = 0; j < 8; ++j)
+      k.scale[j] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * j + 1]), _mm_set1_epi16(b.scales[2 * j]));
+    k.aux = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    k.d = fp16(b.d);
+    k.dmin = 0.0f;
+  }
+};
+
+// acc += (decoded super-block) . (activation block), as 8 float lanes.
+template <class D>
+inline __m256 dot_k(const DecodedK& k, const BlockQ8_K& a, __m256 acc) {
+  __m256i sumi = _mm256_setzero_si256();
+  for (int j = 0; j < 8; ++j) {
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
+    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], _mm256_maddubs_epi16(k.q[j], qa)));
+  }
+  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+  if constexpr (D::kMins) {
+    // sum_j m_j * (bsums[2j] + bsums[2j+1]), in 4 lanes
+    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), pair);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), acc);
+    return _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), acc);
+  } else {
+    // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(k.aux, bsums), 5));
+    return _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+}
+
+template <class D>
+float vec_dot_k(int64_t n, const void* w, const void* x) {
+  const auto* wb = static_cast<const typename D::W*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  DecodedK k;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(wb + i + 4), _MM_HINT_T0);
+    D::decode(wb[i], k);
+    acc = dot_k<D>(k, xb[i], acc);
+  }
+  return hsum(acc);
+}
+
+// Rows [r0, r1) x all n_batch activation rows. Each group of up to 4 weight rows is decoded
+// once per super-block and reused for up to kGroup activation rows.
+template <class D>
+void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+              size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  const auto* w = static_cast<const uint8_t*>(W);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  const int64_t nb = n / kQK_K;
+  if (n_batch == 1) {
+    for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_k<D>(n, w + r * row_stride, x);
+    return;
+  }
+  constexpr int kRows = 4, kGroup = 16;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int rm = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
+    for (int64_t c0 = 0; c0 < n_batch; c0 += kGroup) {
+      const int rn = static_cast<int>(n_batch - c0 < kGroup ? n_batch - c0 : kGroup);
+      __m256 acc[kRows][kGroup];
+      for (int i = 0; i < rm; ++i)
+        for (int c = 0; c < rn; ++c) acc[i][c] = _mm256_setzero_ps();
+      DecodedK k[kRows];
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int i = 0; i < rm; ++i)
+          D::decode(reinterpret_cast<const typename D::W*>(w + (r + i) * row_stride)[b], k[i]);
+        for (int c = 0; c < rn; ++c) {
+          const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(x + (c0 + c) * xq_stride)[b];
+          for (int i = 0; i < rm; ++i) acc[i][c] = dot_k<D>(k[i], a, acc[i][c]);
+        }
+      }
+      for (int i = 0; i < rm; ++i)
+        for (int c = 0; c < rn; ++c) y[(c0 + c) * y_stride + r + i] = hsum(acc[i][c]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kernels::cpu::avx2

@@ -1,0 +1,59 @@
+// avx512.cc: the AVX-512 VNNI kernels (x86-64, compiled with -mavx512f/bw/vl/dq/vnni). They
+// reuse the AVX2 loop structure of avx2_tiles.h with one change: the int8 dot of a block
+// is a single vpdpbusd (on 256-bit registers, AVX512-VL) instead of vpmaddubsw + vpmaddwd.
+// For our operand ranges (|w|, |a| <= 127, so no vpmaddubsw saturation) both give the same
+// integers, so these kernels are correct by construction; they are tested by the same
+// kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Entries left
+// null here (float types, K-quants, quantizers) fall back to the AVX2 table.
+// Deliberately no 512-bit-wide re-tiling yet: it cannot be measured on the dev machines.
+#if defined(__x86_64__) || defined(_M_X64)
+#include "kernels/cpu/kernel_table.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "kernels/cpu/avx2_tiles.h"
+
+namespace kernels::cpu {
+namespace avx512 {
+namespace {
+
+using namespace avx2;
+
+struct VnniDot {
+  // unsigned w (0..127) x signed a, 4 bytes per int32 lane: exactly madd(maddubs(w, a), 1)
+  static __m256i u8(__m256i w, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a); }
+  static __m256i i8(__m256i w, __m256i a) { return u8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)); }
+};
+
+}  // namespace
+}  // namespace avx512
+
+const KernelTable& avx512_table() {
+  static const KernelTable table = [] {
+    using namespace avx2;
+    using avx512::VnniDot;
+    KernelTable t;
+    auto set = [&t](Type type, VecDotFn v, MatmulFn m) {
+      t.vec_dot[slot(type)] = v;
+      t.matmul[slot(type)] = m;
+    };
+    set(Type::Q4_0, vec_dot_q<DecQ4_0, VnniDot>, matmul_q<DecQ4_0, VnniDot>);
+    set(Type::Q4_1, vec_dot_q<DecQ4_1, VnniDot>, matmul_q<DecQ4_1, VnniDot>);
+    set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
+    set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
+    set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kernels::cpu
+
+#else  // built without the AVX-512 flags: nothing to add over AVX2
+namespace kernels::cpu {
+const KernelTable& avx512_table() {
+  static const KernelTable table;
+  return table;
+}
+}  // namespace kernels::cpu
+#endif
+#endif  // x86-64

@@ -1,0 +1,40 @@
+// kernel_table.h: private to kernels/: the per-ISA function tables that dispatch.cc picks
+// from at run time. Each ISA file (avx2.cc, avx512.cc, neon.cc) fills one table; an entry
+// left null means "use the next ISA down" (avx512 -> avx2 -> scalar reference), so an ISA
+// file may speed up only the pairs it cares about. No dispatch logic lives here.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/types.h"
+
+namespace kernels::cpu {
+
+// One weight row (n elements of the weight type) · activations of its vec_dot_type.
+using VecDotFn = float (*)(int64_t n, const void* w_row, const void* xq);
+// Rows [r0, r1) of W times n_batch activation rows; same contract as kernels::matmul.
+using MatmulFn = void (*)(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
+                          const void* xq, size_t xq_stride, int64_t n_batch, float* y,
+                          int64_t y_stride);
+// Activation quantizer for one vec_dot_type: n floats -> out.
+using QuantizeFn = void (*)(const float* x, void* out, int64_t n);
+
+constexpr int kMaxTypeId = 40;  // table slots, indexed by tensor::Type's ggml id
+
+struct KernelTable {
+  VecDotFn vec_dot[kMaxTypeId] = {};
+  MatmulFn matmul[kMaxTypeId] = {};
+  QuantizeFn quantize[kMaxTypeId] = {};  // indexed by the activation type
+};
+
+inline int slot(tensor::Type t) { return static_cast<int>(t); }
+
+#if defined(__x86_64__) || defined(_M_X64)
+const KernelTable& avx2_table();
+const KernelTable& avx512_table();
+#endif
+#if defined(__ARM_NEON)
+const KernelTable& neon_table();
+#endif
+
+}  // namespace kernels::cpu

@@ -1,0 +1,219 @@
+// dispatch.cc: picks the kernels once at start-up: CPUID (x86: AVX2+FMA+F16C, AVX-512
+// F/BW/VL/VNNI with the OS saving zmm state) or the build target (NEON), overridable by
+// SHARDLM_ISA=scalar|avx2|avx512|neon, and by set_isa() in tests and benchmarks. Builds
+// one flat table per ISA by layering the ISA's entries over the ones below it, then the
+// public entry points are a table lookup. Deliberately no kernels here, and no threading:
+// callers split rows across threads and call matmul on each range.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/kernels.h"
+#include "util/check.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
+namespace kernels {
+namespace {
+
+using cpu::KernelTable;
+using cpu::slot;
+using tensor::Type;
+
+constexpr Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
+                                 Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
+                                 Type::Q4_K, Type::Q5_K, Type::Q6_K};
+constexpr Type kActivationTypes[] = {Type::F32, Type::F16, Type::BF16,
+                                     Type::Q8_0, Type::Q8_1, Type::Q8_K};
+
+// The scalar matmul: every (row, batch) pair through the reference dot product.
+template <Type kType>
+void ref_matmul(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
+                const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  const auto* w = static_cast<const uint8_t*>(W);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t r = r0; r < r1; ++r)
+      y[b * y_stride + r] = ref::vec_dot(kType, n, w + r * row_stride, x + b * xq_stride);
+}
+
+template <Type kType>
+float ref_vec_dot(int64_t n, const void* w, const void* x) { return ref::vec_dot(kType, n, w, x); }
+
+template <Type kType>
+void ref_quantize(const float* x, void* out, int64_t n) { ref::quantize_activation(kType, x, out, n); }
+
+KernelTable make_scalar_table() {
+  KernelTable t;
+  auto add = [&t]<Type kType>() {
+    t.vec_dot[slot(kType)] = ref_vec_dot<kType>;
+    t.matmul[slot(kType)] = ref_matmul<kType>;
+  };
+  add.operator()<Type::F32>();
+  add.operator()<Type::F16>();
+  add.operator()<Type::BF16>();
+  add.operator()<Type::Q4_0>();
+  add.operator()<Type::Q4_1>();
+  add.operator()<Type::Q5_0>();
+  add.operator()<Type::Q5_1>();
+  add.operator()<Type::Q8_0>();
+  add.operator()<Type::Q4_K>();
+  add.operator()<Type::Q5_K>();
+  add.operator()<Type::Q6_K>();
+  auto addq = [&t]<Type kType>() { t.quantize[slot(kType)] = ref_quantize<kType>; };
+  addq.operator()<Type::F32>();
+  addq.operator()<Type::F16>();
+  addq.operator()<Type::BF16>();
+  addq.operator()<Type::Q8_0>();
+  addq.operator()<Type::Q8_1>();
+  addq.operator()<Type::Q8_K>();
+  return t;
+}
+
+// `over`'s non-null entries replace `base`'s.
+KernelTable layer(KernelTable base, const KernelTable& over) {
+  for (int i = 0; i < cpu::kMaxTypeId; ++i) {
+    if (over.vec_dot[i]) base.vec_dot[i] = over.vec_dot[i];
+    if (over.matmul[i]) base.matmul[i] = over.matmul[i];
+    if (over.quantize[i]) base.quantize[i] = over.quantize[i];
+  }
+  return base;
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+bool os_saves_ymm_zmm(bool want_zmm) {
+  uint32_t eax, edx;
+  __asm__("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  const uint32_t ymm = 0x6;         // XMM | YMM state
+  const uint32_t zmm = 0x6 | 0xE0;  // + opmask, ZMM_Hi256, Hi16_ZMM
+  return (eax & (want_zmm ? zmm : ymm)) == (want_zmm ? zmm : ymm);
+}
+
+Isa detect() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::kScalar;
+  const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+  if (!osxsave || !os_saves_ymm_zmm(false)) return Isa::kScalar;
+  if (__get_cpuid_max(0, nullptr) < 7) return Isa::kScalar;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+  if (!(avx2 && fma && f16c && bmi2)) return Isa::kScalar;
+  const bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
+             vl = b & (1u << 31), vnni = c & (1u << 11);
+  if (f && dq && bw && vl && vnni && os_saves_ymm_zmm(true)) return Isa::kAvx512;
+  return Isa::kAvx2;
+}
+#elif defined(__ARM_NEON)
+Isa detect() { return Isa::kNeon; }
+#else
+Isa detect() { return Isa::kScalar; }
+#endif
+
+bool supports(Isa detected, Isa want) {
+  switch (want) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return detected == Isa::kAvx2 || detected == Isa::kAvx512;
+    case Isa::kAvx512: return detected == Isa::kAvx512;
+    case Isa::kNeon: return detected == Isa::kNeon;
+  }
+  return false;
+}
+
+KernelTable make_table(Isa isa) {
+  KernelTable t = make_scalar_table();
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) t = layer(t, cpu::avx2_table());
+  if (isa == Isa::kAvx512) t = layer(t, cpu::avx512_table());
+#endif
+#if defined(__ARM_NEON)
+  if (isa == Isa::kNeon) t = layer(t, cpu::neon_table());
+#endif
+  return t;
+}
+
+struct State {
+  Isa detected;
+  KernelTable tables[4];  // indexed by Isa
+  std::atomic<const KernelTable*> active;
+};
+
+Isa from_env(Isa detected) {
+  const char* env = std::getenv("SHARDLM_ISA");
+  if (!env || !*env) return detected;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (std::strcmp(env, isa_name(isa)) == 0) {
+      CHECK_MSG(supports(detected, isa), "SHARDLM_ISA names an ISA this CPU does not support");
+      return isa;
+    }
+  }
+  CHECK_MSG(false, "SHARDLM_ISA must be scalar, avx2, avx512 or neon");
+}
+
+State& state() {
+  static State* s = [] {
+    auto* st = new State;
+    st->detected = detect();
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
+      if (supports(st->detected, isa)) st->tables[static_cast<int>(isa)] = make_table(isa);
+    st->active = &st->tables[static_cast<int>(from_env(st->detected))];
+    return st;
+  }();
+  return *s;
+}
+
+const KernelTable& active() { return *state().active.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+Isa detected_isa() { return state().detected; }
+
+Isa active_isa() {
+  State& s = state();
+  return static_cast<Isa>(s.active.load() - &s.tables[0]);
+}
+
+void set_isa(Isa isa) {
+  State& s = state();
+  CHECK_MSG(supports(s.detected, isa), isa_name(isa));
+  s.active = &s.tables[static_cast<int>(isa)];
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
+  }
+  return "?";
+}
+
+void quantize_activation(Type t, const float* x, void* out, int64_t n) {
+  const auto fn = active().quantize[slot(t)];
+  CHECK_MSG(fn != nullptr, tensor::type_name(t));
+  CHECK_MSG(n % tensor::traits(t).block_size == 0, tensor::type_name(t));
+  fn(x, out, n);
+}
+
+float vec_dot(Type wt, int64_t n, const void* w_row, const void* xq) {
+  const auto fn = active().vec_dot[slot(wt)];
+  CHECK_MSG(fn != nullptr, tensor::type_name(wt));
+  CHECK_MSG(n % tensor::traits(wt).block_size == 0, tensor::type_name(wt));
+  return fn(n, w_row, xq);
+}
+
+void matmul(Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
+            const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  const auto fn = active().matmul[slot(wt)];
+  CHECK_MSG(fn != nullptr, tensor::type_name(wt));
+  CHECK_MSG(n % tensor::traits(wt).block_size == 0, tensor::type_name(wt));
+  CHECK(r0 >= 0 && r0 <= r1 && n_batch >= 0);
+  if (r0 == r1 || n_batch == 0) return;
+  fn(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+}
+
+}  // namespace kernels

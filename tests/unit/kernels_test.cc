@@ -1,0 +1,333 @@
+// kernels_test.cc: the SIMD kernels against the scalar reference (kernels::ref), for every
+// weight type, on odd sizes, for every ISA this CPU supports (set_isa loop); the reference
+// quantizers against tensor::quantize_row; dispatch behaviour. Not here: the float ops
+// (ops.cc has its own tests) and timing (bench/kernels_bench.cc).
+//
+// Tolerance: |simd - ref| <= 1e-5 * sum_i |w_i * x_i| (dequantized values, plus the min
+// terms of Q4_1/Q5_1). Integer sums are exact in every path, so the only differences come
+// from float summation order over at most a few hundred block partials.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tensor/quants.h"
+#include "tensor/types.h"
+#include "util/fp16.h"
+
+namespace kernels {
+namespace {
+
+using tensor::Type;
+
+const Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
+                             Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
+                             Type::Q4_K, Type::Q5_K, Type::Q6_K};
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out{Isa::kScalar};
+  const Isa d = detected_isa();
+  if (d == Isa::kAvx2 || d == Isa::kAvx512) out.push_back(Isa::kAvx2);
+  if (d == Isa::kAvx512) out.push_back(Isa::kAvx512);
+  if (d == Isa::kNeon) out.push_back(Isa::kNeon);
+  return out;
+}
+
+// Restores the ISA dispatch used before the test.
+struct IsaGuard {
+  Isa saved = active_isa();
+  ~IsaGuard() { set_isa(saved); }
+};
+
+Type act_type(Type wt) { return tensor::traits(wt).vec_dot_type; }
+int block_size(Type t) { return tensor::traits(t).block_size; }
+
+std::vector<float> gaussian(std::mt19937& rng, int64_t n, float sigma = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+uint16_t rand_half(std::mt19937& rng, float lo, float hi) {
+  return util::f32_to_fp16(std::uniform_real_distribution<float>(lo, hi)(rng));
+}
+
+// Random bytes for a row of type t, then every scale field overwritten with a sane value
+// and every int8 quant kept in -127..127 (the range our quantizers produce).
+std::vector<uint8_t> random_row(std::mt19937& rng, Type t, int64_t n) {
+  std::vector<uint8_t> row(tensor::row_bytes(t, n));
+  for (auto& b : row) b = static_cast<uint8_t>(rng());
+  const int64_t nb = n / block_size(t);
+  auto i8 = [&rng] { return static_cast<int8_t>(static_cast<int>(rng() % 255) - 127); };
+  switch (t) {
+    case Type::F32: {
+      auto v = gaussian(rng, n);
+      std::memcpy(row.data(), v.data(), n * 4);
+      break;
+    }
+    case Type::F16: case Type::BF16: {
+      auto v = gaussian(rng, n);
+      auto* p = reinterpret_cast<uint16_t*>(row.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = t == Type::F16 ? util::f32_to_fp16(v[i]) : util::f32_to_bf16(v[i]);
+      break;
+    }
+    case Type::Q4_0: for (int64_t b = 0; b < nb; ++b) reinterpret_cast<tensor::BlockQ4_0*>(row.data())[b].d = rand_half(rng, -0.02f, 0.02f); break;
+    case Type::Q5_0: for (int64_t b = 0; b < nb; ++b) reinterpret_cast<tensor::BlockQ5_0*>(row.data())[b].d = rand_half(rng, -0.02f, 0.02f); break;
+    case Type::Q4_1: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ4_1*>(row.data())[b];
+        k.d = rand_half(rng, 0.001f, 0.02f); k.m = rand_half(rng, -0.1f, 0.0f);
+      } break;
+    case Type::Q5_1: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ5_1*>(row.data())[b];
+        k.d = rand_half(rng, 0.001f, 0.02f); k.m = rand_half(rng, -0.2f, 0.0f);
+      } break;
+    case Type::Q8_0: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ8_0*>(row.data())[b];
+        k.d = rand_half(rng, -0.02f, 0.02f);
+        for (auto& q : k.qs) q = i8();
+      } break;
+    case Type::Q8_1: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ8_1*>(row.data())[b];
+        const float d = std::uniform_real_distribution<float>(0.001f, 0.02f)(rng);
+        int sum = 0;
+        for (auto& q : k.qs) { q = i8(); sum += q; }
+        k.d = util::f32_to_fp16(d); k.s = util::f32_to_fp16(d * sum);
+      } break;
+    case Type::Q8_K: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ8_K*>(row.data())[b];
+        k.d = std::uniform_real_distribution<float>(0.001f, 0.02f)(rng);
+        for (auto& q : k.qs) q = i8();
+        for (int j = 0; j < 16; ++j) {
+          int s = 0;
+          for (int l = 0; l < 16; ++l) s += k.qs[16 * j + l];
+          k.bsums[j] = static_cast<int16_t>(s);
+        }
+      } break;
+    case Type::Q4_K: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ4_K*>(row.data())[b];
+        k.d = rand_half(rng, 0.0001f, 0.002f); k.dmin = rand_half(rng, 0.0001f, 0.002f);
+      } break;
+    case Type::Q5_K: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ5_K*>(row.data())[b];
+        k.d = rand_half(rng, 0.0001f, 0.002f); k.dmin = rand_half(rng, 0.0001f, 0.002f);
+      } break;
+    case Type::Q6_K: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ6_K*>(row.data())[b];
+        k.d = rand_half(rng, -0.0005f, 0.0005f);
+        for (auto& s : k.scales) s = i8();
+      } break;
+    default: ADD_FAILURE() << "no random generator for " << tensor::type_name(t);
+  }
+  return row;
+}
+
+// Quantized data: gaussian floats through tensor::quantize_row (weights) or the
+// reference activation quantizer.
+std::vector<uint8_t> quantized_row(std::mt19937& rng, Type t, int64_t n, bool activation) {
+  std::vector<uint8_t> row(tensor::row_bytes(t, n));
+  const auto v = gaussian(rng, n);
+  if (activation) ref::quantize_activation(t, v.data(), row.data(), n);
+  else tensor::quantize_row(t, v.data(), row.data(), n);
+  return row;
+}
+
+// sum_i |w_i x_i| over dequantized values, plus |m * s| per block for Q4_1 / Q5_1.
+double magnitude(Type wt, int64_t n, const void* w, const void* x) {
+  std::vector<float> fw(n), fx(n);
+  tensor::dequantize_row(wt, w, fw.data(), n);
+  tensor::dequantize_row(act_type(wt), x, fx.data(), n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(fw[i]) * fx[i]);
+  if (wt == Type::Q4_1 || wt == Type::Q5_1) {
+    const size_t wb = tensor::traits(wt).block_bytes;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      uint16_t m, sa;
+      std::memcpy(&m, static_cast<const uint8_t*>(w) + b * wb + 2, 2);
+      std::memcpy(&sa, static_cast<const uint8_t*>(x) + b * sizeof(tensor::BlockQ8_1) + 2, 2);
+      s += 2 * std::fabs(double(util::fp16_to_f32(m)) * util::fp16_to_f32(sa)) + 1e-30;
+    }
+  }
+  return s;
+}
+
+constexpr double kRelTol = 1e-5;
+
+std::vector<int64_t> sizes_for(Type wt) {
+  const int bs = block_size(wt);
+  std::vector<int64_t> out;
+  for (int64_t blocks : {1, 31, 33, 257}) out.push_back(blocks * (bs == 1 ? 32 : bs));
+  if (bs == 1) {
+    for (int64_t n : {1, 7, 31, 33, 257, 1001}) out.push_back(n);  // element tails
+  }
+  return out;
+}
+
+class KernelsPerType : public ::testing::TestWithParam<Type> {};
+
+void check_vec_dot(Type wt, int64_t n, const std::vector<uint8_t>& w, const std::vector<uint8_t>& x,
+                   const char* what) {
+  const float want = ref::vec_dot(wt, n, w.data(), x.data());
+  const double tol = kRelTol * magnitude(wt, n, w.data(), x.data()) + 1e-30;
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    const float got = vec_dot(wt, n, w.data(), x.data());
+    EXPECT_NEAR(got, want, tol) << tensor::type_name(wt) << " n=" << n << " isa=" << isa_name(isa) << " " << what;
+    if (isa == Isa::kScalar) EXPECT_EQ(got, want);
+  }
+}
+
+TEST_P(KernelsPerType, VecDotRandomBlocksMatchesRef) {
+  const Type wt = GetParam();
+  std::mt19937 rng(1234 + static_cast<int>(wt));
+  for (int64_t n : sizes_for(wt)) {
+    const auto w = random_row(rng, wt, n);
+    const auto x = random_row(rng, act_type(wt), n);
+    check_vec_dot(wt, n, w, x, "random blocks");
+  }
+}
+
+TEST_P(KernelsPerType, VecDotQuantizedDataMatchesRef) {
+  const Type wt = GetParam();
+  std::mt19937 rng(99 + static_cast<int>(wt));
+  for (int64_t n : sizes_for(wt)) {
+    const auto w = quantized_row(rng, wt, n, false);
+    const auto x = quantized_row(rng, act_type(wt), n, true);
+    check_vec_dot(wt, n, w, x, "quantized data");
+  }
+}
+
+TEST_P(KernelsPerType, MatmulMatchesPerRowRef) {
+  const Type wt = GetParam();
+  const Type at = act_type(wt);
+  std::mt19937 rng(7 + static_cast<int>(wt));
+  const int64_t n = block_size(wt) == 1 ? 67 : 3 * block_size(wt);
+  const int64_t rows = 13, y_stride = rows + 3;
+  const size_t row_stride = tensor::row_bytes(wt, n) + 8;  // padded rows
+  const size_t xq_stride = activation_bytes(at, n) + 4;
+  std::vector<uint8_t> W(rows * row_stride), X(8 * xq_stride);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto row = r % 2 ? quantized_row(rng, wt, n, false) : random_row(rng, wt, n);
+    std::memcpy(W.data() + r * row_stride, row.data(), row.size());
+  }
+  for (int64_t b = 0; b < 8; ++b) {
+    const auto row = quantized_row(rng, at, n, true);
+    std::memcpy(X.data() + b * xq_stride, row.data(), row.size());
+  }
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (int64_t n_batch : {1, 2, 3, 5, 8}) {
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {4, 4}}) {
+        std::vector<float> y(8 * y_stride, -12345.0f);
+        matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), y_stride);
+        for (int64_t b = 0; b < 8; ++b) {
+          for (int64_t r = 0; r < y_stride; ++r) {
+            const float got = y[b * y_stride + r];
+            if (b >= n_batch || r < r0 || r >= r1) {
+              EXPECT_EQ(got, -12345.0f) << "wrote outside the range at b=" << b << " r=" << r;
+              continue;
+            }
+            const void* wr = W.data() + r * row_stride;
+            const void* xr = X.data() + b * xq_stride;
+            const float want = ref::vec_dot(wt, n, wr, xr);
+            EXPECT_NEAR(got, want, kRelTol * magnitude(wt, n, wr, xr) + 1e-30)
+                << tensor::type_name(wt) << " isa=" << isa_name(isa) << " n_batch=" << n_batch
+                << " rows [" << r0 << "," << r1 << ") r=" << r << " b=" << b;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsPerType, ::testing::ValuesIn(kWeightTypes),
+                         [](const auto& info) { return std::string(tensor::type_name(info.param)); });
+
+// ---- activation quantizers ----
+
+const Type kActivationTypes[] = {Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q8_1, Type::Q8_K};
+
+std::vector<float> awkward_floats(std::mt19937& rng, int64_t n) {
+  auto v = gaussian(rng, n, 3.0f);
+  for (int64_t i = 0; i < 32 && i < n; ++i) v[i] = 0.0f;  // an all-zero block
+  if (n >= 64) {  // a block of exact .5 ties: amax 127 -> d = 1, x * id = k + 0.5
+    v[32] = 127.0f;
+    for (int i = 1; i < 32; ++i) v[32 + i] = (i % 2 ? 1 : -1) * (float(i) + 0.5f);
+  }
+  return v;
+}
+
+TEST(KernelsQuantize, RefEqualsTensorQuantizeRow) {
+  std::mt19937 rng(5);
+  for (Type t : kActivationTypes) {
+    for (int64_t blocks : {1, 3, 17}) {
+      const int64_t n = blocks * (block_size(t) == 1 ? 64 : block_size(t));
+      const auto v = awkward_floats(rng, n);
+      std::vector<uint8_t> a(activation_bytes(t, n)), b(activation_bytes(t, n));
+      ref::quantize_activation(t, v.data(), a.data(), n);
+      tensor::quantize_row(t, v.data(), b.data(), n);
+      if (t == Type::Q8_K) {  // ggml leaves bsums of an all-zero block unset; compare the rest
+        for (int64_t k = 0; k < n / 256; ++k) {
+          auto* ba = reinterpret_cast<tensor::BlockQ8_K*>(a.data()) + k;
+          auto* bb = reinterpret_cast<tensor::BlockQ8_K*>(b.data()) + k;
+          if (ba->d == 0) std::memcpy(bb->bsums, ba->bsums, sizeof(ba->bsums));
+        }
+      }
+      EXPECT_EQ(a, b) << tensor::type_name(t) << " n=" << n;
+    }
+  }
+}
+
+// The SIMD quantizers round exactly like the reference (roundf, half away from zero), so
+// their bytes are equal, ties included.
+TEST(KernelsQuantize, SimdEqualsRef) {
+  std::mt19937 rng(6);
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    for (Type t : kActivationTypes) {
+      for (int64_t blocks : {1, 2, 31, 33}) {
+        const int64_t n = blocks * (block_size(t) == 1 ? 64 : block_size(t)) + (block_size(t) == 1 ? 3 : 0);
+        const auto v = awkward_floats(rng, n);
+        std::vector<uint8_t> a(activation_bytes(t, n)), b(activation_bytes(t, n));
+        ref::quantize_activation(t, v.data(), a.data(), n);
+        quantize_activation(t, v.data(), b.data(), n);
+        EXPECT_EQ(a, b) << tensor::type_name(t) << " n=" << n << " isa=" << isa_name(isa);
+      }
+    }
+  }
+}
+
+// ---- dispatch ----
+
+TEST(KernelsDispatch, IsaNamesAndSwitching) {
+  EXPECT_STREQ(isa_name(Isa::kScalar), "scalar");
+  EXPECT_STREQ(isa_name(Isa::kAvx2), "avx2");
+  EXPECT_STREQ(isa_name(Isa::kAvx512), "avx512");
+  EXPECT_STREQ(isa_name(Isa::kNeon), "neon");
+  std::printf("detected ISA: %s, active at start (SHARDLM_ISA): %s\n", isa_name(detected_isa()),
+              isa_name(active_isa()));
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    EXPECT_EQ(active_isa(), isa);
+  }
+}
+
+TEST(KernelsDispatchDeathTest, UnsupportedTypeNamesIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<uint8_t> buf(4096);
+  float y = 0;
+  EXPECT_DEATH(matmul(Type::Q8_1, 32, buf.data(), 36, 0, 1, buf.data(), 36, 1, &y, 1), "Q8_1");
+  EXPECT_DEATH(vec_dot(Type::Q2_K, 256, buf.data(), buf.data()), "Q2_K");
+  EXPECT_DEATH(quantize_activation(Type::Q4_0, reinterpret_cast<const float*>(buf.data()), buf.data(), 32),
+               "Q4_0");
+}
+
+}  // namespace
+}  // namespace kernels
