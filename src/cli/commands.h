@@ -1,0 +1,24 @@
+// commands.h: the `shardlm` subcommands. Each registers its options on the CLI11 app and
+// runs when chosen; each returns the process exit code. Errors go to stderr as one line
+// saying what is wrong and what to do.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace cli {
+
+using Runner = std::function<int()>;
+
+// Each adds a subcommand and returns the function that runs it.
+Runner add_generate(CLI::App& app);
+Runner add_inspect(CLI::App& app);
+Runner add_quantize(CLI::App& app);
+Runner add_bench(CLI::App& app);
+Runner add_make_model(CLI::App& app);
+
+// Prints "error: msg" to stderr and returns 1.
+int fail(const std::string& msg);
+
+}  // namespace cli

@@ -1,0 +1,71 @@
+// config.cc: GGUF metadata -> Config.
+#include "model/config.h"
+
+namespace model {
+
+const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3"; }
+
+util::Expected<Config> load_config(const gguf::File& f) {
+  Config c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) return util::Status::error("missing 'general.architecture': not a model file?");
+  c.arch_name = *arch;
+  if (*arch == "llama") {
+    c.arch = Arch::kLlama;
+  } else if (*arch == "qwen2") {
+    c.arch = Arch::kQwen2;
+  } else if (*arch == "qwen3") {
+    c.arch = Arch::kQwen3;
+  } else {
+    return util::Status::error("unsupported architecture '" + *arch +
+                               "'; supported: " + supported_architectures());
+  }
+  c.name = f.get_string("general.name").value_or(*arch);
+  const std::string p = *arch + ".";
+  std::string missing;
+  auto need_int = [&](const std::string& key, int* out) {
+    auto v = f.get_int(p + key);
+    if (!v || *v <= 0 || *v > (1 << 30)) {
+      if (!missing.empty()) missing += ", ";
+      missing += p + key;
+      return;
+    }
+    *out = static_cast<int>(*v);
+  };
+  need_int("embedding_length", &c.dim);
+  need_int("block_count", &c.n_layers);
+  need_int("feed_forward_length", &c.n_ff);
+  need_int("attention.head_count", &c.n_heads);
+  if (!missing.empty()) return util::Status::error("model metadata lacks " + missing);
+  c.n_kv_heads = static_cast<int>(f.get_int(p + "attention.head_count_kv").value_or(c.n_heads));
+  c.head_dim = static_cast<int>(f.get_int(p + "attention.key_length").value_or(c.dim / c.n_heads));
+  c.n_rot = static_cast<int>(f.get_int(p + "rope.dimension_count").value_or(c.head_dim));
+  c.ctx_train = static_cast<int>(f.get_int(p + "context_length").value_or(4096));
+  c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
+  const auto scaling = f.get_string(p + "rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    const double factor = f.get_float(p + "rope.scaling.factor").value_or(1.0);
+    if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none" && !scaling.empty()) {
+    return util::Status::error("rope scaling '" + scaling + "' is not supported (only none, linear, and llama3 rope_freqs)");
+  }
+  auto vocab = f.get_int(p + "vocab_size");
+  if (!vocab) {
+    const gguf::Value* toks = f.find("tokenizer.ggml.tokens");
+    if (toks) vocab = static_cast<int64_t>(toks->count());
+  }
+  if (!vocab || *vocab <= 0) return util::Status::error("cannot tell the vocabulary size (no " + p + "vocab_size or tokenizer.ggml.tokens)");
+  c.n_vocab = static_cast<int>(*vocab);
+  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0)
+    return util::Status::error("head_count " + std::to_string(c.n_heads) +
+                               " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    return util::Status::error("rope.dimension_count " + std::to_string(c.n_rot) + " does not fit head dim " + std::to_string(c.head_dim));
+  c.rope_neox = c.arch != Arch::kLlama;
+  c.qkv_bias = c.arch == Arch::kQwen2;
+  c.qk_norm = c.arch == Arch::kQwen3;
+  return c;
+}
+
+}  // namespace model

@@ -1,0 +1,42 @@
+// config.h: a model's hyperparameters read from GGUF metadata ("<arch>.*" keys), for the
+// architecture families we support. An unknown architecture or a missing key is a clear
+// error that lists what is supported. Deliberately no tensors here (see weights.h).
+#pragma once
+#include <string>
+
+#include "gguf/gguf.h"
+#include "util/status.h"
+
+namespace model {
+
+enum class Arch { kLlama, kQwen2, kQwen3 };
+
+struct Config {
+  Arch arch = Arch::kLlama;
+  std::string arch_name;   // GGUF general.architecture
+  std::string name;        // general.name, for messages
+  int dim = 0;             // embedding length D
+  int n_layers = 0;        // L
+  int n_heads = 0;         // H query heads
+  int n_kv_heads = 0;      // G KV heads
+  int head_dim = 0;        // d
+  int n_ff = 0;            // F, MLP hidden
+  int n_vocab = 0;         // V
+  int n_rot = 0;           // rotary dimensions per head (<= head_dim)
+  int ctx_train = 0;       // trained context length
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+  bool rope_neox = false;        // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  bool qkv_bias = false;         // qwen2
+  bool qk_norm = false;          // qwen3: RMS norm of each Q and K head
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Reads the config; errors name the missing key or unsupported architecture.
+util::Expected<Config> load_config(const gguf::File& file);
+const char* supported_architectures();  // "llama, qwen2, qwen3"
+
+}  // namespace model

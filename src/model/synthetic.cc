@@ -1,0 +1,177 @@
+// synthetic.cc: random-weight model writer.
+#include "model/synthetic.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "tensor/quants.h"
+
+namespace model {
+
+const char* shape_names() {
+  return "toy, toy-qwen2, toy-qwen3, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b";
+}
+
+std::optional<Shape> shape_by_name(const std::string& name) {
+  Shape s;
+  if (name == "toy") return s;
+  if (name == "toy-qwen2") { s.arch = "qwen2"; return s; }
+  if (name == "toy-qwen3") { s.arch = "qwen3"; return s; }
+  if (name == "smollm2-135m") {
+    s.dim = 576; s.n_layers = 30; s.n_heads = 9; s.n_kv_heads = 3; s.n_ff = 1536; s.n_vocab = 49152;
+    s.rope_base = 100000.0f; s.tied = true; s.ctx_train = 8192;
+    return s;
+  }
+  if (name == "llama3.2-1b") {
+    s.dim = 2048; s.n_layers = 16; s.n_heads = 32; s.n_kv_heads = 8; s.n_ff = 8192; s.n_vocab = 128256;
+    s.rope_base = 500000.0f; s.tied = true; s.ctx_train = 131072;
+    return s;
+  }
+  if (name == "llama3-8b") {
+    s.dim = 4096; s.n_layers = 32; s.n_heads = 32; s.n_kv_heads = 8; s.n_ff = 14336; s.n_vocab = 128256;
+    s.rope_base = 500000.0f; s.ctx_train = 8192;
+    return s;
+  }
+  if (name == "llama3-70b") {
+    s.dim = 8192; s.n_layers = 80; s.n_heads = 64; s.n_kv_heads = 8; s.n_ff = 28672; s.n_vocab = 128256;
+    s.rope_base = 500000.0f; s.ctx_train = 8192;
+    return s;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// GPT-2 byte -> unicode code point map used by byte-level BPE vocabularies.
+std::string byte_token(int b) {
+  int cp = b;
+  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+  if (!printable) {
+    int n = 0;
+    for (int i = 0; i < b; ++i)
+      if (!((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || (i >= 174 && i <= 255))) ++n;
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// A pool of random rows of one (type, cols), quantized once and reused.
+class RowPool {
+ public:
+  RowPool(tensor::Type type, int64_t cols, float sigma, std::mt19937_64& rng, int n_rows = 64)
+      : row_bytes_(tensor::row_bytes(type, cols)), n_rows_(n_rows), data_(row_bytes_ * n_rows) {
+    std::normal_distribution<float> dist(0.0f, sigma);
+    std::vector<float> row(cols);
+    for (int r = 0; r < n_rows; ++r) {
+      for (auto& x : row) x = dist(rng);
+      tensor::quantize_row(type, row.data(), data_.data() + r * row_bytes_, cols);
+    }
+  }
+  void fill(std::vector<uint8_t>& out, int64_t rows, uint64_t salt) const {
+    out.resize(row_bytes_ * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t src = (r * 7 + salt * 13 + r / n_rows_) % n_rows_;
+      std::copy_n(data_.data() + src * row_bytes_, row_bytes_, out.data() + r * row_bytes_);
+    }
+  }
+
+ private:
+  size_t row_bytes_;
+  int n_rows_;
+  std::vector<uint8_t> data_;
+};
+
+}  // namespace
+
+util::Status write_synthetic_model(const std::string& path, const Shape& s, tensor::Type type,
+                                   uint64_t seed) {
+  const auto& tr = tensor::traits(type);
+  if (s.dim % tr.block_size || s.n_ff % tr.block_size || (s.dim / s.n_heads) * s.n_heads % tr.block_size)
+    return util::Status::error(std::string("shape does not fit ") + tr.name + " blocks of " +
+                               std::to_string(tr.block_size));
+  std::mt19937_64 rng(seed);
+  const int head_dim = s.dim / s.n_heads;
+  const int kv_dim = head_dim * s.n_kv_heads;
+  gguf::Writer w;
+  const std::string a = s.arch;
+  w.set("general.architecture", gguf::Value::string(a));
+  w.set("general.name", gguf::Value::string("synthetic " + a));
+  w.set(a + ".block_count", gguf::Value::u32(s.n_layers));
+  w.set(a + ".context_length", gguf::Value::u32(s.ctx_train));
+  w.set(a + ".embedding_length", gguf::Value::u32(s.dim));
+  w.set(a + ".feed_forward_length", gguf::Value::u32(s.n_ff));
+  w.set(a + ".attention.head_count", gguf::Value::u32(s.n_heads));
+  w.set(a + ".attention.head_count_kv", gguf::Value::u32(s.n_kv_heads));
+  w.set(a + ".rope.freq_base", gguf::Value::f32(s.rope_base));
+  w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+  w.set(a + ".rope.dimension_count", gguf::Value::u32(head_dim));
+  w.set(a + ".vocab_size", gguf::Value::u32(s.n_vocab));
+  // Synthetic byte-level vocabulary: 256 byte tokens, filler, then BOS and EOS.
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  for (int b = 0; b < 256; ++b) { tokens.push_back(byte_token(b)); types.push_back(1); }
+  for (int i = 256; i < s.n_vocab - 2; ++i) { tokens.push_back("<filler_" + std::to_string(i) + ">"); types.push_back(4); }
+  tokens.push_back("<|begin_of_text|>"); types.push_back(3);
+  tokens.push_back("<|end_of_text|>"); types.push_back(3);
+  w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+  w.set("tokenizer.ggml.pre", gguf::Value::string("gpt-2"));
+  w.set("tokenizer.ggml.tokens", gguf::Value::string_array(std::move(tokens)));
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32_array(std::move(types)));
+  w.set("tokenizer.ggml.merges", gguf::Value::string_array({}));
+  w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(s.n_vocab - 2));
+  w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(s.n_vocab - 1));
+  w.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(true));
+
+  // Pools (shared by all layers) per input width.
+  auto pool_dim = std::make_shared<RowPool>(type, s.dim, 1.0f / std::sqrt(float(s.dim)), rng);
+  auto pool_ff = std::make_shared<RowPool>(type, s.n_ff, 1.0f / std::sqrt(float(s.n_ff)), rng);
+  auto pool_embd = std::make_shared<RowPool>(type, s.dim, 1.0f, rng);
+  auto ones = std::make_shared<std::vector<float>>(std::max(s.dim, head_dim), 1.0f);
+  uint64_t salt = 0;
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, std::shared_ptr<RowPool> pool) {
+    const uint64_t my_salt = salt++;
+    w.add_tensor(name, {cols, rows}, type, [pool, rows, my_salt](std::vector<uint8_t>& out) {
+      pool->fill(out, rows, my_salt);
+    });
+  };
+  auto vec = [&](const std::string& name, int64_t n) {
+    w.add_tensor(name, {n}, tensor::Type::F32, ones->data());
+  };
+  auto bias = std::make_shared<std::vector<float>>(std::max(s.dim, kv_dim), 0.01f);
+  matrix("token_embd.weight", s.dim, s.n_vocab, pool_embd);
+  vec("output_norm.weight", s.dim);
+  if (!s.tied) matrix("output.weight", s.dim, s.n_vocab, pool_dim);
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vec(p + "attn_norm.weight", s.dim);
+    matrix(p + "attn_q.weight", s.dim, s.dim, pool_dim);
+    matrix(p + "attn_k.weight", s.dim, kv_dim, pool_dim);
+    matrix(p + "attn_v.weight", s.dim, kv_dim, pool_dim);
+    if (a == "qwen2") {
+      w.add_tensor(p + "attn_q.bias", {s.dim}, tensor::Type::F32, bias->data());
+      w.add_tensor(p + "attn_k.bias", {kv_dim}, tensor::Type::F32, bias->data());
+      w.add_tensor(p + "attn_v.bias", {kv_dim}, tensor::Type::F32, bias->data());
+    }
+    if (a == "qwen3") {
+      vec(p + "attn_q_norm.weight", head_dim);
+      vec(p + "attn_k_norm.weight", head_dim);
+    }
+    matrix(p + "attn_output.weight", s.dim, s.dim, pool_dim);
+    vec(p + "ffn_norm.weight", s.dim);
+    matrix(p + "ffn_gate.weight", s.dim, s.n_ff, pool_dim);
+    matrix(p + "ffn_up.weight", s.dim, s.n_ff, pool_dim);
+    matrix(p + "ffn_down.weight", s.n_ff, s.dim, pool_ff);
+  }
+  return w.write(path);
+}
+
+}  // namespace model

@@ -1,0 +1,206 @@
+// transformer.cc: llama-family forward pass (see transformer.h).
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "tensor/quants.h"
+
+namespace model {
+
+namespace {
+
+// fp16 -> f32 by table, as ggml does for its F16 paths (256 KiB, built once).
+const float* fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = util::fp16_to_f32(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table.data();
+}
+
+inline float round_fp16(float x) { return util::fp16_to_f32(util::f32_to_fp16(x)); }
+
+}  // namespace
+
+Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
+                         KvType kv_type, int max_batch)
+    : cfg_(cfg),
+      w_(w),
+      pool_(pool),
+      kv_(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, ctx, kv_type),
+      max_batch_(std::max(1, max_batch)) {
+  const size_t B = max_batch_;
+  x_.resize(B * cfg.dim);
+  xn_.resize(B * cfg.dim);
+  q_.resize(B * cfg.q_dim());
+  k_.resize(B * cfg.kv_dim());
+  v_.resize(B * cfg.kv_dim());
+  att_.resize(B * cfg.q_dim());
+  gate_.resize(B * cfg.n_ff);
+  up_.resize(B * cfg.n_ff);
+  proj_.resize(B * cfg.dim);
+  scores_.resize(size_t(pool.size()) * ctx);
+  rope_.resize(B * cfg.n_rot);
+  fp16_table();
+}
+
+void Transformer::forward(const int32_t* tokens, int n, int pos, float* logits, bool all_logits) {
+  CHECK(n >= 1 && pos >= 0 && pos + n <= ctx());
+  for (int i = 0; i < n; i += max_batch_) {
+    const int nb = std::min(max_batch_, n - i);
+    const bool last = i + nb == n;
+    float* out = nullptr;
+    if (logits && all_logits) out = logits + size_t(i) * cfg_.n_vocab;
+    if (logits && !all_logits && last) out = logits;
+    step(tokens + i, nb, pos + i, out, all_logits);
+  }
+}
+
+const void* Transformer::quantized(const float* x, int n, int64_t cols, tensor::Type t) {
+  if (act_src_ == x && act_type_ == t) return act_.data();
+  const size_t row = kernels::activation_bytes(t, cols);
+  if (act_.size() < row * n) act_.resize(row * n);
+  uint8_t* dst = act_.data();
+  pool_.parallel_for(n, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) kernels::quantize_activation(t, x + b * cols, dst + b * row, cols);
+  });
+  act_src_ = x;
+  act_type_ = t;
+  return act_.data();
+}
+
+void Transformer::linear(const Matrix& w, const float* x, int n, float* y) {
+  const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
+  const void* xq = quantized(x, n, w.cols, vt);
+  const size_t xq_stride = kernels::activation_bytes(vt, w.cols);
+  pool_.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    util::split_range(w.rows, ith, nth, &r0, &r1);
+    if (r0 < r1)
+      kernels::matmul(w.type, w.cols, w.data, w.row_bytes, r0, r1, xq, xq_stride, n, y, w.rows);
+  });
+}
+
+void Transformer::step(const int32_t* tokens, int n, int pos, float* logits, bool all_logits) {
+  const Config& c = cfg_;
+  const int D = c.dim;
+  // x[b] = embedding of tokens[b]
+  for (int b = 0; b < n; ++b) {
+    CHECK(tokens[b] >= 0 && tokens[b] < c.n_vocab);
+    tensor::dequantize_row(w_.token_embd.type, w_.token_embd.row(tokens[b]), &x_[size_t(b) * D], D);
+  }
+  // rope_[b] = (cos, sin) pairs for position pos + b
+  for (int b = 0; b < n; ++b)
+    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], pos + b, c.n_rot, c.rope_base, c.rope_freq_scale,
+                        w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data());
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    // --- attention block: xn = norm(x); q, k, v = xn W; att = softmax(q k^T / sqrt(d)) v
+    for (int b = 0; b < n; ++b)
+      kernels::rmsnorm(&xn_[size_t(b) * D], &x_[size_t(b) * D], lw.attn_norm.data(), D, c.rms_eps);
+    act_src_ = nullptr;
+    linear(lw.wq, xn_.data(), n, q_.data());
+    linear(lw.wk, xn_.data(), n, k_.data());
+    linear(lw.wv, xn_.data(), n, v_.data());
+    attention(l, n, pos);
+    // x += att Wo
+    act_src_ = nullptr;
+    linear(lw.wo, att_.data(), n, proj_.data());
+    kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
+
+    // --- MLP block: x += (silu(xn Wg) * (xn Wu)) Wd
+    for (int b = 0; b < n; ++b)
+      kernels::rmsnorm(&xn_[size_t(b) * D], &x_[size_t(b) * D], lw.ffn_norm.data(), D, c.rms_eps);
+    act_src_ = nullptr;
+    linear(lw.w_gate, xn_.data(), n, gate_.data());
+    linear(lw.w_up, xn_.data(), n, up_.data());
+    kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * c.n_ff);
+    act_src_ = nullptr;
+    linear(lw.w_down, gate_.data(), n, proj_.data());
+    kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
+  }
+  if (!logits) return;
+  // logits = norm(x) Wout, for the last token or all of them
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  for (int b = first; b < n; ++b)
+    kernels::rmsnorm(&xn_[size_t(b - first) * D], &x_[size_t(b) * D], w_.output_norm.data(), D, c.rms_eps);
+  act_src_ = nullptr;
+  linear(w_.output, xn_.data(), rows, logits);
+  act_src_ = nullptr;
+}
+
+void Transformer::attention(int l, int n, int pos) {
+  const Config& c = cfg_;
+  const LayerWeights& lw = w_.layers[l];
+  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  // Biases, per-head norms, rope; then append k, v to the cache.
+  for (int b = 0; b < n; ++b) {
+    float* q = &q_[size_t(b) * c.q_dim()];
+    float* k = &k_[size_t(b) * c.kv_dim()];
+    float* v = &v_[size_t(b) * c.kv_dim()];
+    if (!lw.bq.empty()) kernels::add(q, q, lw.bq.data(), c.q_dim());
+    if (!lw.bk.empty()) kernels::add(k, k, lw.bk.data(), c.kv_dim());
+    if (!lw.bv.empty()) kernels::add(v, v, lw.bv.data(), c.kv_dim());
+    const float* rc = &rope_[size_t(b) * c.n_rot];
+    for (int h = 0; h < c.n_heads; ++h) {
+      if (!lw.q_norm.empty()) kernels::rmsnorm(q + h * hd, q + h * hd, lw.q_norm.data(), hd, c.rms_eps);
+      kernels::rope_apply(q + h * hd, rc, c.n_rot, c.rope_neox);
+    }
+    for (int g = 0; g < c.n_kv_heads; ++g) {
+      if (!lw.k_norm.empty()) kernels::rmsnorm(k + g * hd, k + g * hd, lw.k_norm.data(), hd, c.rms_eps);
+      kernels::rope_apply(k + g * hd, rc, c.n_rot, c.rope_neox);
+      kv_.store(l, g, pos + b, k + g * hd, v + g * hd);
+    }
+  }
+  // Naive causal attention per (token, head); scores rounded like llama.cpp's F16 path.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool f16 = kv_.type() == KvType::kF16;
+  const float* tab = fp16_table();
+  const int64_t jobs = int64_t(n) * c.n_heads;
+  pool_.run([&](int ith, int nth) {
+    int64_t j0, j1;
+    util::split_range(jobs, ith, nth, &j0, &j1);
+    float* s = &scores_[size_t(ith) * ctx()];
+    std::vector<float> qh(hd), acc(hd);
+    for (int64_t j = j0; j < j1; ++j) {
+      const int b = static_cast<int>(j / c.n_heads), h = static_cast<int>(j % c.n_heads);
+      const int g = h / group, n_kv = pos + b + 1;
+      const float* q = &q_[size_t(b) * c.q_dim() + size_t(h) * hd];
+      for (int i = 0; i < hd; ++i) qh[i] = f16 ? round_fp16(q[i]) : q[i];
+      for (int t = 0; t < n_kv; ++t) {
+        const size_t o = kv_.offset(l, g, t);
+        float dot = 0;
+        if (f16) {
+          const uint16_t* kr = kv_.k16(o);
+          for (int i = 0; i < hd; ++i) dot += qh[i] * tab[kr[i]];
+        } else {
+          const float* kr = kv_.k32(o);
+          for (int i = 0; i < hd; ++i) dot += qh[i] * kr[i];
+        }
+        s[t] = dot * scale;
+      }
+      kernels::softmax(s, n_kv);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int t = 0; t < n_kv; ++t) {
+        const size_t o = kv_.offset(l, g, t);
+        if (f16) {
+          const float p = round_fp16(s[t]);
+          const uint16_t* vr = kv_.v16(o);
+          for (int i = 0; i < hd; ++i) acc[i] += p * tab[vr[i]];
+        } else {
+          const float* vr = kv_.v32(o);
+          for (int i = 0; i < hd; ++i) acc[i] += s[t] * vr[i];
+        }
+      }
+      std::memcpy(&att_[size_t(b) * c.q_dim() + size_t(h) * hd], acc.data(), hd * sizeof(float));
+    }
+  });
+}
+
+}  // namespace model

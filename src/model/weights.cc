@@ -1,0 +1,106 @@
+// weights.cc: tensor lookup by name with shape and type checks.
+#include "model/weights.h"
+
+#include "tensor/quants.h"
+
+namespace model {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+class Binder {
+ public:
+  explicit Binder(const gguf::File& f) : f_(f) {}
+
+  util::Status matrix(const std::string& name, int64_t cols, int64_t rows, Matrix* out) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) return util::Status::error("model is missing tensor '" + name + "'");
+    if (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows)
+      return util::Status::error("tensor '" + name + "' has shape " + shape_str(t->ne) +
+                                 ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+    const auto& tr = tensor::traits(t->type);
+    if (!tr.supported)
+      return util::Status::error("tensor '" + name + "' has type " + tr.name +
+                                 ", which shardlm does not support; requantize the model to one of "
+                                 "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K");
+    out->type = t->type;
+    out->cols = cols;
+    out->rows = rows;
+    out->row_bytes = tensor::row_bytes(t->type, cols);
+    out->data = t->data;
+    return util::ok_status();
+  }
+
+  // Loads a 1-D tensor of n values into F32; absent tensors are an error unless optional.
+  util::Status vector(const std::string& name, int64_t n, Vector* out, bool optional = false) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (optional) return util::ok_status();
+      return util::Status::error("model is missing tensor '" + name + "'");
+    }
+    if (t->n_elements() != n || t->ne[0] != n)
+      return util::Status::error("tensor '" + name + "' has shape " + shape_str(t->ne) +
+                                 ", expected [" + std::to_string(n) + "]");
+    if (!tensor::traits(t->type).supported || tensor::traits(t->type).block_size != 1)
+      return util::Status::error("tensor '" + name + "' must be F32, F16 or BF16, not " +
+                                 tensor::traits(t->type).name);
+    out->resize(n);
+    tensor::dequantize_row(t->type, t->data, out->data(), n);
+    return util::ok_status();
+  }
+
+ private:
+  const gguf::File& f_;
+};
+
+}  // namespace
+
+size_t Weights::matrix_bytes() const {
+  size_t total = output.bytes();
+  for (const auto& l : layers)
+    total += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() +
+             l.w_up.bytes() + l.w_down.bytes();
+  return total;
+}
+
+util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c) {
+  Binder b(f);
+  Weights w;
+  RETURN_IF_ERROR(b.matrix("token_embd.weight", c.dim, c.n_vocab, &w.token_embd));
+  RETURN_IF_ERROR(b.vector("output_norm.weight", c.dim, &w.output_norm));
+  if (f.find_tensor("output.weight")) {
+    RETURN_IF_ERROR(b.matrix("output.weight", c.dim, c.n_vocab, &w.output));
+  } else {
+    w.output = w.token_embd;  // tied embeddings (Llama 3.2, SmolLM2)
+  }
+  RETURN_IF_ERROR(b.vector("rope_freqs.weight", c.n_rot / 2, &w.rope_freqs, /*optional=*/true));
+  w.layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = w.layers[i];
+    RETURN_IF_ERROR(b.vector(p + "attn_norm.weight", c.dim, &l.attn_norm));
+    RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", c.dim, c.q_dim(), &l.wq));
+    RETURN_IF_ERROR(b.matrix(p + "attn_k.weight", c.dim, c.kv_dim(), &l.wk));
+    RETURN_IF_ERROR(b.matrix(p + "attn_v.weight", c.dim, c.kv_dim(), &l.wv));
+    RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", c.q_dim(), c.dim, &l.wo));
+    RETURN_IF_ERROR(b.vector(p + "attn_q.bias", c.q_dim(), &l.bq, !c.qkv_bias));
+    RETURN_IF_ERROR(b.vector(p + "attn_k.bias", c.kv_dim(), &l.bk, !c.qkv_bias));
+    RETURN_IF_ERROR(b.vector(p + "attn_v.bias", c.kv_dim(), &l.bv, !c.qkv_bias));
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(b.vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
+      RETURN_IF_ERROR(b.vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
+    }
+    RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", c.dim, &l.ffn_norm));
+    RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", c.dim, c.n_ff, &l.w_gate));
+    RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", c.dim, c.n_ff, &l.w_up));
+    RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", c.n_ff, c.dim, &l.w_down));
+  }
+  return w;
+}
+
+}  // namespace model

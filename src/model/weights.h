@@ -1,0 +1,54 @@
+// weights.h: binds a model's tensors by name, checking each one's shape and type against
+// the Config, so a missing or misshapen tensor is reported by name before any compute.
+// Matrices point into the mapped file (no copy); small vectors (norms, biases) are held
+// as F32 copies. Deliberately no slicing across nodes here (that is plan/ and runtime/).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "tensor/types.h"
+#include "util/status.h"
+
+namespace model {
+
+// A row-major matrix of `rows` rows with `cols` elements each (ggml ne = [cols, rows]).
+struct Matrix {
+  tensor::Type type = tensor::Type::F32;
+  int64_t cols = 0;
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  size_t bytes() const { return row_bytes * static_cast<size_t>(rows); }
+};
+
+using Vector = std::vector<float>;  // F32 copy; empty when the tensor is absent
+
+struct LayerWeights {
+  Vector attn_norm;   // [dim]
+  Matrix wq;          // [q_dim rows][dim]
+  Matrix wk, wv;      // [kv_dim rows][dim]
+  Vector bq, bk, bv;  // qwen2 biases: [q_dim], [kv_dim], [kv_dim]
+  Vector q_norm, k_norm;  // qwen3: [head_dim]
+  Matrix wo;          // [dim rows][q_dim]
+  Vector ffn_norm;    // [dim]
+  Matrix w_gate, w_up;  // [n_ff rows][dim]
+  Matrix w_down;      // [dim rows][n_ff]
+};
+
+struct Weights {
+  Matrix token_embd;  // [n_vocab rows][dim]
+  Vector output_norm; // [dim]
+  Matrix output;      // [n_vocab rows][dim]; the token embedding when tied
+  Vector rope_freqs;  // [n_rot/2] llama 3.1 frequency factors; empty when absent
+  std::vector<LayerWeights> layers;
+  size_t matrix_bytes() const;  // bytes of all matrices read per token
+};
+
+util::Expected<Weights> bind_weights(const gguf::File& file, const Config& cfg);
+
+}  // namespace model

@@ -1,0 +1,83 @@
+// sampler.cc: the sampling chain.
+#include "sampler/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace sampler {
+
+int32_t argmax(const float* x, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+Sampler::Sampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab), rng_(p.seed) {}
+
+void Sampler::apply_penalties(float* logits, const std::vector<int32_t>& history) const {
+  const bool any = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+  if (!any || p_.repeat_last_n == 0) return;
+  const size_t n = p_.repeat_last_n < 0 ? history.size() : std::min<size_t>(history.size(), p_.repeat_last_n);
+  std::unordered_map<int32_t, int> counts;
+  for (size_t i = history.size() - n; i < history.size(); ++i) counts[history[i]]++;
+  for (const auto& [id, count] : counts) {
+    if (id < 0 || id >= n_vocab_) continue;
+    float& l = logits[id];
+    if (p_.repeat_penalty != 1.0f) l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    l -= static_cast<float>(count) * p_.frequency_penalty + (count > 0 ? p_.presence_penalty : 0.0f);
+  }
+}
+
+int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
+  apply_penalties(logits, history);
+  if (p_.temperature <= 0.0f) return argmax(logits, n_vocab_);
+
+  cand_.resize(n_vocab_);
+  for (int i = 0; i < n_vocab_; ++i) cand_[i] = {i, logits[i]};
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  size_t n = cand_.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
+    n = p_.top_k;
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  // softmax over the kept candidates
+  std::vector<double> probs(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(cand_[i].logit - cand_[0].logit));
+  for (auto& pr : probs) pr /= sum;
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += probs[i];
+      if (cum >= p_.top_p) { keep = i + 1; break; }
+    }
+    n = std::max<size_t>(1, keep);
+  }
+  if (p_.min_p > 0.0f) {
+    const double floor = probs[0] * p_.min_p;
+    size_t keep = 1;
+    while (keep < n && probs[keep] >= floor) ++keep;
+    n = keep;
+  }
+  // temperature, then draw
+  std::vector<double> w(n);
+  double wsum = 0;
+  for (size_t i = 0; i < n; ++i)
+    wsum += w[i] = std::exp(double(cand_[i].logit - cand_[0].logit) / p_.temperature);
+  std::uniform_real_distribution<double> u(0.0, wsum);
+  double r = u(rng_);
+  for (size_t i = 0; i < n; ++i) {
+    r -= w[i];
+    if (r <= 0) return cand_[i].id;
+  }
+  return cand_[n - 1].id;
+}
+
+}  // namespace sampler

@@ -1,0 +1,15 @@
+// sha256.h: SHA-256 of memory and files (OpenSSL), as lowercase hex. Used to identify
+// model contents (golden files, a worker's cached slices).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace util {
+
+std::string sha256_hex(const void* data, size_t size);
+Expected<std::string> sha256_file(const std::string& path);
+
+}  // namespace util

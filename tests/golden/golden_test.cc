@@ -1,0 +1,111 @@
+// golden_test.cc: our greedy continuations of SmolLM2 against llama.cpp's
+// (tests/data/golden_llamacpp.json, made by tools/make_golden.py with llama-cpp-python) on
+// the original Q4_1 file and on our own Q8_0, Q4_0 and Q6_K requantizations. Requires the
+// same prompt tokens and the same generated ids, and reports the largest difference of
+// the top-5 logits while the sequences agree.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/loader.h"
+#include "model/requantize.h"
+#include "model/transformer.h"
+#include "sampler/sampler.h"
+#include "tokenizer/tokenizer.h"
+#include "util/sha256.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using nlohmann::json;
+
+json load_golden() {
+  std::ifstream f(std::string(SHARDLM_SOURCE_DIR) + "/tests/data/golden_llamacpp.json");
+  if (!f) return json();
+  return json::parse(f);
+}
+
+// The model file for a variant: the original, or our requantization (cached by hash).
+std::string variant_path(const std::string& variant, const std::string& want_sha) {
+  if (variant == "Q4_1") return SHARDLM_DEFAULT_MODEL;
+  const std::string dir = std::string(SHARDLM_BINARY_DIR) + "/golden-models";
+  std::filesystem::create_directories(dir);
+  std::string lower = variant;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(c));
+  const std::string path = dir + "/smollm2-" + lower + ".gguf";
+  auto sha = util::sha256_file(path);
+  if (sha.ok() && *sha == want_sha) return path;
+  auto src = gguf::File::open(SHARDLM_DEFAULT_MODEL);
+  EXPECT_TRUE(src.ok()) << src.error();
+  auto rep = model::requantize(**src, path, *tensor::type_from_name(variant), 2);
+  EXPECT_TRUE(rep.ok()) << rep.error();
+  return path;
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) {
+  static const json golden = load_golden();
+  ASSERT_FALSE(golden.is_null()) << "tests/data/golden_llamacpp.json is missing";
+  const std::string variant = GetParam();
+  const json& g = golden["variants"][variant];
+  const std::string path = variant_path(variant, g["sha256"]);
+  auto sha = util::sha256_file(path);
+  ASSERT_TRUE(sha.ok()) << sha.error();
+  ASSERT_EQ(*sha, g["sha256"].get<std::string>())
+      << "our " << variant << " requantization differs from the file llama.cpp was run on; if the "
+      << "quantizer changed on purpose, rerun tools/make_golden.py";
+  auto m = model::load_model(path);
+  ASSERT_TRUE(m.ok()) << m.error();
+  auto tok = tokenizer::Tokenizer::from_gguf(*(*m)->file);
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  const model::Config& cfg = (*m)->config;
+  util::ThreadPool pool(2);
+  const int n_ctx = golden["n_ctx"];
+  double max_diff = 0;
+  int mismatched_runs = 0;
+  for (const json& run : g["runs"]) {
+    const std::string prompt = run["prompt"];
+    const std::vector<int32_t> want_prompt = run["prompt_tokens"];
+    const std::vector<int32_t> want = run["tokens"];
+    std::vector<int32_t> toks = (*tok)->encode(prompt, true, true);
+    EXPECT_EQ(toks, want_prompt) << "prompt tokens differ for " << prompt;
+    toks = want_prompt;
+    model::Transformer tf(cfg, (*m)->weights, pool, n_ctx);
+    std::vector<float> logits(cfg.n_vocab);
+    tf.forward(toks.data(), static_cast<int>(toks.size()), 0, logits.data());
+    std::vector<int32_t> got;
+    bool agree = true;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const int32_t next = sampler::argmax(logits.data(), cfg.n_vocab);
+      got.push_back(next);
+      if (agree) {
+        for (const json& top : run["top"][i]) {
+          const double d = std::fabs(logits[top[0].get<int>()] - top[1].get<double>());
+          max_diff = std::max(max_diff, d);
+        }
+      }
+      if (next != want[i]) agree = false;
+      const int pos = static_cast<int>(toks.size() + i);
+      tf.forward(&next, 1, pos, logits.data());
+    }
+    if (got != want) {
+      ++mismatched_runs;
+      size_t first = 0;
+      while (first < got.size() && got[first] == want[first]) ++first;
+      ADD_FAILURE() << variant << ": prompt '" << prompt << "' diverges at generated token " << first
+                    << " (ours " << got[first] << ", llama.cpp " << want[first] << "; llama.cpp top-2 "
+                    << run["top"][first][0] << " " << run["top"][first][1] << ")";
+    }
+  }
+  std::printf("[%s] %zu prompts, %d mismatched; max |logit - llama.cpp| over top-5: %.5f\n", variant.c_str(),
+              g["runs"].size(), mismatched_runs, max_diff);
+  RecordProperty("max_logit_diff", std::to_string(max_diff));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, GoldenTest, ::testing::Values("Q4_1", "Q8_0", "Q4_0", "Q6_K"));
+
+}  // namespace
