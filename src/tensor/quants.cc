@@ -7,8 +7,9 @@
 // Deliberately not here: SIMD, threading, importance-weighted (imatrix) quantization,
 // dot products (kernels/).
 //
-// Bit-exactness assumes no FMA contraction of a*b+c; GCC in ISO mode (-std=c++20, our
-// build) does not contract. Block layouts (32 elements j = 0..31 per block):
+// Bit-exactness needs a*b+c rounded twice (no FMA contraction), as ggml's reference and
+// numpy compute it: the pragma below forbids contraction in this file.
+// Block layouts (32 elements j = 0..31 per block):
 //   Q4_0/Q4_1: qs[j] = q[j] | q[j+16] << 4                      (j < 16)
 //   Q5_0/Q5_1: as Q4, plus bit 4 of q[j] in bit j of the 32-bit little-endian qh
 //   Q8_0/Q8_1: qs[j] = q[j] (int8)
@@ -21,6 +22,13 @@
 #include "tensor/quants_impl.h"
 #include "util/check.h"
 #include "util/fp16.h"
+
+// Keep every a*b+c as two roundings (see the header comment).
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace tensor {
 

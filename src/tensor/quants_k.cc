@@ -5,6 +5,7 @@
 // expression order), so our bytes equal ggml's reference bytes; the dequantizers follow
 // dequantize_row_*. Deliberately not here: imatrix-weighted quantization
 // (quantize_row_*_impl with quant_weights), Q2_K / Q3_K, SIMD, dot products.
+// Like quants.cc, this file forbids FMA contraction (bit-exactness with ggml and numpy).
 //
 // Super-block layouts (256 elements):
 //   Q4_K: 8 sub-blocks of 32; 6-bit scale sc[j] and min m[j] packed in scales[12]
@@ -23,6 +24,13 @@
 
 #include "tensor/quants_impl.h"
 #include "util/fp16.h"
+
+// Keep every a*b+c as two roundings (see the header comment).
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace tensor::detail {
 
