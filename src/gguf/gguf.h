@@ -5,6 +5,7 @@
 // Uses tensor/ only for element-type sizes (needed to bound-check tensor data).
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -47,7 +48,10 @@ struct Value {
 
   std::optional<int64_t> as_int() const;   // any integer or bool scalar
   std::optional<double> as_float() const;  // any numeric scalar
-  std::string to_string(size_t max_items = 8) const;  // for `inspect`; long arrays abbreviated
+  // For `inspect`: arrays longer than max_items are abbreviated as
+  // `[49152 strings: "<|endoftext|>", "<|im_start|>", ... ]`; strings are quoted and
+  // escaped, and cut at max_chars bytes with "..." when max_chars > 0.
+  std::string to_string(size_t max_items = 8, size_t max_chars = 0) const;
 
   static Value u32(uint32_t v);
   static Value i32(int32_t v);
@@ -68,7 +72,7 @@ struct TensorInfo {
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // into the mapping (reader only)
   int64_t n_elements() const;
-  int64_t rows() const { return ne.empty() ? 1 : n_elements() / ne[0]; }
+  int64_t rows() const;      // product of ne[1..] (1 for 0- and 1-d tensors)
 };
 
 class File {
@@ -110,20 +114,34 @@ class File {
 // on demand (so an 8B-shaped model is written without holding it in memory).
 class Writer {
  public:
-  using Producer = std::function<void(std::vector<uint8_t>& out)>;  // fills exactly n_bytes
+  // `out` arrives sized to the tensor's n_bytes (contents unspecified); the producer
+  // overwrites it and must leave its size at exactly n_bytes (CHECKed).
+  using Producer = std::function<void(std::vector<uint8_t>& out)>;
   void set(std::string key, Value v);  // replaces an existing key
   void set_alignment(uint32_t a) { alignment_ = a; }
-  // Adds a tensor whose bytes come from `produce` at write time.
+  // Adds a tensor whose bytes come from `produce`, called once, at write time. Names must
+  // be unique and shorter than 64 bytes, ne[0] a multiple of the type's block size (CHECKed).
   void add_tensor(std::string name, std::vector<int64_t> ne, tensor::Type type, Producer produce);
   // Adds a tensor from memory the caller keeps alive until write() returns.
   void add_tensor(std::string name, std::vector<int64_t> ne, tensor::Type type, const void* data);
+  // Writes GGUF v3: header, metadata (plus general.alignment if not the default), tensor
+  // infos, padding, then each tensor padded to the alignment. I/O errors come back as
+  // Status (and the partial file is removed).
   util::Status write(const std::string& path) const;
 
  private:
-  struct Pending { std::string name; std::vector<int64_t> ne; tensor::Type type; uint64_t n_bytes; Producer produce; };
+  struct Pending {
+    std::string name; std::vector<int64_t> ne; tensor::Type type; uint64_t n_bytes;
+    Producer produce; const void* data = nullptr;  // exactly one of produce / data
+  };
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<Pending> tensors_;
   uint32_t alignment_ = kDefaultAlignment;
 };
+
+// Prints a human-readable summary for `shardlm inspect`: version, alignment, counts, all
+// metadata (long arrays abbreviated, long strings cut with "..."), then the tensor table
+// (name, type, shape, bytes, offset); only the first tensors unless all_tensors.
+void print_info(const File& f, FILE* out, bool all_tensors);
 
 }  // namespace gguf

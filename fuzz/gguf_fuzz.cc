@@ -1,0 +1,34 @@
+// gguf_fuzz.cc: libFuzzer target for the GGUF reader. Every input must either parse or
+// give a non-empty error Status; on success everything a consumer could touch (values,
+// tensor bytes, the `inspect` printout) is read, so ASan/UBSan catch any bound the parser
+// forgot. Deliberately no writing: the writer trusts its caller and CHECKs instead.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+#include "gguf/gguf.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static FILE* devnull = std::fopen("/dev/null", "w");
+  auto parsed = gguf::File::parse(data, size);
+  if (!parsed.ok()) {
+    if (parsed.error().empty()) __builtin_trap();  // every error must say something
+    return 0;
+  }
+  const gguf::File& f = **parsed;
+  volatile uint64_t sink = 0;
+  for (const auto& [key, value] : f.kv()) {
+    sink += key.size() + value.count() + value.to_string(16, 64).size();
+    if (auto i = value.as_int()) sink += static_cast<uint64_t>(*i);
+    if (f.find(key) != &value) __builtin_trap();  // keys are unique
+  }
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.offset % f.alignment() != 0) __builtin_trap();
+    if (t.n_bytes > 0) sink += t.data[0] + t.data[t.n_bytes - 1];  // in bounds (ASan checks)
+    sink += static_cast<uint64_t>(t.n_elements()) + static_cast<uint64_t>(t.rows());
+    sink += tensor::row_bytes(t.type, t.ne.empty() ? 1 : t.ne[0]);
+  }
+  if (devnull) gguf::print_info(f, devnull, true);
+  (void)sink;
+  return 0;
+}
