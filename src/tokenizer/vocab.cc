@@ -205,9 +205,11 @@ util::Status load_vocab(const gguf::File& f, Vocab& v) {
   // first hit in hash-map order when several candidates exist; we take the lowest id.
   auto detect = [&](int32_t& id, std::initializer_list<const char*> names) {
     if (id >= 0) return;
-    for (int32_t i = 0; i < nv && id < 0; ++i)
-      for (const char* nm : names)
-        if (v.text[i] == nm) { id = i; v.attr[i] |= kAttrControl; break; }
+    for (const char* nm : names) {
+      const int32_t found = v.find(nm);
+      if (found >= 0 && (id < 0 || found < id)) id = found;
+    }
+    if (id >= 0) v.attr[id] |= kAttrControl;
   };
   detect(v.eot_id, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                     "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
