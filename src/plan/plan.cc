@@ -1,0 +1,337 @@
+// plan.cc: make_plan and the slicing arithmetic (apportionment, KV ranges, re-encodes,
+// exact byte counts). See plan.h for the rules; nothing here touches a file or socket.
+#include "plan/plan.h"
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "util/check.h"
+
+namespace plan {
+
+namespace {
+
+int block_of(tensor::Type t) { return tensor::traits(t).block_size; }
+
+// Smallest multiple of `unit` elements that holds whole blocks of every type in `types`.
+int lcm_blocks(const std::vector<tensor::Type>& types) {
+  int l = 1;
+  for (tensor::Type t : types) l = std::lcm(l, block_of(t));
+  return l;
+}
+
+std::string fmt(const char* f, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), f, args...);
+  return buf;
+}
+
+std::string range_str(Range r) { return fmt("[%d,%d)", r.begin, r.end); }
+
+// "0-3, 5, 7-9" for a sorted list of node ids.
+std::string id_list(const std::vector<int>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ids[i]);
+    if (j > i) out += "-" + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// Notes on re-encoded Wo (wo = true) or down slices: one per node when few, else grouped.
+void add_reencode_notes(Plan& p, bool wo) {
+  const ModelShape& s = p.shape;
+  std::vector<int> ids;
+  double extra = 0;  // bytes beyond the slice in its file type
+  for (int i = 0; i < p.n_nodes(); ++i) {
+    const NodeSlice& ns = p.nodes[i];
+    if ((wo ? ns.n_wo_reencoded : ns.n_down_reencoded) == 0) continue;
+    ids.push_back(i);
+    const int64_t c0 = wo ? int64_t(ns.heads.begin) * s.head_dim : ns.ff.begin;
+    const int64_t c1 = wo ? int64_t(ns.heads.end) * s.head_dim : ns.ff.end;
+    for (int l = 0; l < s.n_layers; ++l) {
+      const tensor::Type t = wo ? s.types(l).wo : s.types(l).down;
+      const tensor::Type st = slice_type(t, c0, c1);
+      if (st == t) continue;
+      const auto& tr = tensor::traits(t);
+      extra += double(s.dim) * (double(tensor::row_bytes(st, c1 - c0)) -
+                                double(c1 - c0) * tr.block_bytes / tr.block_size);
+    }
+  }
+  if (ids.empty()) return;
+  const char* what = wo ? "Wo" : "down";
+  const tensor::Type t = wo ? s.types(0).wo : s.types(0).down;
+  if (ids.size() <= 4) {
+    for (int i : ids) {
+      const NodeSlice& ns = p.nodes[i];
+      const int64_t c0 = wo ? int64_t(ns.heads.begin) * s.head_dim : ns.ff.begin;
+      const int64_t c1 = wo ? int64_t(ns.heads.end) * s.head_dim : ns.ff.end;
+      p.notes.push_back(fmt("node %d: %s columns [%lld,%lld) cut %s blocks of %d: the root re-encodes "
+                            "that slice to %s in %d of %d layers", i, what, (long long)c0,
+                            (long long)c1, tensor::type_name(t), block_of(t),
+                            tensor::type_name(slice_type(t, c0, c1)),
+                            wo ? ns.n_wo_reencoded : ns.n_down_reencoded, s.n_layers));
+    }
+    p.notes.push_back(fmt("re-encoded %s slices cost %.1f MB more than in %s", what, extra / 1e6,
+                          tensor::type_name(t)));
+  } else {
+    const NodeSlice& first = p.nodes[ids[0]];
+    const tensor::Type to = wo ? slice_type(t, int64_t(first.heads.begin) * s.head_dim,
+                                            int64_t(first.heads.end) * s.head_dim)
+                               : slice_type(t, first.ff.begin, first.ff.end);
+    p.notes.push_back(fmt("nodes %s (%zu of %d): %s column slices cut %s blocks of %d: the root "
+                          "re-encodes them to %s, %.1f MB more in all", id_list(ids).c_str(),
+                          ids.size(), p.n_nodes(), what, tensor::type_name(t), block_of(t),
+                          tensor::type_name(to), extra / 1e6));
+  }
+}
+
+}  // namespace
+
+void set_all_types(ModelShape& s, tensor::Type t) {
+  s.layer = MatrixTypes{t, t, t, t, t, t, t};
+  s.layers.clear();
+  s.output = t;
+  s.token_embd = t;
+}
+
+util::Status validate(const ModelShape& s) {
+  auto err = [](const std::string& m) { return util::Status::error("model shape: " + m); };
+  if (s.dim <= 0 || s.n_layers <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 ||
+      s.n_ff <= 0 || s.n_vocab <= 0)
+    return err(fmt("every dimension must be positive (dim %d, layers %d, heads %d, kv heads %d, "
+                   "head dim %d, ff %d, vocab %d)", s.dim, s.n_layers, s.n_heads, s.n_kv_heads,
+                   s.head_dim, s.n_ff, s.n_vocab));
+  if (s.n_heads % s.n_kv_heads != 0)
+    return err(fmt("%d query heads are not a multiple of %d KV heads", s.n_heads, s.n_kv_heads));
+  if (!s.layers.empty() && static_cast<int>(s.layers.size()) != s.n_layers)
+    return err(fmt("%zu per-layer type entries for %d layers", s.layers.size(), s.n_layers));
+  auto fits = [&](const char* what, tensor::Type t, int64_t cols) -> util::Status {
+    if (cols % block_of(t) != 0)
+      return err(fmt("%s rows of %lld elements do not fill whole %s blocks of %d", what,
+                     static_cast<long long>(cols), tensor::type_name(t), block_of(t)));
+    return util::ok_status();
+  };
+  const int64_t q_dim = int64_t(s.n_heads) * s.head_dim;
+  for (int l = 0; l < (s.layers.empty() ? 1 : s.n_layers); ++l) {
+    const MatrixTypes& m = s.types(l);
+    RETURN_IF_ERROR(fits("wq", m.wq, s.dim));
+    RETURN_IF_ERROR(fits("wk", m.wk, s.dim));
+    RETURN_IF_ERROR(fits("wv", m.wv, s.dim));
+    RETURN_IF_ERROR(fits("wo", m.wo, q_dim));
+    RETURN_IF_ERROR(fits("gate", m.gate, s.dim));
+    RETURN_IF_ERROR(fits("up", m.up, s.dim));
+    RETURN_IF_ERROR(fits("down", m.down, s.n_ff));
+  }
+  RETURN_IF_ERROR(fits("output", s.output, s.dim));
+  RETURN_IF_ERROR(fits("token_embd", s.token_embd, s.dim));
+  return util::ok_status();
+}
+
+tensor::Type slice_type(tensor::Type t, int64_t c0, int64_t c1) {
+  const int b = block_of(t);
+  if (c0 % b == 0 && c1 % b == 0) return t;
+  if (c0 % tensor::kQK == 0 && c1 % tensor::kQK == 0) return tensor::Type::Q8_0;
+  return tensor::Type::F16;
+}
+
+std::vector<int> apportion(int total, const std::vector<double>& caps, int min_each) {
+  const int n = static_cast<int>(caps.size());
+  CHECK(n >= 1);
+  CHECK(min_each >= 0 && total >= int64_t(min_each) * n);
+  double sum = 0;
+  for (double c : caps) {
+    CHECK(c > 0 && std::isfinite(c));
+    sum += c;
+  }
+  std::vector<double> quota(n);
+  std::vector<int> a(n);
+  int64_t given = 0;
+  for (int i = 0; i < n; ++i) {
+    quota[i] = total * (caps[i] / sum);
+    a[i] = std::max(min_each, static_cast<int>(std::floor(quota[i] + 1e-9)));
+    given += a[i];
+  }
+  // Hand out what is left by largest remainder (ties: lower index)...
+  while (given < total) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+      if (quota[i] - a[i] > quota[best] - a[best] + 1e-12) best = i;
+    ++a[best];
+    ++given;
+  }
+  // ...or take back what the minimum forced on us from the most over-served (ties: higher).
+  while (given > total) {
+    int best = -1;
+    for (int i = 0; i < n; ++i)
+      if (a[i] > min_each && (best < 0 || quota[i] - a[i] <= quota[best] - a[best] + 1e-12))
+        best = i;
+    CHECK(best >= 0);
+    --a[best];
+    --given;
+  }
+  return a;
+}
+
+std::vector<Range> split_ranges(int total, int unit, const std::vector<double>& caps, int min_each) {
+  CHECK(unit >= 1 && total % unit == 0);
+  const std::vector<int> counts = apportion(total / unit, caps, min_each);
+  std::vector<Range> r(counts.size());
+  int at = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    r[i] = Range{at, at + counts[i] * unit};
+    at = r[i].end;
+  }
+  CHECK(at == total);
+  return r;
+}
+
+Range kv_range(Range heads, int group) {
+  CHECK(heads.size() > 0 && group > 0);
+  return Range{heads.begin / group, (heads.end - 1) / group + 1};
+}
+
+util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps) {
+  RETURN_IF_ERROR(validate(shape));
+  if (caps.empty()) caps = {1.0};
+  for (size_t i = 0; i < caps.size(); ++i)
+    if (!(caps[i] > 0) || !std::isfinite(caps[i]))
+      return util::Status::error(fmt("capacity of node %zu is %g; every share must be a positive "
+                                     "number (e.g. --shares 2,1,1)", i, caps[i]));
+  const int n = static_cast<int>(caps.size());
+  const ModelShape& s = shape;
+  if (n > s.n_heads)
+    return util::Status::error(fmt(
+        "%d nodes but the model has only %d query heads: the query-head limit is hit (every node "
+        "computes at least one head; KV heads, %d here, may be shared and do not limit N). Use at "
+        "most %d nodes", n, s.n_heads, s.n_kv_heads, s.n_heads));
+
+  Plan p;
+  p.shape = s;
+  p.nodes.resize(n);
+  double sum = 0;
+  for (double c : caps) sum += c;
+
+  // Heads in units that keep Wo's column slices on block boundaries when possible.
+  std::vector<tensor::Type> wo_types, down_types;
+  for (int l = 0; l < (s.layers.empty() ? 1 : s.n_layers); ++l) {
+    wo_types.push_back(s.types(l).wo);
+    down_types.push_back(s.types(l).down);
+  }
+  const int wo_block = lcm_blocks(wo_types);
+  const int u = wo_block / std::gcd(wo_block, s.head_dim);
+  p.head_unit = (s.n_heads % u == 0 && s.n_heads / u >= n) ? u : 1;
+  const std::vector<Range> heads = split_ranges(s.n_heads, p.head_unit, caps);
+
+  const int down_block = lcm_blocks(down_types);
+  p.ff_unit = 1;
+  for (int cand : {down_block, tensor::kQK, 1}) {
+    if (s.n_ff % cand == 0 && s.n_ff / cand >= n) {
+      p.ff_unit = cand;
+      break;
+    }
+  }
+  const std::vector<Range> ff = split_ranges(s.n_ff, p.ff_unit, caps);
+  const std::vector<Range> vocab = split_ranges(s.n_vocab, 1, caps);
+
+  for (int i = 0; i < n; ++i) {
+    NodeSlice& ns = p.nodes[i];
+    ns.share = caps[i] / sum;
+    ns.heads = heads[i];
+    ns.kv_heads = kv_range(heads[i], s.group());
+    ns.ff = ff[i];
+    ns.vocab = vocab[i];
+    ns.holds_embedding = (i == 0);
+  }
+  for (int i = 0; i < n; ++i) {
+    NodeSlice& ns = p.nodes[i];
+    ns.kv_first_shared = i > 0 && p.nodes[i - 1].kv_heads.end > ns.kv_heads.begin;
+    ns.kv_last_shared = i + 1 < n && p.nodes[i + 1].kv_heads.begin < ns.kv_heads.end;
+    ns.n_kv_shared = (ns.kv_heads.size() == 1) ? (ns.kv_first_shared || ns.kv_last_shared)
+                                               : int(ns.kv_first_shared) + int(ns.kv_last_shared);
+    for (int l = 0; l < s.n_layers; ++l) {
+      const MatrixTypes& m = s.types(l);
+      if (slice_type(m.wo, int64_t(ns.heads.begin) * s.head_dim, int64_t(ns.heads.end) * s.head_dim) != m.wo)
+        ++ns.n_wo_reencoded;
+      if (slice_type(m.down, ns.ff.begin, ns.ff.end) != m.down) ++ns.n_down_reencoded;
+    }
+  }
+
+  // Notes for the printout.
+  if (p.head_unit > 1)
+    p.notes.push_back(fmt("query heads dealt in multiples of %d so every Wo column slice stays on "
+                          "%s block boundaries (%d columns)", p.head_unit,
+                          tensor::type_name(wo_types[0]), wo_block));
+  if (p.ff_unit < down_block)
+    p.notes.push_back(fmt("F = %d cannot be dealt in whole %d-blocks of down to %d nodes; dealt in "
+                          "units of %d", s.n_ff, down_block, n, p.ff_unit));
+  std::vector<int> dup;
+  for (int i = 0; i + 1 < n; ++i)
+    if (p.nodes[i].kv_last_shared && (dup.empty() || dup.back() != p.nodes[i].kv_heads.end - 1))
+      dup.push_back(p.nodes[i].kv_heads.end - 1);
+  if (!dup.empty()) {
+    std::string list;
+    for (int k : dup) list += (list.empty() ? "" : ", ") + std::to_string(k);
+    p.notes.push_back(fmt("KV heads %s are computed by more than one node (%s): their Wk/Wv rows go "
+                          "to each and each caches them; no extra synchronisation",
+                          list.c_str(), n > s.n_kv_heads ? "more nodes than KV heads"
+                                                         : "a head range cuts a KV group"));
+  }
+  add_reencode_notes(p, /*wo=*/true);
+  add_reencode_notes(p, /*wo=*/false);
+  return p;
+}
+
+uint64_t weight_bytes(const Plan& p, int node) {
+  CHECK(node >= 0 && node < p.n_nodes());
+  const ModelShape& s = p.shape;
+  const NodeSlice& ns = p.nodes[node];
+  const uint64_t d = s.head_dim, D = s.dim;
+  const uint64_t q_rows = ns.heads.size() * d, kv_rows = ns.kv_heads.size() * d;
+  const int64_t c0 = ns.heads.begin * d, c1 = ns.heads.end * d;
+  uint64_t total = 0;
+  for (int l = 0; l < s.n_layers; ++l) {
+    const MatrixTypes& m = s.types(l);
+    total += q_rows * tensor::row_bytes(m.wq, D);
+    total += kv_rows * (tensor::row_bytes(m.wk, D) + tensor::row_bytes(m.wv, D));
+    total += D * tensor::row_bytes(slice_type(m.wo, c0, c1), c1 - c0);
+    total += uint64_t(ns.ff.size()) * (tensor::row_bytes(m.gate, D) + tensor::row_bytes(m.up, D));
+    total += D * tensor::row_bytes(slice_type(m.down, ns.ff.begin, ns.ff.end), ns.ff.size());
+    total += 2 * D * sizeof(float);                                       // attn_norm, ffn_norm
+    if (s.qk_norm) total += 2 * d * sizeof(float);                        // q_norm, k_norm
+    if (s.qkv_bias) total += (q_rows + 2 * kv_rows) * sizeof(float);      // bq, bk, bv slices
+  }
+  total += uint64_t(ns.vocab.size()) * tensor::row_bytes(s.output, D);  // output rows
+  total += D * sizeof(float);                                            // output_norm
+  return total;
+}
+
+uint64_t embedding_bytes(const ModelShape& s) {
+  return uint64_t(s.n_vocab) * tensor::row_bytes(s.token_embd, s.dim);
+}
+
+uint64_t kv_bytes_per_1k(const Plan& p, int node, tensor::Type kv_type) {
+  CHECK(node >= 0 && node < p.n_nodes());
+  const ModelShape& s = p.shape;
+  return 2 * uint64_t(p.nodes[node].kv_heads.size()) * tensor::row_bytes(kv_type, s.head_dim) *
+         uint64_t(s.n_layers) * 1000;
+}
+
+std::string describe_slices(const Plan& p) {
+  std::string out;
+  for (int i = 0; i < p.n_nodes(); ++i) {
+    const NodeSlice& ns = p.nodes[i];
+    out += fmt("node %d: share %.3f heads %s kv %s%s ff %s vocab %s%s\n", i, ns.share,
+               range_str(ns.heads).c_str(), range_str(ns.kv_heads).c_str(),
+               ns.n_kv_shared ? fmt(" (%d shared)", ns.n_kv_shared).c_str() : "",
+               range_str(ns.ff).c_str(), range_str(ns.vocab).c_str(),
+               ns.holds_embedding ? " +token_embd" : "");
+  }
+  return out;
+}
+
+}  // namespace plan

@@ -1,0 +1,418 @@
+// plan_test.cc: the plan module. For many (H, G, N, capacities) combinations: every head,
+// ff row and vocab row owned exactly once, KV ranges exact, shares proportional, bytes
+// equal to an independent recomputation, re-encodes exactly where block boundaries are
+// cut; the cost model against distributed-llama's figures; choose_allreduce's choices.
+// Deliberately not here: anything that runs a slice (runtime tests compare multi-node
+// results with single-node ones).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "plan/cost.h"
+#include "plan/plan.h"
+
+namespace plan {
+namespace {
+
+using tensor::Type;
+
+ModelShape make_shape(const char* name, int D, int L, int H, int G, int F, int V, Type t) {
+  ModelShape s;
+  s.name = name;
+  s.dim = D; s.n_layers = L; s.n_heads = H; s.n_kv_heads = G; s.head_dim = D / H;
+  s.n_ff = F; s.n_vocab = V;
+  set_all_types(s, t);
+  return s;
+}
+ModelShape smollm2(Type t) { return make_shape("smollm2", 576, 30, 9, 3, 1536, 49152, t); }
+ModelShape llama8b(Type t) { return make_shape("llama3-8b", 4096, 32, 32, 8, 14336, 128256, t); }
+ModelShape llama70b(Type t) { return make_shape("llama3-70b", 8192, 80, 64, 8, 28672, 128256, t); }
+ModelShape llama1b(Type t) { return make_shape("llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, t); }
+
+Plan must_plan(const ModelShape& s, std::vector<double> caps) {
+  auto p = make_plan(s, caps);
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error());
+  return std::move(p).value();
+}
+
+std::vector<double> equal(int n) { return std::vector<double>(n, 1.0); }
+
+// Bytes recomputed from scratch: per node, per matrix, rows owned times bytes per row.
+uint64_t direct_bytes(const Plan& p, int i) {
+  const ModelShape& s = p.shape;
+  const NodeSlice& ns = p.nodes[i];
+  uint64_t b = 0;
+  for (int l = 0; l < s.n_layers; ++l) {
+    const MatrixTypes& m = s.types(l);
+    for (int h = ns.heads.begin; h < ns.heads.end; ++h) b += s.head_dim * tensor::row_bytes(m.wq, s.dim);
+    for (int g = ns.kv_heads.begin; g < ns.kv_heads.end; ++g)
+      b += s.head_dim * (tensor::row_bytes(m.wk, s.dim) + tensor::row_bytes(m.wv, s.dim));
+    const int64_t cols = int64_t(ns.heads.size()) * s.head_dim;
+    const Type wo = slice_type(m.wo, int64_t(ns.heads.begin) * s.head_dim, int64_t(ns.heads.end) * s.head_dim);
+    b += uint64_t(s.dim) * (cols / tensor::traits(wo).block_size) * tensor::traits(wo).block_bytes;
+    b += uint64_t(ns.ff.size()) * (tensor::row_bytes(m.gate, s.dim) + tensor::row_bytes(m.up, s.dim));
+    const Type down = slice_type(m.down, ns.ff.begin, ns.ff.end);
+    b += uint64_t(s.dim) * (ns.ff.size() / tensor::traits(down).block_size) * tensor::traits(down).block_bytes;
+    b += 2 * 4 * uint64_t(s.dim);
+    if (s.qk_norm) b += 2 * 4 * uint64_t(s.head_dim);
+    if (s.qkv_bias) b += 4 * uint64_t(s.head_dim) * (ns.heads.size() + 2 * ns.kv_heads.size());
+  }
+  b += uint64_t(ns.vocab.size()) * tensor::row_bytes(s.output, s.dim) + 4 * uint64_t(s.dim);
+  return b;
+}
+
+// Every invariant of a plan against its shape and capacities.
+void check_plan(const Plan& p, const std::vector<double>& caps) {
+  const ModelShape& s = p.shape;
+  const int n = p.n_nodes();
+  ASSERT_EQ(n, static_cast<int>(caps.size()));
+  double sum = 0;
+  for (double c : caps) sum += c;
+  std::vector<int> head_owner(s.n_heads, 0), ff_owner(s.n_ff, 0), vocab_owner(s.n_vocab, 0);
+  std::vector<std::set<int>> kv_nodes(s.n_kv_heads);
+  for (int i = 0; i < n; ++i) {
+    const NodeSlice& ns = p.nodes[i];
+    EXPECT_GE(ns.heads.size(), 1) << "node " << i;
+    EXPECT_GE(ns.ff.size(), 1);
+    EXPECT_GE(ns.vocab.size(), 1);
+    for (int h = ns.heads.begin; h < ns.heads.end; ++h) ++head_owner[h];
+    for (int f = ns.ff.begin; f < ns.ff.end; ++f) ++ff_owner[f];
+    for (int v = ns.vocab.begin; v < ns.vocab.end; ++v) ++vocab_owner[v];
+    // KV range: exactly the KV heads this node's query heads read.
+    std::set<int> read;
+    for (int h = ns.heads.begin; h < ns.heads.end; ++h) read.insert(h / s.group());
+    std::set<int> have;
+    for (int g = ns.kv_heads.begin; g < ns.kv_heads.end; ++g) {
+      have.insert(g);
+      kv_nodes[g].insert(i);
+    }
+    EXPECT_EQ(read, have) << "node " << i;
+    // Shares proportional: within one unit of the exact quota (largest remainder).
+    const double q_heads = double(s.n_heads) / p.head_unit * caps[i] / sum;
+    EXPECT_LT(std::abs(ns.heads.size() / p.head_unit - q_heads), 1.0 + 1e-9) << "node " << i;
+    const double q_ff = double(s.n_ff) / p.ff_unit * caps[i] / sum;
+    EXPECT_LT(std::abs(ns.ff.size() / p.ff_unit - q_ff), 1.0 + 1e-9);
+    EXPECT_LT(std::abs(ns.vocab.size() - double(s.n_vocab) * caps[i] / sum), 1.0 + 1e-9);
+    EXPECT_EQ(ns.ff.begin % p.ff_unit, 0);
+    EXPECT_EQ(ns.heads.begin % p.head_unit, 0);
+    EXPECT_EQ(ns.holds_embedding, i == 0);
+    EXPECT_EQ(weight_bytes(p, i), direct_bytes(p, i)) << "node " << i;
+    EXPECT_EQ(kv_bytes_per_1k(p, i), 2ull * ns.kv_heads.size() * s.head_dim * 2 * s.n_layers * 1000);
+  }
+  for (int c : head_owner) EXPECT_EQ(c, 1);
+  for (int c : ff_owner) ASSERT_EQ(c, 1);
+  for (int c : vocab_owner) ASSERT_EQ(c, 1);
+  // Duplicated KV heads: a node's shared count equals its KV heads another node also has.
+  for (int i = 0; i < n; ++i) {
+    int shared = 0;
+    for (int g = p.nodes[i].kv_heads.begin; g < p.nodes[i].kv_heads.end; ++g) shared += kv_nodes[g].size() > 1;
+    EXPECT_EQ(p.nodes[i].n_kv_shared, shared) << "node " << i;
+  }
+  // Summed over nodes, the weights are the model once, plus duplicated KV rows and the
+  // norms replicated on every node (when nothing was re-encoded).
+  bool reencoded = false;
+  for (const NodeSlice& ns : p.nodes) reencoded = reencoded || ns.n_wo_reencoded || ns.n_down_reencoded;
+  if (!reencoded && s.layers.empty() && !s.qkv_bias && !s.qk_norm) {
+    uint64_t total = 0, kv_rows = 0;
+    for (int i = 0; i < n; ++i) {
+      total += weight_bytes(p, i);
+      kv_rows += uint64_t(p.nodes[i].kv_heads.size()) * s.head_dim;
+    }
+    const MatrixTypes& m = s.layer;
+    const uint64_t D = s.dim, q = uint64_t(s.n_heads) * s.head_dim, F = s.n_ff;
+    const uint64_t per_layer = q * tensor::row_bytes(m.wq, D) + D * tensor::row_bytes(m.wo, q) +
+                               F * (tensor::row_bytes(m.gate, D) + tensor::row_bytes(m.up, D)) +
+                               D * tensor::row_bytes(m.down, F);
+    const uint64_t expect = s.n_layers * (per_layer + kv_rows * (tensor::row_bytes(m.wk, D) +
+                                                                 tensor::row_bytes(m.wv, D))) +
+                            uint64_t(s.n_vocab) * tensor::row_bytes(s.output, D) +
+                            n * 4 * D * (2 * s.n_layers + 1);
+    EXPECT_EQ(total, expect);
+  }
+}
+
+TEST(Apportion, LargestRemainder) {
+  EXPECT_EQ(apportion(9, equal(4)), (std::vector<int>{3, 2, 2, 2}));
+  EXPECT_EQ(apportion(32, {2, 1, 1}), (std::vector<int>{16, 8, 8}));
+  EXPECT_EQ(apportion(10, {2, 1, 1}), (std::vector<int>{5, 3, 2}));
+  EXPECT_EQ(apportion(9, {100, 1}), (std::vector<int>{8, 1}));  // minimum of one
+  EXPECT_EQ(apportion(3, equal(3)), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(apportion(2, equal(4), 0), (std::vector<int>{1, 1, 0, 0}));
+  for (int n = 1; n <= 64; ++n) {
+    std::vector<double> caps;
+    for (int i = 0; i < n; ++i) caps.push_back(1 + (i * 7) % 5);
+    const auto a = apportion(1000, caps);
+    int sum = 0;
+    for (int x : a) sum += x;
+    EXPECT_EQ(sum, 1000);
+  }
+}
+
+TEST(Plan, SliceType) {
+  EXPECT_EQ(slice_type(Type::Q4_K, 0, 512), Type::Q4_K);
+  EXPECT_EQ(slice_type(Type::Q4_K, 256, 384), Type::Q8_0);
+  EXPECT_EQ(slice_type(Type::Q4_0, 32, 64), Type::Q4_0);
+  EXPECT_EQ(slice_type(Type::Q4_0, 16, 64), Type::F16);
+  EXPECT_EQ(slice_type(Type::F16, 3, 7), Type::F16);
+  EXPECT_EQ(slice_type(Type::BF16, 3, 7), Type::BF16);
+}
+
+TEST(Plan, SmolLM2AllN) {
+  for (Type t : {Type::Q8_0, Type::Q4_0, Type::F16}) {
+    for (int n = 1; n <= 9; ++n) {
+      SCOPED_TRACE("N=" + std::to_string(n) + " " + tensor::type_name(t));
+      const Plan p = must_plan(smollm2(t), equal(n));
+      check_plan(p, equal(n));
+      for (const NodeSlice& ns : p.nodes) {
+        EXPECT_EQ(ns.n_wo_reencoded, 0);  // d = 64 always fills 32-blocks
+        EXPECT_EQ(ns.n_down_reencoded, 0);
+      }
+    }
+  }
+  const Plan p4 = must_plan(smollm2(Type::Q8_0), equal(4));
+  EXPECT_EQ(p4.nodes[0].heads, (Range{0, 3}));
+  EXPECT_EQ(p4.nodes[1].kv_heads, (Range{1, 2}));
+  EXPECT_EQ(p4.nodes[2].kv_heads, (Range{1, 3}));  // heads 5,6 read KV heads 1 and 2
+  EXPECT_EQ(p4.nodes[2].n_kv_shared, 2);
+  EXPECT_EQ(p4.nodes[0].n_kv_shared, 0);
+}
+
+TEST(Plan, SmolLM2Uneven) {
+  const std::vector<double> caps = {2, 1};
+  const Plan p = must_plan(smollm2(Type::Q8_0), caps);
+  check_plan(p, caps);
+  EXPECT_EQ(p.nodes[0].heads, (Range{0, 6}));
+  EXPECT_EQ(p.nodes[1].heads, (Range{6, 9}));
+  EXPECT_EQ(p.nodes[0].kv_heads, (Range{0, 2}));
+  EXPECT_EQ(p.nodes[1].kv_heads, (Range{2, 3}));
+  EXPECT_EQ(p.nodes[0].ff, (Range{0, 1024}));
+  EXPECT_EQ(p.nodes[0].vocab, (Range{0, 32768}));
+  EXPECT_EQ(p.nodes[0].n_kv_shared + p.nodes[1].n_kv_shared, 0);
+}
+
+TEST(Plan, Llama8B) {
+  for (Type t : {Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K}) {
+    for (int n : {1, 2, 3, 5, 8, 16, 32}) {
+      SCOPED_TRACE("N=" + std::to_string(n) + " " + tensor::type_name(t));
+      const Plan p = must_plan(llama8b(t), equal(n));
+      check_plan(p, equal(n));
+      if (n <= 8 && 32 % n == 0) {
+        for (const NodeSlice& ns : p.nodes) EXPECT_EQ(ns.n_kv_shared, 0);
+      }
+    }
+  }
+  for (auto caps : std::vector<std::vector<double>>{{2, 1, 1}, {3, 1}, {1, 2, 3, 4, 5}, {10, 1, 1, 1}}) {
+    check_plan(must_plan(llama8b(Type::Q4_K), caps), caps);
+  }
+  // 16 nodes on 8 KV heads: every KV head computed by exactly two nodes.
+  const Plan p16 = must_plan(llama8b(Type::Q4_0), equal(16));
+  for (const NodeSlice& ns : p16.nodes) {
+    EXPECT_EQ(ns.kv_heads.size(), 1);
+    EXPECT_EQ(ns.n_kv_shared, 1);
+  }
+}
+
+TEST(Plan, Llama70B64Nodes) {
+  for (Type t : {Type::Q4_0, Type::Q4_K}) {
+    const Plan p = must_plan(llama70b(t), equal(64));
+    check_plan(p, equal(64));
+    for (const NodeSlice& ns : p.nodes) EXPECT_EQ(ns.heads.size(), 1);
+  }
+  // 64 one-head ranges of 128 columns cannot all fall on Q4_K's 256-blocks.
+  const Plan pk = must_plan(llama70b(Type::Q4_K), equal(64));
+  EXPECT_EQ(pk.head_unit, 1);
+  for (const NodeSlice& ns : pk.nodes) EXPECT_EQ(ns.n_wo_reencoded, 80);
+  EXPECT_EQ(pk.ff_unit, 256);  // 112 down blocks over 64 nodes
+}
+
+TEST(Plan, TooManyNodes) {
+  auto p = make_plan(smollm2(Type::Q8_0), equal(10));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("query-head limit"), std::string::npos) << p.error();
+  EXPECT_NE(p.error().find("at most 9 nodes"), std::string::npos) << p.error();
+  EXPECT_FALSE(make_plan(llama8b(Type::Q4_0), equal(33)).ok());
+  EXPECT_TRUE(make_plan(llama70b(Type::Q4_0), equal(64)).ok());
+}
+
+TEST(Plan, BadInput) {
+  EXPECT_FALSE(make_plan(llama8b(Type::Q4_0), {1, 0}).ok());
+  EXPECT_FALSE(make_plan(llama8b(Type::Q4_0), {1, -2}).ok());
+  EXPECT_FALSE(make_plan(llama8b(Type::Q4_0), {1, NAN}).ok());
+  auto bad = make_plan(smollm2(Type::Q4_K), equal(2));  // 576 columns are not 256-blocks
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("Q4_K"), std::string::npos);
+  ModelShape s = llama8b(Type::Q4_0);
+  s.n_kv_heads = 5;
+  EXPECT_FALSE(make_plan(s, equal(2)).ok());
+  EXPECT_TRUE(make_plan(llama8b(Type::Q4_0), {}).ok());  // one node
+}
+
+TEST(Plan, ReencodeOnlyWhenBoundariesCut) {
+  for (int n : {2, 4, 8}) {
+    const Plan p = must_plan(llama8b(Type::Q4_0), equal(n));
+    for (const NodeSlice& ns : p.nodes) EXPECT_EQ(ns.n_wo_reencoded + ns.n_down_reencoded, 0);
+    EXPECT_TRUE(p.notes.empty()) << p.notes[0];
+  }
+  // Q4_K at head_dim 64: heads dealt in fours keep Wo on 256-blocks whenever H/4 >= N.
+  for (int n : {2, 3, 5, 8}) {
+    const Plan p = must_plan(llama1b(Type::Q4_K), equal(n));
+    EXPECT_EQ(p.head_unit, 4);
+    for (const NodeSlice& ns : p.nodes) {
+      EXPECT_EQ(ns.heads.size() % 4, 0);
+      EXPECT_EQ(ns.n_wo_reencoded, 0);
+    }
+  }
+  // 16 nodes: two heads each, 128 columns: Wo slices of odd nodes start mid-block.
+  const Plan p16 = must_plan(llama1b(Type::Q4_K), equal(16));
+  check_plan(p16, equal(16));
+  EXPECT_EQ(p16.head_unit, 1);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(p16.nodes[i].n_wo_reencoded, 16) << i;  // every node cuts
+  bool noted = false;
+  for (const std::string& note : p16.notes) noted = noted || note.find("re-encodes them to Q8_0") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(weight_bytes(p16, 1), direct_bytes(p16, 1));
+  // down: F = 768 is three Q4_K blocks; four nodes get 32-unit ranges, some re-encoded.
+  ModelShape s = make_shape("narrow-ff", 1024, 2, 16, 4, 768, 1000, Type::Q4_K);
+  const Plan pf = must_plan(s, equal(4));
+  check_plan(pf, equal(4));
+  EXPECT_EQ(pf.ff_unit, 32);
+  int reencoded = 0;
+  for (const NodeSlice& ns : pf.nodes) {
+    const bool cut = ns.ff.begin % 256 || ns.ff.end % 256;
+    EXPECT_EQ(ns.n_down_reencoded, cut ? 2 : 0);
+    reencoded += cut;
+  }
+  EXPECT_GT(reencoded, 0);
+  bool down_noted = false;
+  for (const std::string& note : pf.notes) down_noted = down_noted || note.find("down columns") != std::string::npos;
+  EXPECT_TRUE(down_noted);
+}
+
+TEST(Plan, MixedLayerTypesAndExtras) {
+  ModelShape s = llama8b(Type::Q4_K);
+  s.layers.assign(s.n_layers, s.layer);
+  for (int l = 0; l < s.n_layers; l += 3) s.layers[l].down = s.layers[l].wv = Type::Q6_K;
+  s.layers[1].wo = Type::Q8_0;
+  s.output = Type::Q6_K;
+  s.qkv_bias = true;
+  s.qk_norm = true;
+  for (int n : {1, 3, 7}) check_plan(must_plan(s, equal(n)), equal(n));
+}
+
+TEST(Cost, AllGatherEqualsDistributedLlama) {
+  const ModelShape s = llama8b(Type::Q4_0);
+  const double dllama_kib[] = {272, 816, 1904};
+  int k = 0;
+  for (int n : {2, 4, 8}) {
+    const Plan p = must_plan(s, equal(n));
+    const CostParams c;  // Q8_0 sync
+    const ReferenceTraffic ref = dllama_traffic(s, n);
+    EXPECT_EQ(ref.per_node_each_way, uint64_t(2 * 32 * (n - 1) * 4096 * 34 / 32));
+    EXPECT_DOUBLE_EQ(ref.per_node_each_way / 1024.0, dllama_kib[k++]);
+    for (int i = 0; i < n; ++i) {
+      const NodeCost nc = node_cost(p, i, c);
+      const Traffic ag = nc.allreduce[int(AllReduce::kAllGather)];
+      EXPECT_EQ(ag.sent, ref.per_node_each_way);
+      EXPECT_EQ(ag.received, ref.per_node_each_way);
+      const Traffic ring = nc.allreduce[int(AllReduce::kRing)];
+      const Traffic star = nc.allreduce[int(AllReduce::kStar)];
+      // ring: 2(N-1)/N of a vector per all-reduce (chunks are equal here).
+      EXPECT_EQ(ring.sent, uint64_t(2 * 32) * 2 * (n - 1) * 4352 / n);
+      if (n > 2) {
+        EXPECT_LT(ring.sent, ag.sent);
+        EXPECT_LT(ring.received, ag.received);
+      }
+      if (i > 0) {
+        EXPECT_EQ(star.sent, uint64_t(2 * 32) * 4352);  // a worker sends one vector
+        if (n > 2) {
+          EXPECT_LT(star.sent, ag.sent);
+        }
+        // Sampling reply: 40 candidates + lse, versus its F32 logits range.
+        EXPECT_EQ(nc.sample.sent, 40u * 8 + 4);
+        EXPECT_EQ(nc.logits.sent, 4u * p.nodes[i].vocab.size());
+        EXPECT_EQ(nc.step.received, 8u + 4352);
+      } else {
+        EXPECT_EQ(star.sent, ag.sent);  // the root sends N-1 vectors either way
+        EXPECT_EQ(nc.logits.received, ref.root_logits);  // equal vocab split like dllama
+        EXPECT_EQ(nc.step.sent, (n - 1) * (8u + 4352));
+      }
+    }
+  }
+}
+
+TEST(Cost, RingChunksUneven) {
+  // 576 values = 18 Q8_0 blocks over 4 nodes: chunks 5,5,4,4 blocks.
+  uint64_t sent = 0, received = 0;
+  for (int i = 0; i < 4; ++i) {
+    const Traffic t = allreduce_traffic(AllReduce::kRing, 4, i, 576, Type::Q8_0);
+    sent += t.sent;
+    received += t.received;
+    EXPECT_LE(t.sent, 2 * 612u);
+  }
+  EXPECT_EQ(sent, received);
+  EXPECT_EQ(sent, 2u * 3 * 612);  // every chunk travels N-1 hops in each phase
+  EXPECT_EQ(allreduce_traffic(AllReduce::kRing, 2, 0, 4096, Type::F16).sent, 8192u);
+  EXPECT_EQ(allreduce_traffic(AllReduce::kAllGather, 3, 1, 4096, Type::F32).sent, 2u * 16384);
+  EXPECT_EQ(allreduce_traffic(AllReduce::kStar, 1, 0, 4096, Type::F32).sent, 0u);
+}
+
+TEST(Cost, ChooseAllReduce) {
+  const double row = 4352;  // one Llama 3 8B D-vector in Q8_0
+  // Decode on a fast switched LAN: one-shot all-gather.
+  EXPECT_EQ(choose_allreduce(8, row, 20, 10), AllReduce::kAllGather);
+  EXPECT_EQ(choose_allreduce(2, row, 50, 1), AllReduce::kAllGather);
+  EXPECT_EQ(choose_allreduce(4, row, 50, 1), AllReduce::kAllGather);
+  // A prefill batch of 512 rows on gigabit: ring.
+  EXPECT_EQ(choose_allreduce(8, 512 * row, 100, 1), AllReduce::kRing);
+  EXPECT_EQ(choose_allreduce(4, 32 * row, 50, 0.1), AllReduce::kRing);
+  // A shared medium: star beats an all-gather that floods it.
+  EXPECT_EQ(choose_allreduce(8, row, 50, 1, true), AllReduce::kStar);
+  EXPECT_EQ(choose_allreduce(1, row, 50, 1), AllReduce::kAllGather);
+  // Times follow the formulas.
+  const Link link{50, 1};
+  EXPECT_DOUBLE_EQ(allreduce_us(AllReduce::kAllGather, 8, 1000, link), 50 + 7 * 8.0);
+  EXPECT_DOUBLE_EQ(allreduce_us(AllReduce::kRing, 8, 1000, link), 14 * 50 + 14.0 / 8 * 8.0);
+  EXPECT_DOUBLE_EQ(allreduce_us(AllReduce::kStar, 8, 1000, link), 100 + 14 * 8.0);
+}
+
+TEST(Cost, ComputeAndSync) {
+  const Plan p = must_plan(llama8b(Type::Q4_0), {2, 1, 1});
+  CostParams c;
+  c.mem_gbps = {20, 10, 10};
+  const NodeCost n0 = node_cost(p, 0, c), n1 = node_cost(p, 1, c);
+  EXPECT_DOUBLE_EQ(n0.compute_ms, double(weight_bytes(p, 0)) / 20e9 * 1e3);
+  EXPECT_DOUBLE_EQ(n1.compute_ms, double(weight_bytes(p, 1)) / 10e9 * 1e3);
+  EXPECT_GT(n0.embedding_bytes, 0u);
+  EXPECT_EQ(n1.embedding_bytes, 0u);
+  EXPECT_EQ(n0.algo, AllReduce::kAllGather);
+  EXPECT_DOUBLE_EQ(n0.sync_ms, 64 * allreduce_us(n0.algo, 3, 4352, c.link) / 1e3);
+  const ClusterCost cc = cluster_cost(p, c);
+  EXPECT_DOUBLE_EQ(cc.compute_ms, std::max({n0.compute_ms, n1.compute_ms, node_cost(p, 2, c).compute_ms}));
+  EXPECT_GT(cc.tokens_per_s, 0);
+  // One node: no traffic, no sync.
+  const Plan p1 = must_plan(llama8b(Type::Q4_0), {});
+  const NodeCost solo = node_cost(p1, 0, CostParams{});
+  EXPECT_EQ(solo.total().sent + solo.total().received, 0u);
+  EXPECT_EQ(solo.sync_ms, 0);
+  // A batch of rows picks the algorithm for the batch's message size.
+  CostParams big;
+  big.batch = 512;
+  EXPECT_EQ(node_cost(must_plan(llama8b(Type::Q4_0), equal(8)), 0, big).algo, AllReduce::kRing);
+}
+
+TEST(Cost, FormatPlan) {
+  CostParams c;
+  const std::string a = format_plan(must_plan(smollm2(Type::Q8_0), equal(4)), c);
+  EXPECT_NE(a.find("dup"), std::string::npos) << a;
+  EXPECT_NE(a.find("<- chosen"), std::string::npos) << a;
+  EXPECT_NE(a.find("distributed-llama"), std::string::npos) << a;
+  const std::string b = format_plan(must_plan(llama1b(Type::Q4_K), equal(16)), c);
+  EXPECT_NE(b.find("re-encodes them to Q8_0"), std::string::npos) << b;
+  EXPECT_NE(b.find("cannot run N=16"), std::string::npos) << b;
+  const std::string solo = format_plan(must_plan(llama8b(Type::Q4_0), {}), c);
+  EXPECT_NE(solo.find("predicted"), std::string::npos) << solo;
+}
+
+}  // namespace
+}  // namespace plan
