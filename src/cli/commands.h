@@ -17,6 +17,7 @@ Runner add_inspect(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_make_model(CLI::App& app);
+Runner add_plan(CLI::App& app);
 
 // Prints "error: msg" to stderr and returns 1.
 int fail(const std::string& msg);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add(cli::add_quantize);
   add(cli::add_bench);
   add(cli::add_make_model);
+  add(cli::add_plan);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,7 +11,7 @@
 namespace model {
 
 const char* shape_names() {
-  return "toy, toy-qwen2, toy-qwen3, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b";
+  return "toy, toy-qwen2, toy-qwen3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b";
 }
 
 std::optional<Shape> shape_by_name(const std::string& name) {
@@ -19,6 +19,7 @@ std::optional<Shape> shape_by_name(const std::string& name) {
   if (name == "toy") return s;
   if (name == "toy-qwen2") { s.arch = "qwen2"; return s; }
   if (name == "toy-qwen3") { s.arch = "qwen3"; return s; }
+  if (name == "toy-llama31") { s.rope_base = 500000.0f; s.llama3_rope_freqs = true; return s; }
   if (name == "smollm2-135m") {
     s.dim = 576; s.n_layers = 30; s.n_heads = 9; s.n_kv_heads = 3; s.n_ff = 1536; s.n_vocab = 49152;
     s.rope_base = 100000.0f; s.tied = true; s.ctx_train = 8192;
@@ -40,6 +41,25 @@ std::optional<Shape> shape_by_name(const std::string& name) {
     return s;
   }
   return std::nullopt;
+}
+
+std::vector<float> llama31_rope_factors(int n_rot, float freq_base) {
+  const double factor = 8.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
+  const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+  std::vector<float> f;
+  for (int i = 0; i < n_rot; i += 2) {
+    const double freq = 1.0 / std::pow(double(freq_base), double(i) / n_rot);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      f.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      f.push_back(static_cast<float>(factor));
+    } else {
+      const double smooth = (old_ctx / wavelen - low) / (high - low);
+      f.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return f;
 }
 
 namespace {
@@ -148,6 +168,8 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   };
   auto bias = std::make_shared<std::vector<float>>(std::max(s.dim, kv_dim), 0.01f);
   matrix("token_embd.weight", s.dim, s.n_vocab, pool_embd);
+  auto freqs = std::make_shared<std::vector<float>>(llama31_rope_factors(head_dim, s.rope_base));
+  if (s.llama3_rope_freqs) w.add_tensor("rope_freqs.weight", {head_dim / 2}, tensor::Type::F32, freqs->data());
   vec("output_norm.weight", s.dim);
   if (!s.tied) matrix("output.weight", s.dim, s.n_vocab, pool_dim);
   for (int l = 0; l < s.n_layers; ++l) {

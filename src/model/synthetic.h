@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 #include "tensor/types.h"
@@ -20,10 +21,15 @@ struct Shape {
   int ctx_train = 4096;
   float rope_base = 10000.0f;
   bool tied = false;
+  bool llama3_rope_freqs = false;  // Llama 3.1 frequency factors tensor (rope_freqs.weight)
 };
 
-// Named shapes: toy, toy-qwen2, toy-qwen3, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b.
+// Named shapes: toy, toy-qwen2, toy-qwen3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b.
 std::optional<Shape> shape_by_name(const std::string& name);
+
+// Llama 3.1's per-pair rope frequency factors for n_rot dims (as convert_hf_to_gguf computes
+// them: factor 8, low 1, high 4, original context 8192).
+std::vector<float> llama31_rope_factors(int n_rot, float freq_base);
 const char* shape_names();
 
 // Writes a model of `shape` whose matrices are `type` (norms F32), seeded.

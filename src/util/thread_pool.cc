@@ -15,7 +15,10 @@
 namespace util {
 
 namespace {
-constexpr int kSpinIterations = 1 << 14;
+// Waiting: spin with PAUSE (cheap wake-up between the ~250 ops of a token), then yield the
+// core (so an oversubscribed machine still makes progress), then sleep.
+constexpr int kSpinIterations = 1 << 12;
+constexpr int kYieldIterations = 1 << 10;
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -45,15 +48,25 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) SHARDLM_PAUSE();
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      SHARDLM_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::worker(int ith) {
   uint64_t seen = 0;
   for (;;) {
     int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-      SHARDLM_PAUSE();
+    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations + kYieldIterations) {
+      if (spins < kSpinIterations) {
+        SHARDLM_PAUSE();
+      } else {
+        std::this_thread::yield();
+      }
       ++spins;
     }
     if (generation_.load(std::memory_order_acquire) == seen) {

@@ -1,0 +1,70 @@
+// util_test.cc: thread pool, fp16/bf16 conversion, Expected, SHA-256.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+
+#include "util/fp16.h"
+#include "util/sha256.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+TEST(ThreadPool, RunsEveryThreadAndReusesThem) {
+  for (int n : {1, 2, 3, 7}) {
+    util::ThreadPool pool(n);
+    for (int rep = 0; rep < 200; ++rep) {
+      std::atomic<int> mask{0};
+      pool.run([&](int ith, int nth) {
+        EXPECT_EQ(nth, n);
+        mask.fetch_or(1 << ith);
+      });
+      ASSERT_EQ(mask.load(), (1 << n) - 1);
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelForCoversRangeOnce) {
+  util::ThreadPool pool(3);
+  for (int64_t n : {0, 1, 5, 1000, 1001}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
+TEST(Fp16, RoundTripsAllHalfValues) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = util::fp16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(util::f32_to_fp16(f), h) << h;
+  }
+  EXPECT_EQ(util::f32_to_fp16(1.0f), 0x3C00);
+  EXPECT_EQ(util::f32_to_fp16(65520.0f), 0x7C00);  // rounds to infinity
+  EXPECT_EQ(util::fp16_to_f32(0x0001), std::ldexp(1.0f, -24));
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(util::f32_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(util::bf16_to_f32(0x3F80), 1.0f);
+  EXPECT_EQ(util::f32_to_bf16(util::bits_to_f32(0x3F808000u)), 0x3F80);  // tie -> even
+  EXPECT_EQ(util::f32_to_bf16(util::bits_to_f32(0x3F818000u)), 0x3F82);
+}
+
+TEST(Expected, CarriesValueOrError) {
+  util::Expected<int> a(5);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, 5);
+  util::Expected<int> b(util::Status::error("bad thing"));
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error(), "bad thing");
+}
+
+TEST(Sha256, KnownVector) {
+  EXPECT_EQ(util::sha256_hex("abc", 3), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
