@@ -395,7 +395,9 @@ TEST(StreamDecoder, HoldsSplitCharactersAndReplacesInvalid) {
   std::string got;
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string part = sd.push(ids[i]);
-    if (i + 1 < ids.size()) EXPECT_TRUE(part.empty() || part == " ") << i;  // held
+    if (i + 1 < ids.size()) {
+      EXPECT_TRUE(part.empty() || part == " ") << i;  // held
+    }
     got += part;
   }
   EXPECT_EQ(got, "\xF0\x9F\xA6\x99");
