@@ -5,6 +5,8 @@
 // and the clean_spaces detokenizer pass (lossy; decode is plain concatenation).
 #include "tokenizer/tokenizer.h"
 
+#include <string.h>  // memmem (glibc/BSD)
+
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
@@ -37,8 +39,11 @@ std::vector<Fragment> partition(const Vocab& v, std::string_view text, bool pars
       }
       size_t off = f.off, len = f.len;
       while (len > 0) {
-        const size_t m = text.substr(0, off + len).find(st, off);
-        if (m == std::string_view::npos) break;
+        // memmem (two-way search) stays linear on inputs like "<<<<..." where a naive
+        // search would compare every "<|...|>" token at every position.
+        const void* hit = memmem(text.data() + off, len, st.data(), st.size());
+        if (!hit) break;
+        const size_t m = static_cast<size_t>(static_cast<const char*>(hit) - text.data());
         changed = true;
         if (m > off) next.push_back({-1, off, m - off});
         next.push_back({id, 0, 0});
