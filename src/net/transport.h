@@ -1,0 +1,59 @@
+// transport.h: the Transport interface that collectives and the runtime talk through:
+// rank r of size N sends typed messages to, and receives them from, any other rank. Each
+// (sender, receiver) pair is a FIFO channel. InProcessTransport connects N ranks inside
+// one process with thread-safe queues (tests, single-process multi-node simulation);
+// TcpTransport (tcp_transport.h) connects N processes over TCP.
+// A Transport object belongs to one node and is driven by one thread at a time; only the
+// hub behind InProcessTransport is shared between threads.
+// Deliberately no collectives here (collectives.h) and no knowledge of payloads.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/socket.h"
+
+namespace net {
+
+struct SendItem {
+  int peer;
+  MessageType type;
+  std::span<const uint8_t> payload;
+};
+struct RecvItem {
+  int peer;
+  MessageType type;  // anything else (a kError included) fails the exchange
+  Message* out;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "worker 10.0.0.2:9000", "node 3 (in-process)": used in every error message.
+  virtual std::string peer_name(int peer) const = 0;
+
+  virtual Status send(int peer, MessageType type, std::span<const uint8_t> payload, double timeout_s) = 0;
+  // The next message from `peer`, whatever its type; waits up to timeout_s.
+  virtual Expected<Message> recv(int peer, double timeout_s) = 0;
+  // As recv, refusing any other type (a kError becomes "<peer> gave up: ...").
+  Expected<Message> recv_expect(int peer, MessageType type, double timeout_s);
+
+  // Performs every send and every receive, concurrently where the transport can, so that
+  // ranks that all send before they receive cannot deadlock on full socket buffers. At
+  // most one receive per peer. The default sends everything, then receives.
+  virtual Status exchange(std::span<const SendItem> sends, std::span<const RecvItem> recvs, double timeout_s);
+
+  // Bytes of whole frames (28-byte header included) since the last reset; the in-process
+  // transport counts as if it framed its messages, so formulas hold for both.
+  virtual ByteCounters counters() const = 0;
+  virtual void reset_counters() = 0;
+};
+
+// N connected in-process transports; result[i] has rank i.
+std::vector<std::unique_ptr<Transport>> make_in_process_cluster(int n);
+
+}  // namespace net
