@@ -229,14 +229,18 @@ class Renderer {
 
   void define_macro(const Node& n) {
     const Node* node = &n;
-    ScopeChain closure = scopes_;
+    // Weak references: the macro value lives in one of these frames, and a strong
+    // reference back would leak the cycle.
+    std::vector<std::weak_ptr<Frame>> closure(scopes_.begin(), scopes_.end());
     (*scopes_.back())[n.name] = Value::from_function([this, node, closure](CallArgs& a) {
       if (a.positional.size() > node->params.size())
         throw JinjaError("macro '" + node->name + "' takes not more than " + std::to_string(node->params.size()) +
                          " argument(s)");
       if (++call_depth_ > kMaxCallDepth) throw JinjaError("macro recursion too deep");
       ScopeChain saved = scopes_;
-      scopes_ = closure;
+      scopes_.clear();
+      for (const auto& w : closure)
+        if (auto f = w.lock()) scopes_.push_back(std::move(f));
       auto frame = std::make_shared<Frame>();
       scopes_.push_back(frame);
       for (size_t i = 0; i < node->params.size(); ++i) {
