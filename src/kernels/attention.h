@@ -1,0 +1,91 @@
+// attention.h: causal self-attention over a per-head KV cache (F16, F32 or Q8_0 rows).
+// attention_ref is the naive reference (materialises every score); flash_attention tiles
+// queries x KV positions with an online softmax and processes the query heads that share a
+// KV head together, so each K/V tile is read once per group; flash_decode splits a single
+// query's context across threads and merges the partial softmaxes (flash decoding).
+//
+// Numerics follow llama.cpp's CPU flash-attention path with an F32 V accumulator: Q is
+// rounded to the K cache's dot-product type (F16 for an F16 cache, Q8_0 blocks -- quantized
+// by kernels::quantize_activation -- for a Q8_0 cache, F32 for F32), scores and the online
+// softmax are F32, V is converted to F32 and accumulated in F32.
+// Deliberately not here: masks other than causal, ALiBi, logit soft-capping, attention
+// sinks, sliding windows, different K and V formats or head sizes, and the KV cache itself
+// (model/ owns where rows live; these functions only read them).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "util/thread_pool.h"
+
+namespace kernels {
+
+enum class KvFormat { kF16, kF32, kQ8_0 };
+
+// One KV head's cache: position p's row (head_dim values) is at base + p * row_bytes.
+struct KvHeadView {
+  KvFormat format;
+  const uint8_t* k;  // [n_ctx][row_bytes]
+  const uint8_t* v;  // [n_ctx][row_bytes]
+  size_t row_bytes;  // >= kv_row_bytes(format, head_dim); rows aligned to 4 (F32) / 2 bytes
+};
+
+struct AttentionArgs {
+  int n_q;              // query tokens in this batch, at positions pos0 .. pos0+n_q-1
+  int pos0;
+  int n_heads;          // local query heads
+  int n_kv_heads;       // local KV heads
+  const int* kv_of_head;  // [n_heads]: query head h reads KV head kv_of_head[h]
+  int head_dim;
+  float scale;          // usually 1/sqrt(head_dim)
+  const float* q;       // q[t * q_stride + h * head_dim + i], already roped
+  size_t q_stride;
+  float* out;           // out[t * out_stride + h * head_dim + i]
+  size_t out_stride;
+  const KvHeadView* kv;  // [n_kv_heads], all of one format
+};
+
+// Naive causal attention: query t attends to positions 0 .. pos0 + t. Single thread.
+void attention_ref(const AttentionArgs& a);
+// Tiled flash attention for a batch of queries, split across the pool's threads. Calls
+// flash_decode when n_q == 1, the pool has several threads and the context is long.
+void flash_attention(const AttentionArgs& a, util::ThreadPool& pool);
+// n_q == 1 only: the context is split into chunks across threads; each chunk yields a
+// partial (max, sum, acc) per head, merged with log-sum-exp.
+void flash_decode(const AttentionArgs& a, util::ThreadPool& pool);
+
+// Bytes of one cached row of head_dim values (Q8_0 needs head_dim % 32 == 0).
+size_t kv_row_bytes(KvFormat f, int head_dim);
+// Encodes head_dim floats into one cache row (F16 round-to-nearest-even, Q8_0 as ggml).
+void kv_store_row(KvFormat f, const float* x, uint8_t* dst, int head_dim);
+// Decodes one cache row to floats (tests and debugging).
+void kv_load_row(KvFormat f, const uint8_t* src, float* x, int head_dim);
+
+// ---- internal: the tile kernels shared by attention.cc (scalar) and
+// cpu/attention_avx2.cc. Not for callers outside the kernels module.
+namespace attention_internal {
+
+// Queries prepared for the cache format: F32 rows (already rounded through F16 for an F16
+// cache) or Q8_0 blocks (BlockQ8_0[head_dim / 32]), q_row_bytes apart.
+struct TileKernels {
+  // s[r * ld + j] = dot(q_r, k_j) (unscaled) for r < n_rows, j < n_keys.
+  void (*scores)(KvFormat f, const uint8_t* q, size_t q_row_bytes, int n_rows,
+                 const uint8_t* k, size_t k_row_bytes, int n_keys, int head_dim, float* s,
+                 int ld);
+  // acc[r * head_dim + i] += sum_j p[r * ld + j] * v_j[i].
+  void (*accumulate_v)(KvFormat f, const float* p, int ld, int n_rows, const uint8_t* v,
+                       size_t v_row_bytes, int n_keys, int head_dim, float* acc);
+  // x[i] *= scale for i < n; returns the largest x[i].
+  float (*scale_max)(float* x, int n, float scale);
+  // x[i] = exp(x[i] - m) (exactly 0 for x[i] = -inf); returns the sum.
+  float (*exp_sum)(float* x, int n, float m);
+  // x[i] = x[i] rounded to F16 (nearest even) and back, for the queries against an F16 cache.
+  void (*round_f16)(float* x, int n);
+};
+
+const TileKernels& scalar_tile_kernels();
+// The AVX2+FMA+F16C kernels, or nullptr when not compiled in (non-x86) or when
+// kernels::active_isa() does not allow them. They need head_dim % 16 == 0.
+const TileKernels* avx2_tile_kernels();
+
+}  // namespace attention_internal
+}  // namespace kernels

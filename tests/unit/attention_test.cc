@@ -1,0 +1,304 @@
+// attention_test.cc: flash_attention and flash_decode against the naive attention_ref for
+// every KV format, head_dim 64/128 (and odd sizes), GQA ratios 1/3/4/8 plus a non-uniform
+// head map, contexts 1..1000 split as (n_q, pos0) with and without a prior context, on
+// 1, 2 and 3 threads, on the AVX2 and the scalar tile kernels; attention_ref against a
+// double-precision softmax; KV row round trips. No timing here (see bench/attention_bench.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using kernels::AttentionArgs;
+using kernels::KvFormat;
+using kernels::KvHeadView;
+
+// flash vs ref: both round Q and read K/V identically, so they differ only by F32
+// summation order, tiling of the softmax and the SIMD exp (~1 ulp). Outputs are convex
+// combinations of V rows with |v| < ~4, so an absolute bound is the right measure.
+// The reference sums p * v over the whole context sequentially in F32, so its rounding
+// error grows with the context: the bound is 1e-5 + 4e-8 * n_ctx (5e-5 at 1000 positions).
+
+util::ThreadPool& pool(int n) {
+  static std::unique_ptr<util::ThreadPool> pools[4];
+  if (!pools[n]) pools[n] = std::make_unique<util::ThreadPool>(n);
+  return *pools[n];
+}
+
+const char* format_name(KvFormat f) {
+  return f == KvFormat::kF16 ? "F16" : f == KvFormat::kF32 ? "F32" : "Q8_0";
+}
+
+// A random KV cache for n_kv heads with n_ctx positions, and n_q queries.
+struct Case {
+  int n_q, pos0, head_dim;
+  KvFormat format;
+  std::vector<int> kv_of_head;
+  int n_kv_heads;
+  size_t row_bytes;
+  std::vector<std::vector<uint8_t>> k, v;  // [n_kv][n_ctx * row_bytes]
+  std::vector<KvHeadView> views;
+  std::vector<float> q;                    // [n_q][n_heads * head_dim]
+
+  Case(int n_q_, int pos0_, int head_dim_, KvFormat f, std::vector<int> map, uint32_t seed = 1)
+      : n_q(n_q_), pos0(pos0_), head_dim(head_dim_), format(f), kv_of_head(std::move(map)) {
+    n_kv_heads = 0;
+    for (int g : kv_of_head) n_kv_heads = std::max(n_kv_heads, g + 1);
+    const int n_ctx = pos0 + n_q;
+    row_bytes = kernels::kv_row_bytes(f, head_dim) + 8;  // padded rows: stride != width
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(head_dim);
+    for (int g = 0; g < n_kv_heads; ++g) {
+      k.emplace_back(size_t(n_ctx) * row_bytes);
+      v.emplace_back(size_t(n_ctx) * row_bytes);
+      for (int p = 0; p < n_ctx; ++p) {
+        // Some positions get much larger keys so the running max moves in both directions.
+        const float boost = (p % 29 == 3) ? 4.0f : 1.0f;
+        for (float& e : x) e = nd(rng) * boost;
+        kernels::kv_store_row(f, x.data(), k[g].data() + p * row_bytes, head_dim);
+        for (float& e : x) e = nd(rng);
+        kernels::kv_store_row(f, x.data(), v[g].data() + p * row_bytes, head_dim);
+      }
+      views.push_back({f, k[g].data(), v[g].data(), row_bytes});
+    }
+    q.resize(size_t(n_q) * n_heads() * head_dim);
+    for (float& e : q) e = 2.0f * nd(rng);
+  }
+  int n_heads() const { return int(kv_of_head.size()); }
+  size_t out_stride() const { return size_t(n_heads()) * head_dim + 3; }
+  AttentionArgs args(float* out) const {
+    AttentionArgs a{};
+    a.n_q = n_q;
+    a.pos0 = pos0;
+    a.n_heads = n_heads();
+    a.n_kv_heads = n_kv_heads;
+    a.kv_of_head = kv_of_head.data();
+    a.head_dim = head_dim;
+    a.scale = 1.0f / std::sqrt(float(head_dim));
+    a.q = q.data();
+    a.q_stride = size_t(n_heads()) * head_dim;
+    a.out = out;
+    a.out_stride = out_stride();
+    a.kv = views.data();
+    return a;
+  }
+  std::vector<float> out_buffer() const { return std::vector<float>(n_q * out_stride(), NAN); }
+};
+
+float max_diff(const Case& c, const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0.0f;
+  for (int t = 0; t < c.n_q; ++t)
+    for (int i = 0; i < c.n_heads() * c.head_dim; ++i) {
+      const float x = a[t * c.out_stride() + i], y = b[t * c.out_stride() + i];
+      if (!(std::isfinite(x) && std::isfinite(y))) return INFINITY;
+      m = std::max(m, std::fabs(x - y));
+    }
+  return m;
+}
+
+float tolerance(const Case& c) { return 1e-5f + 4e-8f * float(c.pos0 + c.n_q); }
+
+std::vector<float> run_ref(const Case& c) {
+  auto out = c.out_buffer();
+  kernels::attention_ref(c.args(out.data()));
+  return out;
+}
+
+std::vector<float> run_flash(const Case& c, int threads) {
+  auto out = c.out_buffer();
+  kernels::flash_attention(c.args(out.data()), pool(threads));
+  return out;
+}
+
+std::vector<float> run_decode(const Case& c, int threads) {
+  auto out = c.out_buffer();
+  kernels::flash_decode(c.args(out.data()), pool(threads));
+  return out;
+}
+
+const std::vector<std::vector<int>> kMaps = {
+    {0, 1, 2, 3},                 // 1 query head per KV head
+    {0, 0, 0, 1, 1, 1},           // 3
+    {0, 0, 0, 0, 1, 1, 1, 1},     // 4
+    {0, 0, 0, 0, 0, 0, 0, 0},     // 8
+    {0, 0, 1, 1, 1, 2},           // non-uniform
+};
+const KvFormat kFormats[] = {KvFormat::kF16, KvFormat::kF32, KvFormat::kQ8_0};
+// (n_q, pos0): total contexts 1, 7, 33, 257 as fresh prompts, continued prompts and decode.
+const std::pair<int, int> kShapes[] = {{1, 0},  {7, 0},  {2, 5},   {1, 6},  {33, 0},
+                                       {5, 28}, {1, 32}, {40, 217}, {1, 256}, {257, 0}};
+
+class IsaGuard {
+ public:
+  explicit IsaGuard(kernels::Isa isa) : saved_(kernels::active_isa()) { kernels::set_isa(isa); }
+  ~IsaGuard() { kernels::set_isa(saved_); }
+ private:
+  kernels::Isa saved_;
+};
+
+void check_all_shapes(int head_dim) {
+  for (KvFormat f : kFormats)
+    for (size_t mi = 0; mi < kMaps.size(); ++mi)
+      for (auto [n_q, pos0] : kShapes) {
+        const Case c(n_q, pos0, head_dim, f, kMaps[mi], uint32_t(mi * 100 + n_q + pos0));
+        const auto ref = run_ref(c);
+        for (int th = 1; th <= 3; ++th)
+          ASSERT_LE(max_diff(c, ref, run_flash(c, th)), tolerance(c))
+              << format_name(f) << " hd " << head_dim << " map " << mi << " n_q " << n_q
+              << " pos0 " << pos0 << " threads " << th;
+      }
+}
+
+TEST(Attention, FlashMatchesRefHeadDim64) { check_all_shapes(64); }
+TEST(Attention, FlashMatchesRefHeadDim128) { check_all_shapes(128); }
+
+TEST(Attention, FlashMatchesRefScalarKernels) {
+  IsaGuard guard(kernels::Isa::kScalar);
+  for (KvFormat f : kFormats)
+    for (auto [n_q, pos0] : {std::pair{1, 0}, {9, 24}, {70, 100}, {1, 300}}) {
+      const Case c(n_q, pos0, 64, f, kMaps[4]);
+      const auto ref = run_ref(c);
+      for (int th : {1, 3})
+        EXPECT_LE(max_diff(c, ref, run_flash(c, th)), tolerance(c)) << format_name(f) << " " << n_q << "," << pos0;
+    }
+}
+
+// Context 1000: a whole prompt, a prompt continuing a context, and decode.
+TEST(Attention, FlashMatchesRefContext1000) {
+  for (KvFormat f : kFormats)
+    for (auto [n_q, pos0] : {std::pair{1000, 0}, {24, 976}, {1, 999}}) {
+      const Case c(n_q, pos0, 128, f, kMaps[4], 7);
+      const auto ref = run_ref(c);
+      for (int th : {1, 2, 3})
+        EXPECT_LE(max_diff(c, ref, run_flash(c, th)), tolerance(c))
+            << format_name(f) << " n_q " << n_q << " pos0 " << pos0 << " threads " << th;
+    }
+}
+
+// head_dim 80 (AVX2 with narrow V chunks) and 40 (not a multiple of 16: scalar kernels).
+TEST(Attention, FlashMatchesRefOddHeadDims) {
+  for (int hd : {80, 40})
+    for (KvFormat f : {KvFormat::kF16, KvFormat::kF32})
+      for (auto [n_q, pos0] : {std::pair{1, 0}, {13, 50}, {1, 600}}) {
+        const Case c(n_q, pos0, hd, f, kMaps[1]);
+        const auto ref = run_ref(c);
+        for (int th : {1, 2})
+          EXPECT_LE(max_diff(c, ref, run_flash(c, th)), tolerance(c)) << hd << " " << format_name(f);
+      }
+}
+
+// flash_decode on several threads equals the single-thread flash path (and the reference).
+TEST(Attention, FlashDecodeMatchesSingleThread) {
+  for (KvFormat f : kFormats)
+    for (int hd : {64, 128})
+      for (int n_ctx : {1, 7, 300, 1000, 2500})
+        for (size_t mi : {size_t(0), size_t(3), size_t(4)}) {
+          const Case c(1, n_ctx - 1, hd, f, kMaps[mi], uint32_t(n_ctx + mi));
+          const auto single = run_flash(c, 1);
+          for (int th : {1, 2, 3}) {
+            EXPECT_LE(max_diff(c, single, run_decode(c, th)), tolerance(c))
+                << format_name(f) << " hd " << hd << " ctx " << n_ctx << " threads " << th;
+          }
+          if (n_ctx <= 1000) {
+            EXPECT_LE(max_diff(c, single, run_ref(c)), tolerance(c));
+          }
+        }
+}
+
+// A prompt split in two batches (the second continuing the first's context) gives the
+// same rows as one batch over the whole prompt.
+TEST(Attention, ContinuedBatchMatchesWholeBatch) {
+  for (KvFormat f : kFormats) {
+    const Case whole(150, 0, 64, f, kMaps[2], 11);
+    const auto full = run_flash(whole, 2);
+    Case tail = whole;  // same cache, queries 90..149 as a batch at pos0 = 90
+    tail.n_q = 60;
+    tail.pos0 = 90;
+    tail.q.assign(whole.q.begin() + 90 * whole.n_heads() * 64, whole.q.end());
+    tail.views.clear();
+    for (int g = 0; g < tail.n_kv_heads; ++g)
+      tail.views.push_back({f, tail.k[g].data(), tail.v[g].data(), tail.row_bytes});
+    const auto part = run_flash(tail, 3);
+    float m = 0.0f;
+    for (int t = 0; t < 60; ++t)
+      for (int i = 0; i < whole.n_heads() * 64; ++i)
+        m = std::max(m, std::fabs(part[t * tail.out_stride() + i] - full[(90 + t) * whole.out_stride() + i]));
+    EXPECT_LE(m, tolerance(whole)) << format_name(f);
+  }
+}
+
+// Softmax attention in double precision over an F32 cache (no rounding of Q).
+std::vector<float> run_double(const Case& c) {
+  const int hd = c.head_dim;
+  auto out = c.out_buffer();
+  for (int t = 0; t < c.n_q; ++t)
+    for (int h = 0; h < c.n_heads(); ++h) {
+      const int g = c.kv_of_head[h];
+      const int n_ctx = c.pos0 + t + 1;
+      std::vector<double> s(n_ctx);
+      double mx = -INFINITY, sum = 0.0;
+      for (int j = 0; j < n_ctx; ++j) {
+        const auto* k = reinterpret_cast<const float*>(c.k[g].data() + j * c.row_bytes);
+        double d = 0.0;
+        for (int i = 0; i < hd; ++i) d += double(c.q[(t * c.n_heads() + h) * hd + i]) * k[i];
+        s[j] = d / std::sqrt(double(hd));
+        mx = std::max(mx, s[j]);
+      }
+      for (double& e : s) sum += (e = std::exp(e - mx));
+      for (int i = 0; i < hd; ++i) {
+        double o = 0.0;
+        for (int j = 0; j < n_ctx; ++j)
+          o += s[j] / sum * reinterpret_cast<const float*>(c.v[g].data() + j * c.row_bytes)[i];
+        out[t * c.out_stride() + h * hd + i] = float(o);
+      }
+    }
+  return out;
+}
+
+// With an F32 cache both paths are plain F32 arithmetic: compare them with double precision.
+TEST(Attention, RefAndFlashMatchDoublePrecision) {
+  for (auto [n_q, pos0] : {std::pair{20, 80}, {24, 976}}) {
+    const Case c(n_q, pos0, 64, KvFormat::kF32, kMaps[4], 3);
+    const auto exact = run_double(c);
+    EXPECT_LE(max_diff(c, exact, run_ref(c)), tolerance(c)) << "ref, pos0 " << pos0;
+    EXPECT_LE(max_diff(c, exact, run_flash(c, 2)), tolerance(c)) << "flash, pos0 " << pos0;
+  }
+}
+
+TEST(Attention, KvRowRoundTrip) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int hd : {32, 64, 128}) {
+    std::vector<float> x(hd), y(hd);
+    for (float& e : x) e = nd(rng);
+    for (KvFormat f : kFormats) {
+      std::vector<uint8_t> row(kernels::kv_row_bytes(f, hd));
+      kernels::kv_store_row(f, x.data(), row.data(), hd);
+      kernels::kv_load_row(f, row.data(), y.data(), hd);
+      for (int b = 0; b < hd; b += 32) {
+        float amax = 0.0f;
+        for (int i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+        for (int i = b; i < b + 32; ++i) {
+          const float bound = f == KvFormat::kF32   ? 0.0f
+                              : f == KvFormat::kF16 ? std::fabs(x[i]) * 0x1p-11f
+                                                    : amax / 127.0f * 0.57f;
+          EXPECT_LE(std::fabs(x[i] - y[i]), bound) << format_name(f) << " hd " << hd << " i " << i;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(kernels::kv_row_bytes(KvFormat::kF16, 128), 256u);
+  EXPECT_EQ(kernels::kv_row_bytes(KvFormat::kF32, 128), 512u);
+  EXPECT_EQ(kernels::kv_row_bytes(KvFormat::kQ8_0, 128), 136u);
+}
+
+}  // namespace
