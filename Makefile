@@ -42,7 +42,7 @@ $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf:
 	mkdir -p .deps/sdist $(VOCAB_DIR)
 	python3 -m pip download --quiet --no-deps --no-binary :all: -d .deps/sdist llama-cpp-python==$(LLAMA_CPP_PY)
 	tar -xzf .deps/sdist/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C $(VOCAB_DIR) --strip-components=4 \
-	  --wildcards '*/vendor/llama.cpp/models/ggml-vocab-llama-spm.gguf' '*/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf'
+	  --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*'
 
 build:
 	cmake --preset release >/dev/null
@@ -54,6 +54,9 @@ build-asan:
 
 fuzz:
 	tools/fuzz_gguf.sh 60
+	cmake --build build/fuzz --target fuzz_frame -j $(JOBS)
+	mkdir -p build/fuzz/frame_corpus
+	build/fuzz/fuzz_frame -max_total_time=30 -max_len=65536 build/fuzz/frame_corpus
 
 clean:
 	rm -rf build

@@ -44,7 +44,8 @@ Runner add_generate(CLI::App& app) {
     std::vector<float> logits(cfg.n_vocab);
 
     util::Timer t_prompt;
-    tf.forward(tokens.data(), static_cast<int>(tokens.size()), 0, logits.data());
+    util::Status st = tf.forward(tokens.data(), static_cast<int>(tokens.size()), 0, logits.data());
+    if (!st.ok()) return fail(st.message());
     const double prompt_s = t_prompt.seconds();
 
     tokenizer::StreamDecoder dec(**tok);
@@ -59,7 +60,8 @@ Runner add_generate(CLI::App& app) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
       if (generated + 1 == *n_predict) { ++generated; break; }
-      tf.forward(&next, 1, static_cast<int>(history.size()) - 1, logits.data());
+      st = tf.forward(&next, 1, static_cast<int>(history.size()) - 1, logits.data());
+      if (!st.ok()) return fail(st.message());
     }
     const std::string rest = dec.flush();
     std::fwrite(rest.data(), 1, rest.size(), stdout);

@@ -28,36 +28,64 @@ inline float round_fp16(float x) { return util::fp16_to_f32(util::f32_to_fp16(x)
 
 Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
                          KvType kv_type, int max_batch)
+    : Transformer(cfg, w, pool, ctx, kv_type, max_batch, Partition::whole(cfg), nullptr) {}
+
+Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
+                         KvType kv_type, int max_batch, const Partition& part, Collective* comm)
     : cfg_(cfg),
       w_(w),
       pool_(pool),
-      kv_(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, ctx, kv_type),
-      max_batch_(std::max(1, max_batch)) {
+      part_(part),
+      comm_(comm),
+      kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, ctx, kv_type),
+      max_batch_(std::max(1, max_batch)),
+      q_dim_(part.n_heads * cfg.head_dim),
+      kv_dim_(part.n_kv_heads * cfg.head_dim) {
   const size_t B = max_batch_;
   x_.resize(B * cfg.dim);
   xn_.resize(B * cfg.dim);
-  q_.resize(B * cfg.q_dim());
-  k_.resize(B * cfg.kv_dim());
-  v_.resize(B * cfg.kv_dim());
-  att_.resize(B * cfg.q_dim());
-  gate_.resize(B * cfg.n_ff);
-  up_.resize(B * cfg.n_ff);
+  q_.resize(B * q_dim_);
+  k_.resize(B * kv_dim_);
+  v_.resize(B * kv_dim_);
+  att_.resize(B * q_dim_);
+  gate_.resize(B * part.n_ff);
+  up_.resize(B * part.n_ff);
   proj_.resize(B * cfg.dim);
   scores_.resize(size_t(pool.size()) * ctx);
   rope_.resize(B * cfg.n_rot);
   fp16_table();
 }
 
-void Transformer::forward(const int32_t* tokens, int n, int pos, float* logits, bool all_logits) {
+void Transformer::embed(int32_t token, float* x) const {
+  CHECK(w_.token_embd.data != nullptr);
+  CHECK(token >= 0 && token < cfg_.n_vocab);
+  tensor::dequantize_row(w_.token_embd.type, w_.token_embd.row(token), x, cfg_.dim);
+}
+
+util::Status Transformer::forward(const int32_t* tokens, int n, int pos, float* logits, bool all_logits) {
   CHECK(n >= 1 && pos >= 0 && pos + n <= ctx());
   for (int i = 0; i < n; i += max_batch_) {
     const int nb = std::min(max_batch_, n - i);
-    const bool last = i + nb == n;
+    for (int b = 0; b < nb; ++b) embed(tokens[i + b], &x_[size_t(b) * cfg_.dim]);
     float* out = nullptr;
-    if (logits && all_logits) out = logits + size_t(i) * cfg_.n_vocab;
-    if (logits && !all_logits && last) out = logits;
-    step(tokens + i, nb, pos + i, out, all_logits);
+    if (logits && all_logits) out = logits + size_t(i) * part_.n_vocab;
+    if (logits && !all_logits && i + nb == n) out = logits;
+    RETURN_IF_ERROR(step(nb, pos + i, out, all_logits));
   }
+  return util::ok_status();
+}
+
+util::Status Transformer::forward_embedded(const float* x, int n, int pos, float* logits, bool all_logits) {
+  CHECK(n >= 1 && pos >= 0 && pos + n <= ctx());
+  for (int i = 0; i < n; i += max_batch_) {
+    const int nb = std::min(max_batch_, n - i);
+    std::memcpy(x_.data(), x + size_t(i) * cfg_.dim, sizeof(float) * nb * cfg_.dim);
+    float* out = nullptr;
+    if (logits && all_logits) out = logits + size_t(i) * part_.n_vocab;
+    if (logits && !all_logits && i + nb == n) out = logits;
+    RETURN_IF_ERROR(step(nb, pos + i, out, all_logits));
+  }
+  return util::ok_status();
 }
 
 const void* Transformer::quantized(const float* x, int n, int64_t cols, tensor::Type t) {
@@ -85,14 +113,9 @@ void Transformer::linear(const Matrix& w, const float* x, int n, float* y) {
   });
 }
 
-void Transformer::step(const int32_t* tokens, int n, int pos, float* logits, bool all_logits) {
+util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
   const Config& c = cfg_;
   const int D = c.dim;
-  // x[b] = embedding of tokens[b]
-  for (int b = 0; b < n; ++b) {
-    CHECK(tokens[b] >= 0 && tokens[b] < c.n_vocab);
-    tensor::dequantize_row(w_.token_embd.type, w_.token_embd.row(tokens[b]), &x_[size_t(b) * D], D);
-  }
   // rope_[b] = (cos, sin) pairs for position pos + b
   for (int b = 0; b < n; ++b)
     kernels::rope_cache(&rope_[size_t(b) * c.n_rot], pos + b, c.n_rot, c.rope_base, c.rope_freq_scale,
@@ -108,9 +131,10 @@ void Transformer::step(const int32_t* tokens, int n, int pos, float* logits, boo
     linear(lw.wk, xn_.data(), n, k_.data());
     linear(lw.wv, xn_.data(), n, v_.data());
     attention(l, n, pos);
-    // x += att Wo
+    // x += sum over nodes of (att Wo)
     act_src_ = nullptr;
     linear(lw.wo, att_.data(), n, proj_.data());
+    if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
 
     // --- MLP block: x += (silu(xn Wg) * (xn Wu)) Wd
@@ -119,12 +143,13 @@ void Transformer::step(const int32_t* tokens, int n, int pos, float* logits, boo
     act_src_ = nullptr;
     linear(lw.w_gate, xn_.data(), n, gate_.data());
     linear(lw.w_up, xn_.data(), n, up_.data());
-    kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * c.n_ff);
+    kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
     act_src_ = nullptr;
     linear(lw.w_down, gate_.data(), n, proj_.data());
+    if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
   }
-  if (!logits) return;
+  if (!logits) return util::ok_status();
   // logits = norm(x) Wout, for the last token or all of them
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
@@ -133,26 +158,30 @@ void Transformer::step(const int32_t* tokens, int n, int pos, float* logits, boo
   act_src_ = nullptr;
   linear(w_.output, xn_.data(), rows, logits);
   act_src_ = nullptr;
+  return util::ok_status();
 }
 
 void Transformer::attention(int l, int n, int pos) {
   const Config& c = cfg_;
   const LayerWeights& lw = w_.layers[l];
   const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int n_heads = part_.n_heads, n_kv = part_.n_kv_heads;
+  // KV head (local index) read by local query head h.
+  auto kv_of = [&](int h) { return (part_.head_begin + h) / group - part_.kv_begin; };
   // Biases, per-head norms, rope; then append k, v to the cache.
   for (int b = 0; b < n; ++b) {
-    float* q = &q_[size_t(b) * c.q_dim()];
-    float* k = &k_[size_t(b) * c.kv_dim()];
-    float* v = &v_[size_t(b) * c.kv_dim()];
-    if (!lw.bq.empty()) kernels::add(q, q, lw.bq.data(), c.q_dim());
-    if (!lw.bk.empty()) kernels::add(k, k, lw.bk.data(), c.kv_dim());
-    if (!lw.bv.empty()) kernels::add(v, v, lw.bv.data(), c.kv_dim());
+    float* q = &q_[size_t(b) * q_dim_];
+    float* k = &k_[size_t(b) * kv_dim_];
+    float* v = &v_[size_t(b) * kv_dim_];
+    if (!lw.bq.empty()) kernels::add(q, q, lw.bq.data(), q_dim_);
+    if (!lw.bk.empty()) kernels::add(k, k, lw.bk.data(), kv_dim_);
+    if (!lw.bv.empty()) kernels::add(v, v, lw.bv.data(), kv_dim_);
     const float* rc = &rope_[size_t(b) * c.n_rot];
-    for (int h = 0; h < c.n_heads; ++h) {
+    for (int h = 0; h < n_heads; ++h) {
       if (!lw.q_norm.empty()) kernels::rmsnorm(q + h * hd, q + h * hd, lw.q_norm.data(), hd, c.rms_eps);
       kernels::rope_apply(q + h * hd, rc, c.n_rot, c.rope_neox);
     }
-    for (int g = 0; g < c.n_kv_heads; ++g) {
+    for (int g = 0; g < n_kv; ++g) {
       if (!lw.k_norm.empty()) kernels::rmsnorm(k + g * hd, k + g * hd, lw.k_norm.data(), hd, c.rms_eps);
       kernels::rope_apply(k + g * hd, rc, c.n_rot, c.rope_neox);
       kv_.store(l, g, pos + b, k + g * hd, v + g * hd);
@@ -162,18 +191,18 @@ void Transformer::attention(int l, int n, int pos) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool f16 = kv_.type() == KvType::kF16;
   const float* tab = fp16_table();
-  const int64_t jobs = int64_t(n) * c.n_heads;
+  const int64_t jobs = int64_t(n) * n_heads;
   pool_.run([&](int ith, int nth) {
     int64_t j0, j1;
     util::split_range(jobs, ith, nth, &j0, &j1);
     float* s = &scores_[size_t(ith) * ctx()];
     std::vector<float> qh(hd), acc(hd);
     for (int64_t j = j0; j < j1; ++j) {
-      const int b = static_cast<int>(j / c.n_heads), h = static_cast<int>(j % c.n_heads);
-      const int g = h / group, n_kv = pos + b + 1;
-      const float* q = &q_[size_t(b) * c.q_dim() + size_t(h) * hd];
+      const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
+      const int g = kv_of(h), n_ctx = pos + b + 1;
+      const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
       for (int i = 0; i < hd; ++i) qh[i] = f16 ? round_fp16(q[i]) : q[i];
-      for (int t = 0; t < n_kv; ++t) {
+      for (int t = 0; t < n_ctx; ++t) {
         const size_t o = kv_.offset(l, g, t);
         float dot = 0;
         if (f16) {
@@ -185,9 +214,9 @@ void Transformer::attention(int l, int n, int pos) {
         }
         s[t] = dot * scale;
       }
-      kernels::softmax(s, n_kv);
+      kernels::softmax(s, n_ctx);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int t = 0; t < n_kv; ++t) {
+      for (int t = 0; t < n_ctx; ++t) {
         const size_t o = kv_.offset(l, g, t);
         if (f16) {
           const float p = round_fp16(s[t]);
@@ -198,7 +227,7 @@ void Transformer::attention(int l, int n, int pos) {
           for (int i = 0; i < hd; ++i) acc[i] += s[t] * vr[i];
         }
       }
-      std::memcpy(&att_[size_t(b) * c.q_dim() + size_t(h) * hd], acc.data(), hd * sizeof(float));
+      std::memcpy(&att_[size_t(b) * q_dim_ + size_t(h) * hd], acc.data(), hd * sizeof(float));
     }
   });
 }

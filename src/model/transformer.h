@@ -11,26 +11,58 @@
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "util/status.h"
 #include "util/thread_pool.h"
 
 namespace model {
+
+// The part of every layer a node computes (DESIGN §3); the whole model by default. The
+// Weights given with it are already sliced: wq rows of the local heads, wk/wv rows of the
+// local KV heads, wo columns of the local heads, gate/up rows and down columns of the
+// local MLP range, output rows of the local vocabulary range.
+struct Partition {
+  int head_begin = 0, n_heads = 0;      // query heads [head_begin, head_begin + n_heads)
+  int kv_begin = 0, n_kv_heads = 0;     // KV heads computed (and cached) here
+  int n_ff = 0;                         // local MLP rows
+  int vocab_begin = 0, n_vocab = 0;     // local logits range
+  static Partition whole(const Config& c) {
+    return {0, c.n_heads, 0, c.n_kv_heads, c.n_ff, 0, c.n_vocab};
+  }
+};
+
+// Sums a partial vector over all nodes, in place; every node must end with bit-identical
+// values. Single node: absent (nullptr), the partial is already the sum. A failure (a peer
+// died or timed out) ends the forward pass with that Status.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual util::Status all_reduce(float* x, size_t n) = 0;
+};
 
 class Transformer {
  public:
   // ctx: positions the KV cache holds; max_batch: tokens evaluated per internal step.
   Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
               KvType kv_type = KvType::kF16, int max_batch = 32);
+  Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx, KvType kv_type,
+              int max_batch, const Partition& part, Collective* comm);
 
   // Evaluates tokens[0..n) at positions pos..pos+n-1, appending to the KV cache.
-  // logits (if not null) receives n_vocab floats for the last token, or n * n_vocab
-  // for every token when all_logits is set.
-  void forward(const int32_t* tokens, int n, int pos, float* logits, bool all_logits = false);
+  // logits (if not null) receives the local n_vocab floats for the last token, or n rows
+  // of them for every token when all_logits is set. Needs the token embedding.
+  // Fails only when the Collective does (never on one node).
+  util::Status forward(const int32_t* tokens, int n, int pos, float* logits, bool all_logits = false);
+  // The same from embedded rows x[n][dim] (a worker gets these from the root).
+  util::Status forward_embedded(const float* x, int n, int pos, float* logits, bool all_logits = false);
+  // Embedding row of a token: x[dim].
+  void embed(int32_t token, float* x) const;
 
   const Config& config() const { return cfg_; }
+  const Partition& partition() const { return part_; }
   int ctx() const { return kv_.ctx(); }
 
  private:
-  void step(const int32_t* tokens, int n, int pos, float* logits, bool all_logits);
+  util::Status step(int n, int pos, float* logits, bool all_logits);  // input in x_
   void attention(int layer, int n, int pos);
   // y[b][rows] = W x[b], activations quantized once per (input, type).
   void linear(const Matrix& w, const float* x, int n, float* y);
@@ -39,8 +71,11 @@ class Transformer {
   const Config& cfg_;
   const Weights& w_;
   util::ThreadPool& pool_;
+  Partition part_;
+  Collective* comm_;
   KvCache kv_;
   int max_batch_;
+  int q_dim_, kv_dim_;  // local: n_heads * head_dim, n_kv_heads * head_dim
 
   // Scratch for one batch of up to max_batch_ tokens.
   std::vector<float> x_;       // [B][dim] residual stream

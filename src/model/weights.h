@@ -46,6 +46,9 @@ struct Weights {
   Matrix output;      // [n_vocab rows][dim]; the token embedding when tied
   Vector rope_freqs;  // [n_rot/2] llama 3.1 frequency factors; empty when absent
   std::vector<LayerWeights> layers;
+  // Buffers that matrices point into when they are not in a mapped file (slices received
+  // from the root, re-encoded column slices).
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> storage;
   size_t matrix_bytes() const;  // bytes of all matrices read per token
 };
 

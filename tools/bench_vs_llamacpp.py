@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Decode and prompt speed of shardlm beside llama.cpp (llama-cpp-python) on the same files,
+in the same run, alternating the two so machine noise hits both alike.
+
+llama.cpp's numbers come from its own perf counters (llama_perf_context: t_p_eval_ms and
+t_eval_ms), so Python overhead is not counted against it. shardlm's come from
+`shardlm bench --json`. Prints a Markdown table for docs/BENCHMARKS.md.
+
+Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+
+
+def llama_cpp_run(path, threads, n_prompt, n_gen):
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=path, n_ctx=max(512, n_prompt + n_gen + 8), n_batch=max(32, n_prompt),
+                          n_threads=threads, n_threads_batch=threads, verbose=False, flash_attn=False)
+    rng = random.Random(42)
+    n_vocab = llm.n_vocab()
+    prompt = [rng.randrange(n_vocab) for _ in range(n_prompt)]
+    llm.reset()
+    llm.eval(prompt[:1])  # warm-up
+    llm.reset()
+    llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
+    llm.eval(prompt)
+    for i in range(n_gen):
+        llm.eval([prompt[i % n_prompt]])
+    perf = llama_cpp.llama_perf_context(llm._ctx.ctx)
+    pp = perf.n_p_eval / (perf.t_p_eval_ms / 1e3) if perf.t_p_eval_ms > 0 else 0.0
+    tg = perf.n_eval / (perf.t_eval_ms / 1e3) if perf.t_eval_ms > 0 else 0.0
+    del llm
+    return pp, tg
+
+
+def shardlm_run(binary, path, threads, n_prompt, n_gen, bandwidth=False):
+    cmd = [binary, "bench", "-m", path, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen), "-r", "1",
+           "--json"]
+    if bandwidth:
+        cmd.append("--bandwidth")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--binary", default="build/release/shardlm")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("-p", type=int, default=64)
+    ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("-r", type=int, default=3)
+    args = ap.parse_args()
+    rows = []
+    for path in args.models:
+        for t in [int(x) for x in args.threads.split(",")]:
+            ours_pp, ours_tg, ref_pp, ref_tg = [], [], [], []
+            bw = 0.0
+            weight_gb = 0.0
+            for r in range(args.r):
+                j = shardlm_run(args.binary, path, t, args.p, args.n, bandwidth=(r == 0))
+                bw = max(bw, j["read_bw_gbps"])
+                weight_gb = j["weight_gb"]
+                ours_pp.append(j["pp_tps"])
+                ours_tg.append(j["tg_tps"])
+                pp, tg = llama_cpp_run(path, t, args.p, args.n)
+                ref_pp.append(pp)
+                ref_tg.append(tg)
+                print(f"  {os.path.basename(path)} t={t} rep {r}: shardlm pp {j['pp_tps']:.1f} tg {j['tg_tps']:.1f}"
+                      f" | llama.cpp pp {pp:.1f} tg {tg:.1f}", file=sys.stderr)
+            med = statistics.median
+            rows.append((os.path.basename(path), t, med(ours_pp), med(ref_pp), med(ours_tg), med(ref_tg),
+                         med(ours_tg) * weight_gb, bw))
+    print(f"| model | threads | pp{args.p} shardlm | pp{args.p} llama.cpp | ratio | tg{args.n} shardlm | "
+          f"tg{args.n} llama.cpp | ratio | shardlm GB/s | read BW GB/s | % of BW |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, opp, rpp, otg, rtg, gbs, bw in rows:
+        print(f"| {name} | {t} | {opp:.1f} | {rpp:.1f} | {opp / rpp:.2f} | {otg:.2f} | {rtg:.2f} | {otg / rtg:.2f} |"
+              f" {gbs:.2f} | {bw:.2f} | {100 * gbs / bw:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
