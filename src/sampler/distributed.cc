@@ -1,0 +1,127 @@
+// distributed.cc: penalties by id, local top-k with log-sum-exp, the merge and the draw.
+// The draw repeats Sampler::sample's arithmetic on the merged candidates, operation for
+// operation, so both produce the same token from the same rng state.
+#include "sampler/distributed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace sampler {
+
+namespace {
+
+bool by_logit(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+bool penalties_on(const Params& p) {
+  const bool any = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  return any && p.repeat_last_n != 0;
+}
+
+}  // namespace
+
+PenaltyCounts penalty_counts(const Params& p, const std::vector<int32_t>& history) {
+  if (!penalties_on(p)) return {};
+  const size_t n = p.repeat_last_n < 0 ? history.size() : std::min<size_t>(history.size(), p.repeat_last_n);
+  std::map<int32_t, int32_t> counts;
+  for (size_t i = history.size() - n; i < history.size(); ++i) counts[history[i]]++;
+  return PenaltyCounts(counts.begin(), counts.end());
+}
+
+void apply_penalty_counts(const Params& p, const PenaltyCounts& counts, float* logits, int32_t first, int n) {
+  for (const auto& [id, count] : counts) {
+    if (id < first || id >= first + n) continue;
+    float& l = logits[id - first];
+    if (p.repeat_penalty != 1.0f) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= static_cast<float>(count) * p.frequency_penalty + (count > 0 ? p.presence_penalty : 0.0f);
+  }
+}
+
+int request_k(const Params& p, int n_vocab) {
+  if (p.temperature <= 0.0f) return 1;
+  if (p.top_k > 0 && p.top_k < n_vocab) return p.top_k;
+  return n_vocab;
+}
+
+LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k) {
+  LocalCandidates out;
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - mx);
+  out.lse = n > 0 ? float(mx + std::log(sum)) : -INFINITY;
+  k = std::min(k, n);
+  if (k == 1) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+      if (logits[i] > logits[best]) best = i;
+    out.cand.push_back({first + best, logits[best]});
+    return out;
+  }
+  out.cand.resize(n);
+  for (int i = 0; i < n; ++i) out.cand[i] = {first + i, logits[i]};
+  std::partial_sort(out.cand.begin(), out.cand.begin() + k, out.cand.end(), by_logit);
+  out.cand.resize(k);
+  return out;
+}
+
+std::vector<Candidate> merge_candidates(const std::vector<std::vector<Candidate>>& parts, int k) {
+  std::vector<Candidate> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  const size_t keep = std::min<size_t>(std::max(k, 0), all.size());
+  std::partial_sort(all.begin(), all.begin() + keep, all.end(), by_logit);
+  all.resize(keep);
+  return all;
+}
+
+float merge_lse(const std::vector<float>& lses) {
+  float mx = -INFINITY;
+  for (float l : lses) mx = std::max(mx, l);
+  if (mx == -INFINITY) return mx;
+  double sum = 0;
+  for (float l : lses) sum += std::exp(double(l) - mx);
+  return float(mx + std::log(sum));
+}
+
+DistributedSampler::DistributedSampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab), rng_(p.seed) {}
+
+int32_t DistributedSampler::sample(const std::vector<std::vector<Candidate>>& parts) {
+  const std::vector<Candidate> cand = merge_candidates(parts, k());
+  if (cand.empty()) return 0;
+  if (p_.temperature <= 0.0f) return cand[0].id;
+  // From here: Sampler::sample's chain on the (already top-k cut, sorted) candidates.
+  size_t n = cand.size();
+  std::vector<double> probs(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(cand[i].logit - cand[0].logit));
+  for (auto& pr : probs) pr /= sum;
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += probs[i];
+      if (cum >= p_.top_p) { keep = i + 1; break; }
+    }
+    n = std::max<size_t>(1, keep);
+  }
+  if (p_.min_p > 0.0f) {
+    const double floor = probs[0] * p_.min_p;
+    size_t keep = 1;
+    while (keep < n && probs[keep] >= floor) ++keep;
+    n = keep;
+  }
+  std::vector<double> w(n);
+  double wsum = 0;
+  for (size_t i = 0; i < n; ++i) wsum += w[i] = std::exp(double(cand[i].logit - cand[0].logit) / p_.temperature);
+  std::uniform_real_distribution<double> u(0.0, wsum);
+  double r = u(rng_);
+  for (size_t i = 0; i < n; ++i) {
+    r -= w[i];
+    if (r <= 0) return cand[i].id;
+  }
+  return cand[n - 1].id;
+}
+
+}  // namespace sampler

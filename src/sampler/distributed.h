@@ -1,0 +1,59 @@
+// distributed.h: exact sampling when the logits are spread over nodes by vocabulary range
+// (DESIGN §4). The root tells every node how many candidates to return (request_k) and
+// which token ids to penalise (penalty_counts); each node applies the penalties to its own
+// range and returns its local top candidates plus its local log-sum-exp
+// (local_candidates); the root merges them (DistributedSampler::sample) and draws exactly
+// what Sampler::sample would draw on the concatenated logits with the same Params and
+// seed: greedy is the global argmax (lowest id on ties); top-k / top-p / min-p /
+// temperature run on the merged candidates when k covers top_k. When top_k is off (or
+// >= n_vocab) every node sends its whole range: the exact fallback.
+// Deliberately no networking (runtime/ carries the candidates) and no text.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "sampler/sampler.h"
+
+namespace sampler {
+
+// (token id, count in the last repeat_last_n tokens), sorted by id; empty when the
+// penalties are off.
+using PenaltyCounts = std::vector<std::pair<int32_t, int32_t>>;
+PenaltyCounts penalty_counts(const Params& p, const std::vector<int32_t>& history);
+// Applies the penalties to logits[0..n) holding ids [first, first + n).
+void apply_penalty_counts(const Params& p, const PenaltyCounts& counts, float* logits, int32_t first, int n);
+
+// Candidates each node must return: 1 for greedy, top_k when 0 < top_k < n_vocab, else
+// n_vocab (everything: the full-gather fallback).
+int request_k(const Params& p, int n_vocab);
+
+struct LocalCandidates {
+  std::vector<Candidate> cand;  // best first (logit desc, id asc); global ids
+  float lse = 0;                // log(sum(exp(logit))) over the node's whole range
+};
+// The k best of logits[0..n) (ids first..first+n), and the range's log-sum-exp.
+LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k);
+
+// Merges nodes' candidate lists (each best first) into the global k best, best first.
+std::vector<Candidate> merge_candidates(const std::vector<std::vector<Candidate>>& parts, int k);
+// log-sum-exp over the whole vocabulary from the nodes' local ones.
+float merge_lse(const std::vector<float>& lses);
+
+class DistributedSampler {
+ public:
+  DistributedSampler(const Params& p, int n_vocab);
+  const Params& params() const { return p_; }
+  int k() const { return request_k(p_, n_vocab_); }
+  // Draws from the nodes' candidates (penalties already applied by the nodes). Equal to
+  // Sampler::sample on the concatenated logits, draw for draw, for the same Params.
+  int32_t sample(const std::vector<std::vector<Candidate>>& parts);
+
+ private:
+  Params p_;
+  int n_vocab_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace sampler
