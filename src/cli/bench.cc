@@ -13,7 +13,8 @@
 #include "cli/options.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
-#include "model/transformer.h"
+#include "runtime/cluster.h"
+#include "sampler/distributed.h"
 #include "sampler/sampler.h"
 #include "util/thread_pool.h"
 #include "util/timer.h"
@@ -69,7 +70,9 @@ Runner add_bench(CLI::App& app) {
   auto reps = std::make_shared<int>(3);
   auto bandwidth = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
+  auto co = std::make_shared<ClusterCliOptions>();
   add_run_options(cmd, o.get());
+  add_cluster_options(cmd, co.get());
   cmd->add_option("-p,--n-prompt", *n_prompt, "prompt tokens (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", *n_gen, "generated tokens (0: skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", *reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
@@ -87,26 +90,50 @@ Runner add_bench(CLI::App& app) {
     for (auto& t : prompt) t = static_cast<int32_t>(rng() % cfg.n_vocab);
     std::vector<float> logits(cfg.n_vocab);
     std::vector<double> pp, tg;
-    model::Transformer tf(cfg, (*m)->weights, pool, ctx, o->kv_type, o->batch);
-    tf.forward(prompt.data(), 1, 0, logits.data());  // warm-up: page in weights
+    runtime::ClusterOptions copt;
+    if (std::string e = cluster_options(*co, *o, ctx, &copt); !e.empty()) return fail(e);
+    auto cl = runtime::Cluster::start(**m, o->model, copt, pool);
+    if (!cl) return fail(cl.error());
+    runtime::Cluster& cluster = **cl;
+    sampler::Params greedy;
+    greedy.temperature = 0;
+    sampler::DistributedSampler smp(greedy, cfg.n_vocab);
+    const std::vector<int32_t> no_history;
+    auto warm = cluster.step(prompt.data(), 1, 0, &smp, no_history);  // warm-up: page in weights
+    if (!warm) return fail(warm.error());
+    std::vector<runtime::NodeStats> tg0, tg1;  // counters around the decode phases
+    std::vector<runtime::NodeCounters> tg_sum(cluster.n_nodes());
     for (int r = 0; r < *reps; ++r) {
       if (*n_prompt > 0) {
         util::Timer t;
-        tf.forward(prompt.data(), *n_prompt, 0, logits.data());
+        auto st = cluster.step(prompt.data(), *n_prompt, 0, &smp, no_history);
+        if (!st) return fail(st.error());
         pp.push_back(*n_prompt / t.seconds());
       }
       if (*n_gen > 0) {
         int32_t tok = prompt[0];
         const int start = *n_prompt > 0 ? *n_prompt : 0;
+        tg0 = cluster.stats();
         util::Timer t;
         for (int i = 0; i < *n_gen; ++i) {
-          tf.forward(&tok, 1, start + i, logits.data());
-          tok = sampler::argmax(logits.data(), cfg.n_vocab);
+          auto next = cluster.step(&tok, 1, start + i, &smp, no_history);
+          if (!next) return fail(next.error());
+          tok = *next;
         }
         tg.push_back(*n_gen / t.seconds());
+        tg1 = cluster.stats();
+        for (int i = 0; i < cluster.n_nodes(); ++i) {
+          const auto &a = tg0[i].counters, &b = tg1[i].counters;
+          tg_sum[i].compute_s += b.compute_s - a.compute_s;
+          tg_sum[i].sync_s += b.sync_s - a.sync_s;
+          tg_sum[i].bytes_sent += b.bytes_sent - a.bytes_sent;
+          tg_sum[i].bytes_received += b.bytes_received - a.bytes_received;
+        }
       }
     }
+    const double n_tg = double(*n_gen) * *reps;
     const double weight_gb = double((*m)->weights.matrix_bytes()) / 1e9;
+    (void)logits;
     const double bw = *bandwidth ? measure_read_bandwidth(pool) : 0;
     const Stat spp = pp.empty() ? Stat{} : stat(pp), stg = tg.empty() ? Stat{} : stat(tg);
     const double gbs = stg.mean * weight_gb;
@@ -122,6 +149,12 @@ Runner add_bench(CLI::App& app) {
       if (!pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", *n_prompt, spp.mean, spp.sd);
       if (!tg.empty())
         std::printf("tg%-5d %10.2f ± %.2f tokens/s  (%.2f GB/s of weights)\n", *n_gen, stg.mean, stg.sd, gbs);
+      if (cluster.n_nodes() > 1) std::printf("cluster: %s\n", cluster.describe().c_str());
+      if (!tg.empty())
+        for (int i = 0; i < cluster.n_nodes(); ++i)
+          std::printf("tg node %d (%s): %.2f ms compute + %.2f ms sync per token, %.0f B sent, %.0f B received "
+                      "per token\n", i, tg1[i].name.c_str(), tg_sum[i].compute_s * 1e3 / n_tg,
+                      tg_sum[i].sync_s * 1e3 / n_tg, tg_sum[i].bytes_sent / n_tg, tg_sum[i].bytes_received / n_tg);
       if (*bandwidth)
         std::printf("read bandwidth %.2f GB/s (%d threads); decode reaches %.0f%%\n", bw, o->threads,
                     100.0 * gbs / bw);

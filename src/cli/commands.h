@@ -18,6 +18,7 @@ Runner add_quantize(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_worker(CLI::App& app);
 
 // Prints "error: msg" to stderr and returns 1.
 int fail(const std::string& msg);

@@ -1,5 +1,7 @@
 // generate.cc: `shardlm generate`: prompt in, generated text to stdout (streamed,
-// UTF-8 safe), statistics to stderr (prompt and generation tokens/s separately).
+// UTF-8 safe), statistics to stderr (prompt and generation tokens/s separately). With
+// --workers the model runs on a cluster (runtime::Cluster); one node otherwise. With
+// --stats: per token ms of compute and of sync, and bytes sent / received by each node.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,23 +10,45 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "model/loader.h"
-#include "model/transformer.h"
-#include "sampler/sampler.h"
+#include "runtime/cluster.h"
+#include "sampler/distributed.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 #include "util/timer.h"
 
+#ifndef SHARDLM_VERSION
+#define SHARDLM_VERSION "dev"
+#endif
+
 namespace cli {
+
+// Per token figures of each node between two snapshots of the cluster's counters.
+void print_node_stats(const std::vector<runtime::NodeStats>& a, const std::vector<runtime::NodeStats>& b,
+                      int tokens, const char* what) {
+  if (tokens <= 0) return;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const runtime::NodeCounters& x = a[i].counters;
+    const runtime::NodeCounters& y = b[i].counters;
+    std::fprintf(stderr, "%s node %zu (%s): %.2f ms compute + %.2f ms sync per token, %.1f KiB sent, %.1f KiB "
+                 "received per token\n", what, i, b[i].name.c_str(), (y.compute_s - x.compute_s) * 1e3 / tokens,
+                 (y.sync_s - x.sync_s) * 1e3 / tokens, double(y.bytes_sent - x.bytes_sent) / 1024 / tokens,
+                 double(y.bytes_received - x.bytes_received) / 1024 / tokens);
+  }
+}
 
 Runner add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   auto o = std::make_shared<RunOptions>();
+  auto co = std::make_shared<ClusterCliOptions>();
   auto prompt = std::make_shared<std::string>();
   auto n_predict = std::make_shared<int>(128);
+  auto stats = std::make_shared<bool>(false);
   auto s = std::make_shared<sampler::Params>();
   add_run_options(cmd, o.get());
+  add_cluster_options(cmd, co.get());
   cmd->add_option("-p,--prompt", *prompt, "prompt text")->required();
   cmd->add_option("-n,--n-predict", *n_predict, "tokens to generate")->capture_default_str();
+  cmd->add_flag("--stats", *stats, "per token compute / sync ms and bytes of each node");
   add_sampler_options(cmd, s.get());
   return [=]() {
     auto m = model::load_model(o->model);
@@ -38,30 +62,41 @@ Runner add_generate(CLI::App& app) {
     if (static_cast<int>(tokens.size()) + *n_predict > ctx)
       return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(*n_predict) +
                   " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");
+    runtime::ClusterOptions copt;
+    if (std::string e = cluster_options(*co, *o, ctx, &copt); !e.empty()) return fail(e);
+    copt.software_version = SHARDLM_VERSION;
     util::ThreadPool pool(o->threads);
-    model::Transformer tf(cfg, (*m)->weights, pool, ctx, o->kv_type, o->batch);
-    sampler::Sampler smp(*s, cfg.n_vocab);
-    std::vector<float> logits(cfg.n_vocab);
+    auto cl = runtime::Cluster::start(**m, o->model, copt, pool);
+    if (!cl) return fail(cl.error());
+    runtime::Cluster& cluster = **cl;
+    if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
+    sampler::DistributedSampler smp(*s, cfg.n_vocab);
 
+    std::vector<int32_t> history = tokens;
+    const auto stats0 = cluster.stats();
     util::Timer t_prompt;
-    util::Status st = tf.forward(tokens.data(), static_cast<int>(tokens.size()), 0, logits.data());
-    if (!st.ok()) return fail(st.message());
+    auto next = cluster.step(tokens.data(), static_cast<int>(tokens.size()), 0, &smp, history);
+    if (!next) return fail(next.error());
     const double prompt_s = t_prompt.seconds();
+    const auto stats1 = cluster.stats();
 
     tokenizer::StreamDecoder dec(**tok);
     util::Timer t_gen;
-    int generated = 0;
-    std::vector<int32_t> history = tokens;
+    int generated = 0, stepped = 0;
     for (; generated < *n_predict; ++generated) {
-      const int32_t next = smp.sample(logits.data(), history);
-      if ((*tok)->is_eog(next)) break;
-      history.push_back(next);
-      const std::string text = dec.push(next);
+      const int32_t id = *next;
+      if ((*tok)->is_eog(id)) break;
+      history.push_back(id);
+      const std::string text = dec.push(id);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
       if (generated + 1 == *n_predict) { ++generated; break; }
-      st = tf.forward(&next, 1, static_cast<int>(history.size()) - 1, logits.data());
-      if (!st.ok()) return fail(st.message());
+      next = cluster.step(&id, 1, static_cast<int>(history.size()) - 1, &smp, history);
+      if (!next) {
+        std::fputc('\n', stdout);
+        return fail(next.error());
+      }
+      ++stepped;
     }
     const std::string rest = dec.flush();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -71,6 +106,10 @@ Runner add_generate(CLI::App& app) {
                  tokens.size() / prompt_s);
     std::fprintf(stderr, "generation: %d tokens in %.1f ms (%.2f tokens/s)\n", generated, gen_s * 1e3,
                  generated > 0 ? generated / gen_s : 0.0);
+    if (*stats) {
+      print_node_stats(stats0, stats1, static_cast<int>(tokens.size()), "prompt");
+      print_node_stats(stats1, cluster.stats(), stepped, "generation");
+    }
     return 0;
   };
 }

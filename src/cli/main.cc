@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(cli::add_bench);
   add(cli::add_make_model);
   add(cli::add_plan);
+  add(cli::add_worker);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

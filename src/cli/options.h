@@ -4,11 +4,13 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <thread>
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "runtime/cluster.h"
 #include "sampler/sampler.h"
 
 namespace cli {
@@ -46,6 +48,44 @@ inline void add_sampler_options(CLI::App* cmd, sampler::Params* s) {
   cmd->add_option("--presence-penalty", s->presence_penalty)->capture_default_str();
   cmd->add_option("--frequency-penalty", s->frequency_penalty)->capture_default_str();
   cmd->add_option("--seed", s->seed, "random seed")->capture_default_str();
+}
+
+// Cluster options of the commands that run a model (DESIGN §1: the root drives workers).
+struct ClusterCliOptions {
+  std::vector<std::string> workers;
+  std::vector<double> shares;
+  std::string sync = "q8_0";
+  std::string algo = "auto";
+  std::string cluster_key;
+};
+
+inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
+  cmd->add_option("--workers", o->workers, "workers host:port,... (each started with `shardlm worker`)")
+      ->delimiter(',');
+  cmd->add_option("--shares", o->shares, "relative capacity of each node, root first, e.g. 2,1,1")->delimiter(',');
+  cmd->add_option("--sync-type", o->sync, "activations on the wire: q8_0, f16 or f32")->capture_default_str();
+  cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star or ring")->capture_default_str();
+  cmd->add_option("--cluster-key", o->cluster_key, "shared secret the workers were started with");
+}
+
+// Fills runtime::ClusterOptions; an error message when an option is invalid.
+inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions& r, int ctx,
+                                   runtime::ClusterOptions* out) {
+  auto sync = net::sync_type_from_name(c.sync);
+  if (!sync) return "--sync-type must be q8_0, f16 or f32, not '" + c.sync + "'";
+  if (c.algo != "auto" && !net::algo_from_name(c.algo))
+    return "--allreduce must be auto, all-gather, star or ring, not '" + c.algo + "'";
+  for (double s : c.shares)
+    if (!(s > 0) || !std::isfinite(s)) return "--shares values must be positive numbers";
+  out->workers = c.workers;
+  out->shares = c.shares;
+  out->sync = *sync;
+  out->algo = c.algo;
+  out->cluster_key = c.cluster_key;
+  out->ctx = ctx;
+  out->kv_type = r.kv_type;
+  out->batch = r.batch;
+  return "";
 }
 
 }  // namespace cli

@@ -1,0 +1,48 @@
+// auto_collective.h: the model's all-reduce hook over a cluster's Transport, choosing the
+// algorithm per message size from the link's measured latency α and bandwidth β
+// (plan::choose_allreduce) unless one is forced, with a timeout that grows with the rows a
+// message carries (a prefill batch computes longer between all-reduces than a decode
+// step). Every node computes the same choice from the same α, β and size, so all nodes
+// run the same algorithm. Deliberately no measuring here (cluster.cc probes the links).
+#pragma once
+#include <memory>
+
+#include "model/transformer.h"
+#include "net/collectives.h"
+#include "plan/cost.h"
+
+namespace runtime {
+
+class AutoCollective : public model::Collective {
+ public:
+  // forced_algo: a net::AllReduceAlgo, or -1 to choose per size. dim: values per row.
+  AutoCollective(net::Transport& t, net::SyncType sync, int forced_algo, double alpha_us, double beta_gbps,
+                 int dim, double base_timeout_s, int batch)
+      : t_(t), sync_(sync), forced_(forced_algo), alpha_(alpha_us), beta_(beta_gbps), dim_(dim),
+        one_(t, {sync, net::AllReduceAlgo::kAllGather, base_timeout_s}),
+        many_(t, {sync, net::AllReduceAlgo::kAllGather, base_timeout_s + 0.25 * batch}) {}
+
+  util::Status all_reduce(float* x, size_t n) override {
+    const net::AllReduceAlgo a = algo_for(n);
+    return (n <= size_t(dim_) ? one_ : many_).all_reduce(std::span<float>(x, n), a, sync_);
+  }
+  net::AllReduceAlgo algo_for(size_t n) const {
+    if (forced_ >= 0) return net::AllReduceAlgo(forced_);
+    const plan::AllReduce a =
+        plan::choose_allreduce(t_.size(), double(net::encoded_bytes(sync_, n)), alpha_, beta_);
+    return a == plan::AllReduce::kRing ? net::AllReduceAlgo::kRing
+           : a == plan::AllReduce::kStar ? net::AllReduceAlgo::kStar
+                                         : net::AllReduceAlgo::kAllGather;
+  }
+  double seconds() const { return one_.stats().seconds + many_.stats().seconds; }
+
+ private:
+  net::Transport& t_;
+  net::SyncType sync_;
+  int forced_;
+  double alpha_, beta_;
+  int dim_;
+  net::Collectives one_, many_;
+};
+
+}  // namespace runtime

@@ -1,0 +1,264 @@
+// cluster.cc: cluster formation, link probes, weight streaming and the root's step.
+#include "runtime/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "net/tcp_transport.h"
+#include "util/sha256.h"
+#include "util/timer.h"
+
+namespace runtime {
+
+using util::Expected;
+using util::Status;
+
+namespace {
+
+// Why a step failed, with what to do.
+Status step_failed(const Status& st) {
+  return Status::error(st.message() + " (the cluster cannot go on; check that worker process and its network, "
+                                      "then start the root again)");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, const std::string& model_path,
+                                                  const ClusterOptions& o, util::ThreadPool& pool) {
+  std::unique_ptr<Cluster> c(new Cluster(m, pool));
+  c->o_ = o;
+  const int n = int(o.workers.size()) + 1;
+  std::vector<double> shares = o.shares;
+  if (shares.empty()) shares.assign(n, 1.0);
+  if (int(shares.size()) != n)
+    return Status::error("--shares lists " + std::to_string(shares.size()) + " values for " + std::to_string(n) +
+                         " nodes (the root and " + std::to_string(n - 1) +
+                         " workers): give one share per node, the root's first");
+  if (o.algo != "auto") {
+    auto a = net::algo_from_name(o.algo);
+    if (!a) return Status::error("--allreduce must be auto, all-gather, star or ring, not '" + o.algo + "'");
+    c->forced_algo_ = int(*a);
+  }
+  if (o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
+    return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
+  auto p = plan::make_plan(shape_of(m.config, m.weights), shares);
+  if (!p) return p.status();
+  c->plan_ = std::move(*p);
+  c->nodes_.push_back({"root", {}});
+  if (n > 1) {
+    util::Timer th;
+    auto hash = util::sha256_file(model_path);
+    if (!hash) return hash.status();
+    net::TcpOptions topt;
+    topt.cluster_key = o.cluster_key;
+    topt.software_version = o.software_version;
+    auto t = net::TcpTransport::connect_root(o.workers, topt);
+    if (!t) return t.status();
+    c->t_ = std::move(*t);
+    for (int r = 1; r < n; ++r) c->nodes_.push_back({c->t_->peer_name(r), {}});
+    if (c->forced_algo_ < 0) RETURN_IF_ERROR(c->probe_links());
+    RETURN_IF_ERROR(c->setup_workers(*hash));
+    c->t_->reset_counters();
+    c->coll_ = std::make_unique<AutoCollective>(*c->t_, o.sync, c->forced_algo_, c->alpha_us_, c->beta_gbps_,
+                                                m.config.dim, o.step_timeout_s, o.batch);
+  }
+  c->root_slice_ = slice_weights(m.config, m.weights, c->plan_.nodes[0]);
+  c->tf_ = std::make_unique<model::Transformer>(m.config, c->root_slice_.weights, pool, o.ctx, o.kv_type, o.batch,
+                                                c->root_slice_.part, c->coll_.get());
+  c->logits_.resize(c->root_slice_.part.n_vocab);
+  return c;
+}
+
+Cluster::~Cluster() {
+  if (!t_) return;
+  for (int r = 1; r < t_->size(); ++r) (void)t_->send(r, msg_type(Msg::kShutdown), {}, 1.0);
+}
+
+Status Cluster::probe_links() {
+  // α: half the best round trip of a small message; β from the best 1 MiB round trip.
+  double best_small = 1e9, best_big = 1e9;
+  std::vector<uint8_t> small(64, 0x5a), big(size_t(1) << 20, 0xa5);
+  for (int r = 1; r < t_->size(); ++r) {
+    for (int i = 0; i < 5; ++i) {
+      util::Timer tm;
+      RETURN_IF_ERROR(t_->send(r, net::MessageType::kPing, small, 5.0));
+      auto pong = t_->recv_expect(r, net::MessageType::kPong, 5.0);
+      if (!pong) return pong.status();
+      best_small = std::min(best_small, tm.seconds());
+    }
+    for (int i = 0; i < 3; ++i) {
+      util::Timer tm;
+      RETURN_IF_ERROR(t_->send(r, net::MessageType::kPing, big, 10.0));
+      auto pong = t_->recv_expect(r, net::MessageType::kPong, 10.0);
+      if (!pong) return pong.status();
+      best_big = std::min(best_big, tm.seconds());
+    }
+  }
+  alpha_us_ = best_small / 2 * 1e6;
+  const double transfer_s = std::max(best_big - best_small, 1e-6) / 2;  // one way, one MiB
+  beta_gbps_ = double(big.size()) * 8 / transfer_s / 1e9;
+  return util::ok_status();
+}
+
+Status Cluster::setup_workers(const std::string& model_hash) {
+  const int n = t_->size();
+  std::vector<bool> have(n, false);
+  for (int r = 1; r < n; ++r) {
+    Setup s;
+    s.model_hash = model_hash;
+    s.config = m_.config;
+    s.slice = plan_.nodes[r];
+    s.sync = o_.sync;
+    s.forced_algo = int8_t(forced_algo_);
+    s.alpha_us = alpha_us_;
+    s.beta_gbps = beta_gbps_;
+    s.ctx = o_.ctx;
+    s.batch = o_.batch;
+    s.kv_type = o_.kv_type;
+    s.step_timeout_s = o_.step_timeout_s;
+    RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
+    auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing
+    if (!rep) return rep.status();
+    auto h = parse_u64(rep->payload, "setup reply from " + t_->peer_name(r));
+    if (!h) return h.status();
+    have[r] = *h != 0;
+  }
+  for (int r = 1; r < n; ++r)
+    if (!have[r]) RETURN_IF_ERROR(stream_slice(r, plan_.nodes[r]));
+  for (int r = 1; r < n; ++r) {
+    auto ready = t_->recv_expect(r, msg_type(Msg::kReady), 120.0);
+    if (!ready) return ready.status();
+  }
+  return util::ok_status();
+}
+
+Status Cluster::stream_slice(int rank, const plan::NodeSlice& s) {
+  NodeModel nm = slice_weights(m_.config, m_.weights, s);
+  const std::string peer = t_->peer_name(rank);
+  uint64_t total = 0, sent = 0, count = 0;
+  TensorVisitor sizes;
+  sizes.matrix = [&](const std::string&, model::Matrix* m) { total += m->bytes(); return util::ok_status(); };
+  sizes.vector = [&](const std::string&, model::Vector* v) { total += v->size() * 4; return util::ok_status(); };
+  RETURN_IF_ERROR(visit_tensors(nm.weights, m_.config.n_layers, sizes));
+  util::Timer timer;
+  double last_print = -1;
+  auto progress = [&](bool done) {
+    if (!o_.progress) return;
+    const double s_el = timer.seconds();
+    if (!done && s_el - last_print < 0.2) return;
+    last_print = s_el;
+    const double mbs = s_el > 0 ? sent / s_el / 1e6 : 0;
+    const double eta = mbs > 0 ? (total - sent) / 1e6 / mbs : 0;
+    std::fprintf(stderr, "\rweights to %s: %.1f / %.1f MB, %.1f MB/s, ETA %.1f s   %s", peer.c_str(), sent / 1e6,
+                 total / 1e6, mbs, eta, done ? "\n" : "");
+  };
+  auto send = [&](const std::string& name, tensor::Type type, uint64_t rows, uint64_t cols, const uint8_t* data,
+                  uint64_t bytes) -> Status {
+    uint64_t off = 0;
+    do {
+      const uint64_t len = std::min<uint64_t>(kMaxChunkBytes, bytes - off);
+      TensorChunk c{name, type, rows, cols, bytes, off, std::span<const uint8_t>(data + off, len)};
+      RETURN_IF_ERROR(t_->send(rank, msg_type(Msg::kTensor), encode_tensor_chunk(c), 60.0));
+      off += len;
+      sent += len;
+      progress(false);
+    } while (off < bytes);
+    ++count;
+    return util::ok_status();
+  };
+  TensorVisitor v;
+  v.matrix = [&](const std::string& name, model::Matrix* m) {
+    return send(name, m->type, uint64_t(m->rows), uint64_t(m->cols), m->data, m->bytes());
+  };
+  v.vector = [&](const std::string& name, model::Vector* vec) -> Status {
+    if (vec->empty()) return util::ok_status();
+    return send(name, tensor::Type::F32, 1, vec->size(), reinterpret_cast<const uint8_t*>(vec->data()),
+                vec->size() * 4);
+  };
+  RETURN_IF_ERROR(visit_tensors(nm.weights, m_.config.n_layers, v));
+  RETURN_IF_ERROR(t_->send(rank, msg_type(Msg::kWeightsDone), encode_u64(count), 10.0));
+  progress(true);
+  return util::ok_status();
+}
+
+Expected<int32_t> Cluster::step(const int32_t* tokens, int n, int pos, sampler::DistributedSampler* smp,
+                                const std::vector<int32_t>& history) {
+  const model::Config& cfg = m_.config;
+  const model::Matrix& embd = m_.weights.token_embd;
+  for (int b = 0; b < n; ++b)
+    if (tokens[b] < 0 || tokens[b] >= cfg.n_vocab)
+      return Status::error("token id " + std::to_string(tokens[b]) + " is outside the vocabulary");
+  sampler::PenaltyCounts penalties;
+  if (smp) penalties = sampler::penalty_counts(smp->params(), history);
+  if (t_) {
+    rows_.resize(embd.row_bytes * size_t(n));
+    for (int b = 0; b < n; ++b) std::memcpy(rows_.data() + b * embd.row_bytes, embd.row(tokens[b]), embd.row_bytes);
+    Step s;
+    s.pos = pos;
+    s.n = n;
+    s.embd_type = embd.type;
+    s.rows = rows_;
+    s.want = smp ? Want::kCandidates : Want::kNothing;
+    s.k = smp ? smp->k() : 1;
+    s.penalties = penalties;
+    if (smp) {
+      s.repeat_penalty = smp->params().repeat_penalty;
+      s.presence_penalty = smp->params().presence_penalty;
+      s.frequency_penalty = smp->params().frequency_penalty;
+    }
+    const std::vector<uint8_t> payload = encode_step(s);
+    for (int r = 1; r < t_->size(); ++r) {
+      Status st = t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s);
+      if (!st.ok()) return step_failed(st);
+    }
+  }
+  util::Timer timer;
+  const double sync0 = coll_ ? coll_->seconds() : 0;
+  Status st = tf_->forward(tokens, n, pos, smp ? logits_.data() : nullptr);
+  if (!st.ok()) return step_failed(st);
+  NodeCounters& rc = nodes_[0].counters;
+  const double sync = coll_ ? coll_->seconds() - sync0 : 0;
+  std::vector<std::vector<sampler::Candidate>> parts;
+  if (smp) {
+    const model::Partition& part = root_slice_.part;
+    sampler::apply_penalty_counts(smp->params(), penalties, logits_.data(), part.vocab_begin, part.n_vocab);
+    parts.push_back(sampler::local_candidates(logits_.data(), part.vocab_begin, part.n_vocab, smp->k()).cand);
+  }
+  rc.sync_s += sync;
+  rc.compute_s += timer.seconds() - sync;
+  rc.steps++;
+  if (t_) {
+    for (int r = 1; r < t_->size(); ++r) {
+      auto m = t_->recv_expect(r, msg_type(Msg::kStepReply), o_.step_timeout_s);
+      if (!m) return step_failed(m.status());
+      auto rep = parse_step_reply(m->payload, t_->peer_name(r));
+      if (!rep) return step_failed(rep.status());
+      nodes_[r].counters = rep->counters;
+      if (smp) parts.push_back(std::move(rep->cand));
+    }
+    const net::ByteCounters bc = t_->counters();
+    rc.bytes_sent = bc.bytes_sent;
+    rc.bytes_received = bc.bytes_received;
+  }
+  return smp ? smp->sample(parts) : -1;
+}
+
+std::vector<NodeStats> Cluster::stats() const { return nodes_; }
+
+std::string Cluster::describe() const {
+  char buf[256];
+  const std::string algo = forced_algo_ >= 0 ? net::algo_name(net::AllReduceAlgo(forced_algo_)) : "auto";
+  std::snprintf(buf, sizeof buf, "%d nodes, sync %s, all-reduce %s", n_nodes(), net::sync_type_name(o_.sync),
+                algo.c_str());
+  std::string s = buf;
+  if (t_ && forced_algo_ < 0) {
+    std::snprintf(buf, sizeof buf, " (alpha %.0f us, beta %.2f Gbit/s: decode %s)", alpha_us_, beta_gbps_,
+                  net::algo_name(coll_->algo_for(size_t(m_.config.dim))));
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace runtime

@@ -1,0 +1,280 @@
+// protocol.cc: explicit little-endian encoding and checked parsing of the session messages.
+#include "runtime/protocol.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace runtime {
+
+namespace {
+
+using util::Status;
+
+void put_f64(net::Writer& w, double v) {
+  uint64_t u;
+  std::memcpy(&u, &v, 8);
+  w.put_u64(u);
+}
+Status get_f64(net::Reader& r, double* v) {
+  uint64_t u = 0;
+  RETURN_IF_ERROR(r.get_u64(&u));
+  std::memcpy(v, &u, 8);
+  return util::ok_status();
+}
+void put_range(net::Writer& w, const plan::Range& r) {
+  w.put_i32(r.begin);
+  w.put_i32(r.end);
+}
+Status get_range(net::Reader& r, plan::Range* out) {
+  RETURN_IF_ERROR(r.get_i32(&out->begin));
+  RETURN_IF_ERROR(r.get_i32(&out->end));
+  return util::ok_status();
+}
+Status get_int(net::Reader& r, int* v) {
+  int32_t x = 0;
+  RETURN_IF_ERROR(r.get_i32(&x));
+  *v = x;
+  return util::ok_status();
+}
+Status get_bool(net::Reader& r, bool* v) {
+  uint8_t x = 0;
+  RETURN_IF_ERROR(r.get_u8(&x));
+  *v = x != 0;
+  return util::ok_status();
+}
+Status get_type(net::Reader& r, tensor::Type* t, const std::string& what) {
+  uint32_t id = 0;
+  RETURN_IF_ERROR(r.get_u32(&id));
+  auto tr = tensor::type_traits(id);
+  if (!tr || !tr->supported) return Status::error(what + " names unknown tensor type " + std::to_string(id));
+  *t = tensor::Type(id);
+  return util::ok_status();
+}
+
+}  // namespace
+
+std::string Setup::slice_key() const {
+  const plan::NodeSlice& s = slice;
+  return model_hash + "/h" + std::to_string(s.heads.begin) + "-" + std::to_string(s.heads.end) + "/kv" +
+         std::to_string(s.kv_heads.begin) + "-" + std::to_string(s.kv_heads.end) + "/ff" +
+         std::to_string(s.ff.begin) + "-" + std::to_string(s.ff.end) + "/v" + std::to_string(s.vocab.begin) + "-" +
+         std::to_string(s.vocab.end);
+}
+
+std::vector<uint8_t> encode_setup(const Setup& s) {
+  net::Writer w;
+  w.put_string(s.model_hash);
+  const model::Config& c = s.config;
+  w.put_u8(uint8_t(c.arch));
+  w.put_string(c.arch_name);
+  w.put_string(c.name);
+  for (int v : {c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.n_ff, c.n_vocab, c.n_rot, c.ctx_train})
+    w.put_i32(v);
+  w.put_f32(c.rms_eps);
+  w.put_f32(c.rope_base);
+  w.put_f32(c.rope_freq_scale);
+  w.put_u8(c.rope_neox);
+  w.put_u8(c.qkv_bias);
+  w.put_u8(c.qk_norm);
+  put_range(w, s.slice.heads);
+  put_range(w, s.slice.kv_heads);
+  put_range(w, s.slice.ff);
+  put_range(w, s.slice.vocab);
+  w.put_u8(uint8_t(s.sync));
+  w.put_u8(uint8_t(s.forced_algo));
+  put_f64(w, s.alpha_us);
+  put_f64(w, s.beta_gbps);
+  w.put_i32(s.ctx);
+  w.put_i32(s.batch);
+  w.put_u8(uint8_t(s.kv_type));
+  put_f64(w, s.step_timeout_s);
+  return w.take();
+}
+
+util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string& peer) {
+  const std::string what = "session setup from " + peer;
+  net::Reader r(p, what);
+  Setup s;
+  model::Config& c = s.config;
+  uint8_t u = 0;
+  RETURN_IF_ERROR(r.get_string(&s.model_hash, 128));
+  RETURN_IF_ERROR(r.get_u8(&u));
+  if (u > uint8_t(model::Arch::kQwen3)) return Status::error(what + " names an unknown architecture");
+  c.arch = model::Arch(u);
+  RETURN_IF_ERROR(r.get_string(&c.arch_name, 256));
+  RETURN_IF_ERROR(r.get_string(&c.name, 4096));
+  for (int* v : {&c.dim, &c.n_layers, &c.n_heads, &c.n_kv_heads, &c.head_dim, &c.n_ff, &c.n_vocab, &c.n_rot,
+                 &c.ctx_train})
+    RETURN_IF_ERROR(get_int(r, v));
+  RETURN_IF_ERROR(r.get_f32(&c.rms_eps));
+  RETURN_IF_ERROR(r.get_f32(&c.rope_base));
+  RETURN_IF_ERROR(r.get_f32(&c.rope_freq_scale));
+  RETURN_IF_ERROR(get_bool(r, &c.rope_neox));
+  RETURN_IF_ERROR(get_bool(r, &c.qkv_bias));
+  RETURN_IF_ERROR(get_bool(r, &c.qk_norm));
+  RETURN_IF_ERROR(get_range(r, &s.slice.heads));
+  RETURN_IF_ERROR(get_range(r, &s.slice.kv_heads));
+  RETURN_IF_ERROR(get_range(r, &s.slice.ff));
+  RETURN_IF_ERROR(get_range(r, &s.slice.vocab));
+  RETURN_IF_ERROR(r.get_u8(&u));
+  if (u > uint8_t(net::SyncType::kF32)) return Status::error(what + " names an unknown sync type");
+  s.sync = net::SyncType(u);
+  RETURN_IF_ERROR(r.get_u8(&u));
+  s.forced_algo = int8_t(u);
+  if (s.forced_algo > int8_t(net::AllReduceAlgo::kRing)) return Status::error(what + " names an unknown algorithm");
+  RETURN_IF_ERROR(get_f64(r, &s.alpha_us));
+  RETURN_IF_ERROR(get_f64(r, &s.beta_gbps));
+  RETURN_IF_ERROR(r.get_i32(&s.ctx));
+  RETURN_IF_ERROR(r.get_i32(&s.batch));
+  RETURN_IF_ERROR(r.get_u8(&u));
+  s.kv_type = u ? model::KvType::kF32 : model::KvType::kF16;
+  RETURN_IF_ERROR(get_f64(r, &s.step_timeout_s));
+  RETURN_IF_ERROR(r.finish());
+  const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
+  if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
+      c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
+      !ok_range(s.slice.heads, c.n_heads) || !ok_range(s.slice.kv_heads, c.n_kv_heads) ||
+      !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) || s.ctx <= 0 || s.batch <= 0 ||
+      !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
+    return Status::error(what + " has an inconsistent shape or slice");
+  return s;
+}
+
+std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c) {
+  net::Writer w;
+  w.put_string(c.name);
+  w.put_u32(uint32_t(c.type));
+  w.put_u64(c.rows);
+  w.put_u64(c.cols);
+  w.put_u64(c.total_bytes);
+  w.put_u64(c.offset);
+  w.put_u64(c.bytes.size());
+  w.put_bytes(c.bytes);
+  return w.take();
+}
+
+util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer) {
+  const std::string what = "weight chunk from " + peer;
+  net::Reader r(p, what);
+  TensorChunk c;
+  uint64_t n = 0;
+  RETURN_IF_ERROR(r.get_string(&c.name, 256));
+  RETURN_IF_ERROR(get_type(r, &c.type, what));
+  RETURN_IF_ERROR(r.get_u64(&c.rows));
+  RETURN_IF_ERROR(r.get_u64(&c.cols));
+  RETURN_IF_ERROR(r.get_u64(&c.total_bytes));
+  RETURN_IF_ERROR(r.get_u64(&c.offset));
+  RETURN_IF_ERROR(r.get_u64(&n));
+  RETURN_IF_ERROR(r.get_bytes(n, &c.bytes));
+  RETURN_IF_ERROR(r.finish());
+  const auto& tr = tensor::traits(c.type);
+  if (c.rows > (uint64_t(1) << 32) || c.cols > (uint64_t(1) << 32) || c.cols % tr.block_size != 0 ||
+      c.total_bytes != c.rows * tensor::row_bytes(c.type, int64_t(c.cols)) || c.offset > c.total_bytes ||
+      n > c.total_bytes - c.offset)
+    return Status::error(what + ": tensor '" + c.name + "' has inconsistent sizes");
+  return c;
+}
+
+std::vector<uint8_t> encode_step(const Step& s) {
+  net::Writer w;
+  w.put_i32(s.pos);
+  w.put_i32(s.n);
+  w.put_u32(uint32_t(s.embd_type));
+  w.put_u64(s.rows.size());
+  w.put_bytes(s.rows);
+  w.put_u8(uint8_t(s.want));
+  w.put_i32(s.k);
+  w.put_f32(s.repeat_penalty);
+  w.put_f32(s.presence_penalty);
+  w.put_f32(s.frequency_penalty);
+  w.put_u32(uint32_t(s.penalties.size()));
+  for (const auto& [id, count] : s.penalties) {
+    w.put_i32(id);
+    w.put_i32(count);
+  }
+  return w.take();
+}
+
+util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer) {
+  const std::string what = "step from " + peer;
+  net::Reader r(p, what);
+  Step s;
+  uint64_t nb = 0;
+  uint8_t want = 0;
+  uint32_t np = 0;
+  RETURN_IF_ERROR(r.get_i32(&s.pos));
+  RETURN_IF_ERROR(r.get_i32(&s.n));
+  RETURN_IF_ERROR(get_type(r, &s.embd_type, what));
+  RETURN_IF_ERROR(r.get_u64(&nb));
+  RETURN_IF_ERROR(r.get_bytes(nb, &s.rows));
+  RETURN_IF_ERROR(r.get_u8(&want));
+  RETURN_IF_ERROR(r.get_i32(&s.k));
+  RETURN_IF_ERROR(r.get_f32(&s.repeat_penalty));
+  RETURN_IF_ERROR(r.get_f32(&s.presence_penalty));
+  RETURN_IF_ERROR(r.get_f32(&s.frequency_penalty));
+  RETURN_IF_ERROR(r.get_u32(&np));
+  if (np > r.remaining() / 8) return Status::error(what + " lists more penalties than it carries");
+  s.penalties.resize(np);
+  for (auto& [id, count] : s.penalties) {
+    RETURN_IF_ERROR(r.get_i32(&id));
+    RETURN_IF_ERROR(r.get_i32(&count));
+  }
+  RETURN_IF_ERROR(r.finish());
+  if (s.pos < 0 || s.n <= 0 || want > 1 || s.k < 1) return Status::error(what + " is malformed");
+  s.want = Want(want);
+  return s;
+}
+
+std::vector<uint8_t> encode_step_reply(const StepReply& rep) {
+  net::Writer w;
+  w.put_u32(uint32_t(rep.cand.size()));
+  for (const auto& c : rep.cand) {
+    w.put_i32(c.id);
+    w.put_f32(c.logit);
+  }
+  w.put_f32(rep.lse);
+  w.put_u64(rep.counters.bytes_sent);
+  w.put_u64(rep.counters.bytes_received);
+  put_f64(w, rep.counters.compute_s);
+  put_f64(w, rep.counters.sync_s);
+  w.put_u64(rep.counters.steps);
+  return w.take();
+}
+
+util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std::string& peer) {
+  const std::string what = "step reply from " + peer;
+  net::Reader r(p, what);
+  StepReply rep;
+  uint32_t n = 0;
+  RETURN_IF_ERROR(r.get_u32(&n));
+  if (n > r.remaining() / 8) return Status::error(what + " lists more candidates than it carries");
+  rep.cand.resize(n);
+  for (auto& c : rep.cand) {
+    RETURN_IF_ERROR(r.get_i32(&c.id));
+    RETURN_IF_ERROR(r.get_f32(&c.logit));
+  }
+  RETURN_IF_ERROR(r.get_f32(&rep.lse));
+  RETURN_IF_ERROR(r.get_u64(&rep.counters.bytes_sent));
+  RETURN_IF_ERROR(r.get_u64(&rep.counters.bytes_received));
+  RETURN_IF_ERROR(get_f64(r, &rep.counters.compute_s));
+  RETURN_IF_ERROR(get_f64(r, &rep.counters.sync_s));
+  RETURN_IF_ERROR(r.get_u64(&rep.counters.steps));
+  RETURN_IF_ERROR(r.finish());
+  return rep;
+}
+
+std::vector<uint8_t> encode_u64(uint64_t v) {
+  net::Writer w;
+  w.put_u64(v);
+  return w.take();
+}
+
+util::Expected<uint64_t> parse_u64(std::span<const uint8_t> p, const std::string& what) {
+  net::Reader r(p, what);
+  uint64_t v = 0;
+  RETURN_IF_ERROR(r.get_u64(&v));
+  RETURN_IF_ERROR(r.finish());
+  return v;
+}
+
+}  // namespace runtime

@@ -1,0 +1,93 @@
+// protocol.h: the runtime's session messages between the root and a worker, carried as
+// net app messages over the cluster's Transport. Every field is written explicitly
+// little-endian with net::Writer and read back with bounds-checked net::Reader; a parse
+// error names the message and the peer.
+//   setup        root -> worker: model hash, config, this node's slice, sync type, link
+//                measurements (α, β) or a forced algorithm, ctx, KV type, batch, timeouts
+//   setup-reply  worker -> root: whether it already holds the slice (cache or --model)
+//   tensor       root -> worker: one chunk (<= 64 MiB) of one tensor of the slice
+//   weights-done root -> worker: tensor count; the worker answers ready (or an error)
+//   step         root -> worker: pos, n rows, the token embedding rows in their file type,
+//                what to return (nothing / top-k candidates / whole range), penalties
+//   step-reply   worker -> root: candidates + local log-sum-exp, and its counters
+//   shutdown     root -> worker: the session ends normally
+// Deliberately no I/O here: runtime/cluster.cc (root) and worker.cc send and receive.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "net/collectives.h"
+#include "net/wire.h"
+#include "plan/plan.h"
+#include "sampler/distributed.h"
+#include "util/status.h"
+
+namespace runtime {
+
+enum class Msg : uint16_t {
+  kSetup = 0, kSetupReply = 1, kTensor = 2, kWeightsDone = 3, kReady = 4,
+  kStep = 5, kStepReply = 6, kShutdown = 7,
+};
+inline net::MessageType msg_type(Msg m) { return net::app_message(static_cast<uint16_t>(m)); }
+
+constexpr size_t kMaxChunkBytes = size_t(64) << 20;  // tensor bytes per frame
+
+struct Setup {
+  std::string model_hash;  // SHA-256 hex of the GGUF file's bytes
+  model::Config config;
+  plan::NodeSlice slice;   // ranges only (share and notes are not sent)
+  net::SyncType sync = net::SyncType::kQ8_0;
+  int8_t forced_algo = -1;       // net::AllReduceAlgo, or -1: choose per size from alpha/beta
+  double alpha_us = 50, beta_gbps = 1;
+  int32_t ctx = 0, batch = 32;
+  model::KvType kv_type = model::KvType::kF16;
+  double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
+  std::string slice_key() const; // model hash + ranges: what a worker caches slices by
+};
+std::vector<uint8_t> encode_setup(const Setup& s);
+util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string& peer);
+
+struct TensorChunk {
+  std::string name;
+  tensor::Type type = tensor::Type::F32;
+  uint64_t rows = 0, cols = 0, total_bytes = 0, offset = 0;
+  std::span<const uint8_t> bytes;  // [offset, offset + size) of the tensor's bytes
+};
+std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c);
+util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer);
+
+enum class Want : uint8_t { kNothing = 0, kCandidates = 1 };
+struct Step {
+  int32_t pos = 0, n = 0;
+  tensor::Type embd_type = tensor::Type::F32;
+  std::span<const uint8_t> rows;  // n rows of the token embedding, file type
+  Want want = Want::kNothing;
+  int32_t k = 1;                  // candidates to return (n_vocab: the whole range)
+  sampler::PenaltyCounts penalties;
+  float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;
+};
+std::vector<uint8_t> encode_step(const Step& s);
+util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer);
+
+// A node's running totals since its session's weights were in place.
+struct NodeCounters {
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  double compute_s = 0, sync_s = 0;
+  uint64_t steps = 0;
+};
+struct StepReply {
+  std::vector<sampler::Candidate> cand;
+  float lse = 0;
+  NodeCounters counters;
+};
+std::vector<uint8_t> encode_step_reply(const StepReply& r);
+util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std::string& peer);
+
+std::vector<uint8_t> encode_u64(uint64_t v);
+util::Expected<uint64_t> parse_u64(std::span<const uint8_t> p, const std::string& what);
+
+}  // namespace runtime

@@ -1,0 +1,274 @@
+// worker.cc: the worker's accept loop, session setup (cache, local slicing or received
+// tensors), and the step loop.
+#include "runtime/worker.h"
+
+#include <cstdio>
+#include <list>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "model/loader.h"
+#include "model/transformer.h"
+#include "net/tcp_transport.h"
+#include "runtime/auto_collective.h"
+#include "runtime/protocol.h"
+#include "runtime/slicer.h"
+#include "sampler/distributed.h"
+#include "tensor/quants.h"
+#include "util/sha256.h"
+#include "util/thread_pool.h"
+#include "util/timer.h"
+
+namespace runtime {
+
+namespace {
+
+using util::Expected;
+using util::Status;
+
+// A slice held across sessions.
+struct HeldSlice {
+  std::string key;
+  model::Config config;
+  NodeModel node;
+  std::shared_ptr<model::LoadedModel> source;  // when sliced from a local file
+};
+
+struct Received {
+  tensor::Type type = tensor::Type::F32;
+  uint64_t rows = 0, cols = 0, got = 0;
+  std::shared_ptr<std::vector<uint8_t>> buf;
+};
+
+class Worker {
+ public:
+  explicit Worker(const WorkerOptions& o) : o_(o), pool_(o.threads) {}
+
+  Status load_local_model() {
+    if (o_.model_path.empty()) return util::ok_status();
+    auto m = model::load_model(o_.model_path);
+    if (!m) return m.status();
+    local_ = std::shared_ptr<model::LoadedModel>(std::move(*m));
+    auto h = util::sha256_file(o_.model_path);
+    if (!h) return h.status();
+    local_hash_ = *h;
+    return util::ok_status();
+  }
+
+  Status session(net::Transport& t);
+
+ private:
+  Expected<std::shared_ptr<HeldSlice>> receive_slice(net::Transport& t, const Setup& s);
+  void remember(std::shared_ptr<HeldSlice> h) {
+    held_.remove_if([&](const auto& x) { return x->key == h->key; });
+    held_.push_front(std::move(h));
+    while (int(held_.size()) > std::max(1, o_.cache_slices)) held_.pop_back();
+  }
+
+  WorkerOptions o_;
+  util::ThreadPool pool_;
+  std::shared_ptr<model::LoadedModel> local_;
+  std::string local_hash_;
+  std::list<std::shared_ptr<HeldSlice>> held_;  // most recent first
+};
+
+Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, const Setup& s) {
+  const std::string root = t.peer_name(0);
+  std::map<std::string, Received> got;
+  for (;;) {
+    auto m = t.recv(0, 60.0);
+    if (!m) return m.status();
+    if (m->type == msg_type(Msg::kWeightsDone)) {
+      auto n = parse_u64(m->payload, "weights-done from " + root);
+      if (!n) return n.status();
+      if (*n != got.size())
+        return Status::error(root + " announced " + std::to_string(*n) + " tensors but sent " +
+                             std::to_string(got.size()));
+      break;
+    }
+    if (m->type != msg_type(Msg::kTensor)) return net::unexpected_type(root, m->type, msg_type(Msg::kTensor));
+    auto c = parse_tensor_chunk(m->payload, root);
+    if (!c) return c.status();
+    Received& r = got[c->name];
+    if (!r.buf) {
+      r.type = c->type; r.rows = c->rows; r.cols = c->cols;
+      r.buf = std::make_shared<std::vector<uint8_t>>(c->total_bytes);
+    }
+    if (r.buf->size() != c->total_bytes || c->offset != r.got)
+      return Status::error(root + " sent tensor '" + c->name + "' out of order");
+    std::copy(c->bytes.begin(), c->bytes.end(), r.buf->begin() + c->offset);
+    r.got += c->bytes.size();
+  }
+  auto h = std::make_shared<HeldSlice>();
+  h->key = s.slice_key();
+  h->config = s.config;
+  h->node.part = partition_of(s.slice);
+  model::Weights& w = h->node.weights;
+  w.layers.resize(s.config.n_layers);
+  TensorVisitor v;
+  v.matrix = [&](const std::string& name, model::Matrix* m) -> Status {
+    auto it = got.find(name);
+    if (it == got.end() || it->second.got != it->second.buf->size())
+      return Status::error(root + " did not send tensor '" + name + "' whole");
+    const Received& r = it->second;
+    m->type = r.type; m->rows = int64_t(r.rows); m->cols = int64_t(r.cols);
+    m->row_bytes = tensor::row_bytes(r.type, m->cols);
+    m->data = r.buf->data();
+    w.storage.push_back(r.buf);
+    return util::ok_status();
+  };
+  v.vector = [&](const std::string& name, model::Vector* out) -> Status {
+    auto it = got.find(name);
+    if (it == got.end()) return util::ok_status();  // absent (no bias, no q_norm...)
+    const Received& r = it->second;
+    if (r.type != tensor::Type::F32 || r.rows != 1 || r.got != r.buf->size())
+      return Status::error(root + " sent vector '" + name + "' malformed");
+    out->resize(r.cols);
+    tensor::dequantize_row(tensor::Type::F32, r.buf->data(), out->data(), int64_t(r.cols));
+    return util::ok_status();
+  };
+  RETURN_IF_ERROR(visit_tensors(w, s.config.n_layers, v));
+  // The shapes the forward pass relies on.
+  const int d = s.config.head_dim, D = s.config.dim;
+  const model::Partition& p = h->node.part;
+  for (const auto& lw : w.layers)
+    if (lw.wq.rows != p.n_heads * d || lw.wk.rows != p.n_kv_heads * d || lw.wv.rows != p.n_kv_heads * d ||
+        lw.wo.cols != p.n_heads * d || lw.wo.rows != D || lw.w_gate.rows != p.n_ff || lw.w_up.rows != p.n_ff ||
+        lw.w_down.cols != p.n_ff || lw.w_down.rows != D || lw.wq.cols != D || lw.w_gate.cols != D ||
+        lw.attn_norm.size() != size_t(D) || lw.ffn_norm.size() != size_t(D))
+      return Status::error(root + " sent a slice whose shapes do not match its setup");
+  if (w.output.rows != p.n_vocab || w.output.cols != D || w.output_norm.size() != size_t(D))
+    return Status::error(root + " sent an output slice whose shape does not match its setup");
+  return h;
+}
+
+Status Worker::session(net::Transport& t) {
+  const std::string root = t.peer_name(0);
+  // Setup (answering link probes that come first).
+  Setup s;
+  for (;;) {
+    auto m = t.recv(0, 60.0);
+    if (!m) return m.status();
+    if (m->type == net::MessageType::kPing) {
+      RETURN_IF_ERROR(t.send(0, net::MessageType::kPong, m->payload, 30.0));
+      continue;
+    }
+    if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
+    auto p = parse_setup(m->payload, root);
+    if (!p) return p.status();
+    s = std::move(*p);
+    break;
+  }
+  std::shared_ptr<HeldSlice> held;
+  const std::string key = s.slice_key();
+  for (const auto& h : held_)
+    if (h->key == key) held = h;
+  if (!held && local_ && local_hash_ == s.model_hash) {
+    held = std::make_shared<HeldSlice>();
+    held->key = key;
+    held->config = local_->config;
+    held->source = local_;
+    plan::NodeSlice ns = s.slice;
+    ns.holds_embedding = false;
+    held->node = slice_weights(local_->config, local_->weights, ns);
+  }
+  RETURN_IF_ERROR(t.send(0, msg_type(Msg::kSetupReply), encode_u64(held ? 1 : 0), 30.0));
+  if (!held) {
+    auto r = receive_slice(t, s);
+    if (!r) return r.status();
+    held = *r;
+    std::fprintf(stderr, "worker: received slice %s from %s\n", key.c_str(), root.c_str());
+  }
+  remember(held);
+
+  AutoCollective coll(t, s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, held->config.dim, s.step_timeout_s,
+                      s.batch);
+  model::Transformer tf(held->config, held->node.weights, pool_, s.ctx, s.kv_type, s.batch, held->node.part,
+                        &coll);
+  RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
+  t.reset_counters();
+
+  const int D = held->config.dim;
+  const model::Partition& part = held->node.part;
+  std::vector<float> x;       // [n][dim] embedded rows of the step
+  std::vector<float> logits(part.n_vocab);  // [n_vocab local]
+  NodeCounters counters;
+  for (;;) {
+    auto m = t.recv(0, o_.idle_timeout_s);
+    if (!m) return m.status();
+    if (m->type == msg_type(Msg::kShutdown)) return util::ok_status();
+    if (m->type == net::MessageType::kPing) {
+      RETURN_IF_ERROR(t.send(0, net::MessageType::kPong, m->payload, 30.0));
+      continue;
+    }
+    if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
+    auto st = parse_step(m->payload, root);
+    if (!st) return st.status();
+    const size_t rb = tensor::row_bytes(st->embd_type, D);
+    if (st->rows.size() != rb * size_t(st->n) || st->pos + st->n > tf.ctx())
+      return Status::error("step from " + root + " does not fit (rows or context)");
+    x.resize(size_t(st->n) * D);
+    for (int b = 0; b < st->n; ++b)
+      tensor::dequantize_row(st->embd_type, st->rows.data() + b * rb, &x[size_t(b) * D], D);
+    util::Timer timer;
+    const double sync0 = coll.seconds();
+    const bool want = st->want == Want::kCandidates;
+    RETURN_IF_ERROR(tf.forward_embedded(x.data(), st->n, st->pos, want ? logits.data() : nullptr));
+    StepReply rep;
+    if (want) {
+      sampler::Params sp;
+      sp.repeat_penalty = st->repeat_penalty;
+      sp.presence_penalty = st->presence_penalty;
+      sp.frequency_penalty = st->frequency_penalty;
+      sampler::apply_penalty_counts(sp, st->penalties, logits.data(), part.vocab_begin, part.n_vocab);
+      auto lc = sampler::local_candidates(logits.data(), part.vocab_begin, part.n_vocab, st->k);
+      rep.cand = std::move(lc.cand);
+      rep.lse = lc.lse;
+    }
+    const double sync = coll.seconds() - sync0;
+    counters.sync_s += sync;
+    counters.compute_s += timer.seconds() - sync;
+    counters.steps++;
+    const net::ByteCounters bc = t.counters();
+    counters.bytes_sent = bc.bytes_sent;
+    counters.bytes_received = bc.bytes_received;
+    rep.counters = counters;
+    RETURN_IF_ERROR(t.send(0, msg_type(Msg::kStepReply), encode_step_reply(rep), 30.0));
+  }
+}
+
+}  // namespace
+
+Status run_worker(const WorkerOptions& o) {
+  Worker w(o);
+  RETURN_IF_ERROR(w.load_local_model());
+  auto l = net::Listener::listen(o.host == "0.0.0.0" ? "" : o.host, o.port);
+  if (!l) return l.status();
+  std::printf("listening on %s:%u\n", o.host.c_str(), unsigned(l->port()));
+  std::fflush(stdout);
+  net::TcpOptions topt;
+  topt.cluster_key = o.cluster_key;
+  topt.software_version = o.software_version;
+  for (int served = 0; o.max_sessions < 0 || served < o.max_sessions;) {
+    auto t = net::TcpTransport::accept_worker(*l, topt, 3600.0);
+    if (!t) {
+      std::fprintf(stderr, "worker: %s\n", t.error().c_str());
+      continue;
+    }
+    ++served;
+    std::fprintf(stderr, "worker: session with %s (rank %d of %d)\n", (*t)->peer_name(0).c_str(), (*t)->rank(),
+                 (*t)->size());
+    Status st = w.session(**t);
+    if (!st.ok()) {
+      std::fprintf(stderr, "worker: session ended: %s\n", st.message().c_str());
+      // Let the root hear about the failure from the node that failed first.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    } else {
+      std::fprintf(stderr, "worker: session ended normally\n");
+    }
+  }
+  return util::ok_status();
+}
+
+}  // namespace runtime

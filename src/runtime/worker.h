@@ -1,0 +1,33 @@
+// worker.h: the worker side of a cluster (`shardlm worker`): listens, joins one root's
+// session after another, receives (or slices locally, with --model) its part of the
+// model, then runs steps in lockstep with the root until the root says shutdown or
+// vanishes (closed connection or silence), and goes back to listening. Slices are kept
+// in memory across sessions keyed by (model hash, slice), so a root that reconnects with
+// the same model and plan does not stream the weights again.
+// Deliberately no tokenizer and no sampling decision: a worker returns candidates.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace runtime {
+
+struct WorkerOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 0;          // 0: pick a free one (printed)
+  int threads = 1;
+  std::string cluster_key;
+  std::string model_path;     // optional: slice this file locally (its hash must match)
+  std::string software_version = "dev";
+  double idle_timeout_s = 3600;  // a session whose root is silent this long ends
+  int max_sessions = -1;         // < 0: serve forever (tests may bound it)
+  int cache_slices = 4;          // slices kept across sessions
+};
+
+// Runs until max_sessions sessions were served (forever by default). Prints
+// "listening on HOST:PORT" on stdout once the port is open. Errors of a session are
+// logged to stderr and the worker goes on; only a failure to listen is returned.
+util::Status run_worker(const WorkerOptions& o);
+
+}  // namespace runtime
