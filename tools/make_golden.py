@@ -44,8 +44,23 @@ def sha256(path):
     return h.hexdigest()
 
 
+def no_repack(llama_cpp):
+    """Turns off llama.cpp's weight repacking (use_extra_bufts) so every matrix product runs
+    ggml's plain vec_dot kernels, whose arithmetic shardlm reproduces exactly."""
+    import llama_cpp.llama_cpp as low
+    orig = low.llama_model_default_params
+
+    def params():
+        p = orig()
+        p.use_extra_bufts = False
+        return p
+    low.llama_model_default_params = params
+
+
 def run_variant(path, llama_cpp):
-    llm = llama_cpp.Llama(model_path=path, n_ctx=N_CTX, n_batch=N_CTX, n_threads=2,
+    # One token per llama_decode (n_batch = 1): llama.cpp's decode path, whose float order
+    # (vec_dot, non-flash attention) shardlm follows operation for operation.
+    llm = llama_cpp.Llama(model_path=path, n_ctx=N_CTX, n_batch=1, n_ubatch=1, n_threads=2,
                           logits_all=False, verbose=False, flash_attn=False)
     runs = []
     for prompt in PROMPTS:
@@ -54,7 +69,8 @@ def run_variant(path, llama_cpp):
         llm.eval(toks)
         out, tops = [], []
         for _ in range(N_PREDICT):
-            logits = np.array(llm.eval_logits[-1], dtype=np.float32)
+            ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+            logits = np.array(np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)), dtype=np.float32)
             order = np.argsort(-logits, kind="stable")[:TOP]
             tops.append([[int(i), float(logits[i])] for i in order])
             nxt = int(order[0])
@@ -73,9 +89,11 @@ def main():
     ap.add_argument("--workdir", default="build/golden-models")
     args = ap.parse_args()
     import llama_cpp
+    no_repack(llama_cpp)
     os.makedirs(args.workdir, exist_ok=True)
     result = {"generator": "tools/make_golden.py", "llama_cpp_python": llama_cpp.__version__,
-              "n_predict": N_PREDICT, "n_ctx": N_CTX, "flash_attn": False, "variants": {}}
+              "n_predict": N_PREDICT, "n_ctx": N_CTX, "flash_attn": False, "n_batch": 1,
+              "use_extra_bufts": False, "variants": {}}
     for v in VARIANTS:
         if v == "Q4_1":
             path = args.model

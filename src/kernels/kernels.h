@@ -39,11 +39,18 @@ void quantize_activation(tensor::Type t, const float* x, void* out, int64_t n);
 // ---- float ops (scalar code shared by all paths; matched to ggml's order of operations)
 // out = x / sqrt(mean(x^2) + eps) * w   (sum of squares accumulated in double as ggml does)
 void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
-// silu(gate) * up, elementwise
+// silu(gate) * up, elementwise, with ggml's vector exp (ggml_compat.cc)
 void swiglu(float* out, const float* gate, const float* up, int64_t n);
 void add(float* out, const float* a, const float* b, int64_t n);
-// In-place softmax of x[0..n)
+// In-place softmax of x[0..n), summed as ggml does (8-lane groups in double)
 void softmax(float* x, int64_t n);
+// ggml_v_expf for one value (bit-exact with ggml's AVX2 exp)
+float ggml_expf(float x);
+// F16 dot product in ggml's accumulation order (4 x 8 lanes, fused multiply-add).
+float dot_f16(const uint16_t* x, const uint16_t* y, int64_t n);
+// out[i] = sum over t < n of v[t * stride + i] * p[t] (F16 values and weights), summed in
+// the order of ggml's dot_f16 over positions (llama.cpp's V x softmax product).
+void weighted_sum_f16(const uint16_t* v, size_t stride, const uint16_t* p, int64_t n, int hd, float* out);
 
 // Rotary position embedding. rope_cache fills cache[0..n_rot) with (cos, sin) pairs for
 // position pos, as ggml_rope_cache_init does (theta multiplied up pair by pair, divided by

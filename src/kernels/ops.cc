@@ -1,4 +1,5 @@
-// ops.cc: the float element-wise and row ops (rmsnorm, swiglu, add, softmax). They are a
+// ops.cc: the float element-wise and row ops whose result does not depend on SIMD order
+// (rmsnorm, add, rope); swiglu and softmax are in ggml_compat.cc. They are a
 // small share of the time per token, so one scalar version serves all ISAs (the compiler
 // vectorises the simple loops); the order of operations follows ggml so that results
 // match llama.cpp closely. Deliberately no quantized math here.
@@ -16,27 +17,8 @@ void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-void swiglu(float* out, const float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
-}
-
 void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
-void softmax(float* x, int64_t n) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void rope_cache(float* cache, int64_t pos, int n_rot, float freq_base, float freq_scale,
@@ -58,8 +40,9 @@ void rope_apply(float* x, const float* cache, int n_rot, bool neox) {
     const int ic = neox ? i0 / 2 : i0;
     const float c = cache[i0], s = cache[i0 + 1];
     const float x0 = x[ic], x1 = x[ic + offset];
-    x[ic] = x0 * c - x1 * s;
-    x[ic + offset] = x0 * s + x1 * c;
+    // ggml's CPU build contracts these to fused multiply-adds (-march=native, FMA): same here.
+    x[ic] = std::fma(x0, c, -(x1 * s));
+    x[ic + offset] = std::fma(x0, s, x1 * c);
   }
 }
 

@@ -12,17 +12,6 @@ namespace model {
 
 namespace {
 
-// fp16 -> f32 by table, as ggml does for its F16 paths (256 KiB, built once).
-const float* fp16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = util::fp16_to_f32(static_cast<uint16_t>(i));
-    return t;
-  }();
-  return table.data();
-}
-
-inline float round_fp16(float x) { return util::fp16_to_f32(util::f32_to_fp16(x)); }
 
 }  // namespace
 
@@ -51,9 +40,8 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
   gate_.resize(B * part.n_ff);
   up_.resize(B * part.n_ff);
   proj_.resize(B * cfg.dim);
-  scores_.resize(size_t(pool.size()) * ctx);
+  scores_.resize(size_t(pool.size()) * (ctx + 8));
   rope_.resize(B * cfg.n_rot);
-  fp16_table();
 }
 
 void Transformer::embed(int32_t token, float* x) const {
@@ -187,47 +175,47 @@ void Transformer::attention(int l, int n, int pos) {
       kv_.store(l, g, pos + b, k + g * hd, v + g * hd);
     }
   }
-  // Naive causal attention per (token, head); scores rounded like llama.cpp's F16 path.
+  // Causal attention per (token, head). With the F16 cache this follows llama.cpp's
+  // non-flash CPU path operation for operation: q rounded to F16, k.q in ggml's F16 dot
+  // order, softmax of the scaled scores, probabilities rounded to F16, then V summed in
+  // ggml's order (kernels::dot_f16 / weighted_sum_f16), so results match bit for bit.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool f16 = kv_.type() == KvType::kF16;
-  const float* tab = fp16_table();
   const int64_t jobs = int64_t(n) * n_heads;
   pool_.run([&](int ith, int nth) {
     int64_t j0, j1;
     util::split_range(jobs, ith, nth, &j0, &j1);
-    float* s = &scores_[size_t(ith) * ctx()];
-    std::vector<float> qh(hd), acc(hd);
+    float* s = &scores_[size_t(ith) * (ctx() + 8)];
+    std::vector<uint16_t> q16(hd), p16(ctx());
     for (int64_t j = j0; j < j1; ++j) {
       const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
       const int g = kv_of(h), n_ctx = pos + b + 1;
       const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
-      for (int i = 0; i < hd; ++i) qh[i] = f16 ? round_fp16(q[i]) : q[i];
-      for (int t = 0; t < n_ctx; ++t) {
-        const size_t o = kv_.offset(l, g, t);
-        float dot = 0;
-        if (f16) {
-          const uint16_t* kr = kv_.k16(o);
-          for (int i = 0; i < hd; ++i) dot += qh[i] * tab[kr[i]];
-        } else {
-          const float* kr = kv_.k32(o);
-          for (int i = 0; i < hd; ++i) dot += qh[i] * kr[i];
-        }
-        s[t] = dot * scale;
-      }
-      kernels::softmax(s, n_ctx);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int t = 0; t < n_ctx; ++t) {
-        const size_t o = kv_.offset(l, g, t);
-        if (f16) {
-          const float p = round_fp16(s[t]);
-          const uint16_t* vr = kv_.v16(o);
-          for (int i = 0; i < hd; ++i) acc[i] += p * tab[vr[i]];
-        } else {
-          const float* vr = kv_.v32(o);
-          for (int i = 0; i < hd; ++i) acc[i] += s[t] * vr[i];
+      float* out = &att_[size_t(b) * q_dim_ + size_t(h) * hd];
+      if (f16) {
+        for (int i = 0; i < hd; ++i) q16[i] = util::f32_to_fp16(q[i]);
+        for (int t = 0; t < n_ctx; ++t) s[t] = kernels::dot_f16(kv_.k16(kv_.offset(l, g, t)), q16.data(), hd) * scale;
+      } else {
+        for (int t = 0; t < n_ctx; ++t) {
+          const float* kr = kv_.k32(kv_.offset(l, g, t));
+          float dot = 0;
+          for (int i = 0; i < hd; ++i) dot += q[i] * kr[i];
+          s[t] = dot * scale;
         }
       }
-      std::memcpy(&att_[size_t(b) * q_dim_ + size_t(h) * hd], acc.data(), hd * sizeof(float));
+      const int n_pad = (n_ctx + 7) / 8 * 8;  // llama.cpp's row is padded with masked (-inf) cells
+      for (int t = n_ctx; t < n_pad; ++t) s[t] = -INFINITY;
+      kernels::softmax(s, n_pad);
+      if (f16) {
+        for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
+        kernels::weighted_sum_f16(kv_.v16(kv_.offset(l, g, 0)), hd, p16.data(), n_ctx, hd, out);
+      } else {
+        std::fill(out, out + hd, 0.0f);
+        for (int t = 0; t < n_ctx; ++t) {
+          const float* vr = kv_.v32(kv_.offset(l, g, t));
+          for (int i = 0; i < hd; ++i) out[i] += s[t] * vr[i];
+        }
+      }
     }
   });
 }

@@ -74,7 +74,8 @@ TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) {
     std::vector<int32_t> toks = (*tok)->encode(prompt, true, true);
     EXPECT_EQ(toks, want_prompt) << "prompt tokens differ for " << prompt;
     toks = want_prompt;
-    model::Transformer tf(cfg, (*m)->weights, pool, n_ctx);
+    // One token per step, as the golden was made (llama.cpp n_batch = 1).
+    model::Transformer tf(cfg, (*m)->weights, pool, n_ctx, model::KvType::kF16, /*max_batch=*/1);
     std::vector<float> logits(cfg.n_vocab);
     tf.forward(toks.data(), static_cast<int>(toks.size()), 0, logits.data());
     std::vector<int32_t> got;

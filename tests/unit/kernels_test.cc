@@ -262,9 +262,39 @@ std::vector<float> awkward_floats(std::mt19937& rng, int64_t n) {
   return v;
 }
 
+// Q8_0 / Q8_1 activations follow ggml's x86 quantizer (127 / amax, ties to even), not the
+// weights' reference quantizer: every value is within half a step of x and exact ties go to
+// the even integer.
+TEST(KernelsQuantize, Q8ActivationsFollowGgmlX86) {
+  std::mt19937 rng(6);
+  for (Type t : {Type::Q8_0, Type::Q8_1}) {
+    const int64_t n = 96;
+    auto v = awkward_floats(rng, n);
+    v[0] = 127.0f;  // amax 127 in block 0: id = 1, so 2.5 -> 2 and -3.5 -> -4
+    v[1] = 2.5f;
+    v[2] = -3.5f;
+    for (int i = 3; i < 32; ++i) v[i] = 0.25f * i;
+    std::vector<uint8_t> a(activation_bytes(t, n));
+    ref::quantize_activation(t, v.data(), a.data(), n);
+    const int8_t* qs = t == Type::Q8_0 ? reinterpret_cast<tensor::BlockQ8_0*>(a.data())->qs
+                                       : reinterpret_cast<tensor::BlockQ8_1*>(a.data())->qs;
+    EXPECT_EQ(qs[0], 127);
+    EXPECT_EQ(qs[1], 2);
+    EXPECT_EQ(qs[2], -4);
+    std::vector<float> back(n);
+    tensor::dequantize_row(t, a.data(), back.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[b * 32 + j]));
+      for (int j = 0; j < 32; ++j) EXPECT_NEAR(back[b * 32 + j], v[b * 32 + j], amax / 127 * 0.5f + std::fabs(v[b * 32 + j]) * 1e-3f + 1e-6f);  // + fp16 rounding of d
+    }
+  }
+}
+
 TEST(KernelsQuantize, RefEqualsTensorQuantizeRow) {
   std::mt19937 rng(5);
   for (Type t : kActivationTypes) {
+    if (t == Type::Q8_0 || t == Type::Q8_1) continue;  // see Q8ActivationsFollowGgmlX86
     for (int64_t blocks : {1, 3, 17}) {
       const int64_t n = blocks * (block_size(t) == 1 ? 64 : block_size(t));
       const auto v = awkward_floats(rng, n);

@@ -87,18 +87,8 @@ void matmul_f(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
 
 // ---- activation quantizers -------------------------------------------------------------
 
-// roundf (half away from zero) exactly, so the SIMD quantizers equal the reference.
-inline __m256 round_half_away(__m256 v) {
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = _mm256_sub_ps(v, t);  // exact
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 abs_frac = _mm256_andnot_ps(sign_bit, frac);
-  const __m256 bump = _mm256_and_ps(_mm256_cmp_ps(abs_frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
-                                    _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign_bit)));
-  return _mm256_add_ps(t, bump);
-}
-
-// 32 floats -> 32 int8 (d = amax / 127, q = roundf(x / d)); returns d and the sum of q.
+// 32 floats -> 32 int8 as ggml's x86 quantize_row_q8_0 (d = amax / 127, q = x * (127 / amax)
+// rounded half to even); returns d and the sum of q.
 inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -110,10 +100,12 @@ inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  const float d = _mm_cvtss_f32(m) / 127;
-  const __m256 id = _mm256_set1_ps(d ? 1.0f / d : 0.0f);
+  const float amax_s = _mm_cvtss_f32(m);
+  const float d = amax_s / 127.f;
+  const __m256 id = _mm256_set1_ps(amax_s != 0.0f ? 127.f / amax_s : 0.0f);
   __m256i i[4];
-  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], id)));
+  for (int k = 0; k < 4; ++k)
+    i[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3])));
   __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
   p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));

@@ -1,6 +1,9 @@
 // ref/quantize.cc: the scalar reference activation quantizers (the vec_dot_types: Q8_0,
-// Q8_1, Q8_K, F16, BF16, F32), equal to ggml's quantize_row_q8_0_ref / q8_1_ref / q8_K_ref
-// and its fp16 / bf16 conversions. Written here rather than calling tensor::quantize_row
+// Q8_1, Q8_K, F16, BF16, F32). Q8_0 and Q8_1 follow ggml's x86 quantize_row_q8_0/q8_1 (the
+// code llama.cpp runs for activations on x86: id = 127 / amax, round half to even), not the
+// *_ref weight quantizers (id = 1 / d, round half away from zero): activations rounded the
+// other way flip enough int8 values to move SmolLM2's logits by tenths. Q8_K equals
+// quantize_row_q8_K_ref (which ggml's x86 build also uses). Written here rather than calling tensor::quantize_row
 // so the kernels' specification is self-contained; the tests check both agree. Weight
 // quantizers (Q4_0 ... Q6_K) are not here: they live in tensor/.
 #include <cmath>
@@ -36,10 +39,10 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
     float amax = 0.0f;
     for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127;
-    const float id = d ? 1.0f / d : 0.0f;
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = util::f32_to_fp16(d);
-    for (int j = 0; j < kQK; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+    for (int j = 0; j < kQK; ++j) y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
   }
 }
 
@@ -47,13 +50,13 @@ void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
     float amax = 0.0f;
     for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127;
-    const float id = d ? 1.0f / d : 0.0f;
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     y[i].d = util::f32_to_fp16(d);
     int sum = 0;
     for (int j = 0; j < kQK / 2; ++j) {
-      y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-      y[i].qs[kQK / 2 + j] = static_cast<int8_t>(std::roundf(x[kQK / 2 + j] * id));
+      y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+      y[i].qs[kQK / 2 + j] = static_cast<int8_t>(std::nearbyint(x[kQK / 2 + j] * id));
       sum += y[i].qs[j] + y[i].qs[kQK / 2 + j];
     }
     y[i].s = util::f32_to_fp16(sum * d);
