@@ -15,7 +15,7 @@ N ?= 64
 .PHONY: demo test deps apt-deps py-deps model vocab build build-asan build-fuzz fuzz clean
 
 demo: deps model build
-	./build/release/shardlm generate -m $(MODEL) -p "$(PROMPT)" -n $(N) --temp 0
+	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
 
 test: deps model vocab build build-asan
 	ctest --preset release -j $(JOBS)

@@ -2,8 +2,9 @@
 """Decode and prompt speed of shardlm beside llama.cpp (llama-cpp-python) on the same files,
 in the same run, alternating the two so machine noise hits both alike.
 
-llama.cpp's numbers come from its own perf counters (llama_perf_context: t_p_eval_ms and
-t_eval_ms), so Python overhead is not counted against it. shardlm's come from
+llama.cpp's numbers are wall-clock times around llama-cpp-python's eval() (one llama_decode
+per call; logits are not copied out), so a few tens of microseconds of Python per token are
+counted against it. shardlm's come from
 `shardlm bench --json`. Prints a Markdown table for docs/BENCHMARKS.md.
 
 Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3]
@@ -15,6 +16,7 @@ import random
 import statistics
 import subprocess
 import sys
+import time
 
 
 def llama_cpp_run(path, threads, n_prompt, n_gen):
@@ -27,13 +29,14 @@ def llama_cpp_run(path, threads, n_prompt, n_gen):
     llm.reset()
     llm.eval(prompt[:1])  # warm-up
     llm.reset()
-    llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
+    t0 = time.perf_counter()
     llm.eval(prompt)
+    t1 = time.perf_counter()
     for i in range(n_gen):
         llm.eval([prompt[i % n_prompt]])
-    perf = llama_cpp.llama_perf_context(llm._ctx.ctx)
-    pp = perf.n_p_eval / (perf.t_p_eval_ms / 1e3) if perf.t_p_eval_ms > 0 else 0.0
-    tg = perf.n_eval / (perf.t_eval_ms / 1e3) if perf.t_eval_ms > 0 else 0.0
+    t2 = time.perf_counter()
+    pp = n_prompt / (t1 - t0)
+    tg = n_gen / (t2 - t1)
     del llm
     return pp, tg
 
