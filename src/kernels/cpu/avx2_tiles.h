@@ -28,42 +28,74 @@ inline void for_each_tile(int64_t r0, int64_t r1, int64_t n_batch, Tile&& tile) 
 // ---- 32-element quantized types ----------------------------------------------------------
 
 // y[c * ys + r] = dot(W row r, X row c) for r < RM, c < RN; nb blocks per row.
+// Per (row, activation row) the float operations are exactly ggml's vec_dot sequence: one
+// accumulator, acc = fma(set1(dw * da), float(int dot of block b), acc) for b ascending,
+// then hsum. What is shared across the RM rows (the activation block, its scale, and for
+// the offset types its kOff-weighted lane sums) is loaded / computed once per block.
 template <class D, class Dot, int RM, int RN>
 inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
                    int64_t ys) {
   using W = typename D::W;
   using A = typename D::A;
   __m256 acc[RM][RN];
-  __m128 acc_m[RN];  // min terms, lane r = weight row r
+  __m128 acc_m[RN][(RM + 3) / 4];  // min terms, lane r % 4 = weight row r
   for (int c = 0; c < RN; ++c) {
-    acc_m[c] = _mm_setzero_ps();
+    for (int g = 0; g < (RM + 3) / 4; ++g) acc_m[c][g] = _mm_setzero_ps();
     for (int r = 0; r < RM; ++r) acc[r][c] = _mm256_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i qw[RM];
-    float dw[RM];
-    float mw[4] = {0, 0, 0, 0};
-    for (int r = 0; r < RM; ++r) {
-      const W* wb = reinterpret_cast<const W*>(w + r * ws) + b;
-      _mm_prefetch(reinterpret_cast<const char*>(wb) + kPrefetchBytes, _MM_HINT_T0);
-      qw[r] = D::quants(*wb);
-      dw[r] = fp16(wb->d);
-      if constexpr (D::kHasMin) mw[r] = D::m(*wb);
-    }
+  const W* wr[RM];
+  for (int r = 0; r < RM; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
+  auto step = [&](int64_t b) {
+    __m256i qa[RN], qoff[RN];
+    float da[RN];
     for (int c = 0; c < RN; ++c) {
       const A* ab = reinterpret_cast<const A*>(x + c * xs) + b;
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab->qs));
-      const float da = fp16(ab->d);
-      for (int r = 0; r < RM; ++r)
-        acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * da),
-                                    _mm256_cvtepi32_ps(dot_block<D, Dot>(qw[r], qa)), acc[r][c]);
-      if constexpr (D::kHasMin)
-        acc_m[c] = _mm_fmadd_ps(_mm_loadu_ps(mw), _mm_set1_ps(act_s(*ab)), acc_m[c]);
+      qa[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab->qs));
+      da[c] = fp16(ab->d);
+      if constexpr (D::kOff > 0) qoff[c] = Dot::u8(_mm256_set1_epi8(D::kOff), qa[c]);
     }
+    float mw[(RM + 3) / 4 * 4] = {};
+    for (int r = 0; r < RM; ++r) {
+      const W* wb = wr[r] + b;
+      const float dw = fp16(wb->d);
+      if constexpr (D::kHasMin) mw[r] = D::m(*wb);
+      if constexpr (D::kOff > 0) {
+        const __m256i qw = D::quants_u(*wb);
+        for (int c = 0; c < RN; ++c) {
+          const __m256i q = _mm256_sub_epi32(Dot::u8(qw, qa[c]), qoff[c]);
+          acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[c]), _mm256_cvtepi32_ps(q), acc[r][c]);
+        }
+      } else {
+        const __m256i qw = D::quants(*wb);
+        for (int c = 0; c < RN; ++c)
+          acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[c]),
+                                      _mm256_cvtepi32_ps(dot_block<D, Dot>(qw, qa[c])), acc[r][c]);
+      }
+    }
+    if constexpr (D::kHasMin)
+      for (int c = 0; c < RN; ++c) {
+        const A* ab = reinterpret_cast<const A*>(x + c * xs) + b;
+        const __m128 s = _mm_set1_ps(act_s(*ab));
+        for (int g = 0; g < (RM + 3) / 4; ++g)
+          acc_m[c][g] = _mm_fmadd_ps(_mm_loadu_ps(mw + 4 * g), s, acc_m[c][g]);
+      }
+  };
+  // Prefetch: the next tile's RM rows (RM * ws bytes from w + RM * ws, one sequential
+  // stream) spread evenly over this tile's blocks, so they are in cache when it starts.
+  const char* pf = reinterpret_cast<const char*>(w) + RM * ws;
+  const size_t pf_total = RM * ws;
+  size_t pf_done = 0;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const size_t pf_to = pf_total * size_t(b + 2) / size_t(nb);
+    for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T0);
+    step(b);
+    step(b + 1);
   }
+  if (b < nb) step(b);
   for (int c = 0; c < RN; ++c) {
-    float m[4];
-    _mm_storeu_ps(m, acc_m[c]);
+    float m[(RM + 3) / 4 * 4];
+    for (int g = 0; g < (RM + 3) / 4; ++g) _mm_storeu_ps(m + 4 * g, acc_m[c][g]);
     for (int r = 0; r < RM; ++r) y[c * ys + r] = hsum(acc[r][c]) + m[r];
   }
 }
