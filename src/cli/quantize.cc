@@ -30,7 +30,12 @@ Runner add_quantize(CLI::App& app) {
     util::Timer timer;
     auto rep = model::requantize(**f, *out, *type, *threads);
     if (!rep) return fail(rep.error());
-    std::fputs(rep->notes.c_str(), stderr);
+    // The first few fallbacks by name, then a count (a Q6_K SmolLM2 has 181 of them).
+    size_t pos = 0;
+    int shown = 0;
+    for (size_t nl; shown < 5 && (nl = rep->notes.find('\n', pos)) != std::string::npos; pos = nl + 1, ++shown)
+      std::fprintf(stderr, "note: %s\n", rep->notes.substr(pos, nl - pos).c_str());
+    if (rep->n_fallback > shown) std::fprintf(stderr, "note: ... and %d more tensors like these\n", rep->n_fallback - shown);
     std::fprintf(stderr, "wrote %s: %.1f MB -> %.1f MB as %s in %.1f s (%d tensors fell back)\n", out->c_str(),
                  rep->bytes_in / 1e6, rep->bytes_out / 1e6, tensor::type_name(*type), timer.seconds(),
                  rep->n_fallback);
