@@ -43,8 +43,6 @@ class KvCache {
       }
     }
   }
-  float k(size_t o) const { return type_ == KvType::kF16 ? util::fp16_to_f32(k16_[o]) : k32_[o]; }
-  float v(size_t o) const { return type_ == KvType::kF16 ? util::fp16_to_f32(v16_[o]) : v32_[o]; }
   const uint16_t* k16(size_t o) const { return k16_.data() + o; }
   const uint16_t* v16(size_t o) const { return v16_.data() + o; }
   const float* k32(size_t o) const { return k32_.data() + o; }

@@ -10,11 +10,6 @@
 
 namespace model {
 
-namespace {
-
-
-}  // namespace
-
 Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
                          KvType kv_type, int max_batch)
     : Transformer(cfg, w, pool, ctx, kv_type, max_batch, Partition::whole(cfg), nullptr) {}
