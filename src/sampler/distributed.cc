@@ -91,37 +91,8 @@ int32_t DistributedSampler::sample(const std::vector<std::vector<Candidate>>& pa
   const std::vector<Candidate> cand = merge_candidates(parts, k());
   if (cand.empty()) return 0;
   if (p_.temperature <= 0.0f) return cand[0].id;
-  // From here: Sampler::sample's chain on the (already top-k cut, sorted) candidates.
-  size_t n = cand.size();
-  std::vector<double> probs(n);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(cand[i].logit - cand[0].logit));
-  for (auto& pr : probs) pr /= sum;
-  if (p_.top_p < 1.0f) {
-    double cum = 0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; ++i) {
-      cum += probs[i];
-      if (cum >= p_.top_p) { keep = i + 1; break; }
-    }
-    n = std::max<size_t>(1, keep);
-  }
-  if (p_.min_p > 0.0f) {
-    const double floor = probs[0] * p_.min_p;
-    size_t keep = 1;
-    while (keep < n && probs[keep] >= floor) ++keep;
-    n = keep;
-  }
-  std::vector<double> w(n);
-  double wsum = 0;
-  for (size_t i = 0; i < n; ++i) wsum += w[i] = std::exp(double(cand[i].logit - cand[0].logit) / p_.temperature);
-  std::uniform_real_distribution<double> u(0.0, wsum);
-  double r = u(rng_);
-  for (size_t i = 0; i < n; ++i) {
-    r -= w[i];
-    if (r <= 0) return cand[i].id;
-  }
-  return cand[n - 1].id;
+  // The rest of Sampler::sample's chain, on the merged (sorted, top-k cut) candidates.
+  return draw_from_sorted(p_, cand, cand.size(), rng_);
 }
 
 }  // namespace sampler

@@ -7,6 +7,40 @@
 
 namespace sampler {
 
+int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, size_t n, std::mt19937_64& rng) {
+  // softmax over the kept candidates
+  std::vector<double> probs(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(cand[i].logit - cand[0].logit));
+  for (auto& pr : probs) pr /= sum;
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += probs[i];
+      if (cum >= p.top_p) { keep = i + 1; break; }
+    }
+    n = std::max<size_t>(1, keep);
+  }
+  if (p.min_p > 0.0f) {
+    const double floor = probs[0] * p.min_p;
+    size_t keep = 1;
+    while (keep < n && probs[keep] >= floor) ++keep;
+    n = keep;
+  }
+  // temperature, then draw
+  std::vector<double> w(n);
+  double wsum = 0;
+  for (size_t i = 0; i < n; ++i) wsum += w[i] = std::exp(double(cand[i].logit - cand[0].logit) / p.temperature);
+  std::uniform_real_distribution<double> u(0.0, wsum);
+  double r = u(rng);
+  for (size_t i = 0; i < n; ++i) {
+    r -= w[i];
+    if (r <= 0) return cand[i].id;
+  }
+  return cand[n - 1].id;
+}
+
 int32_t argmax(const float* x, int n) {
   int32_t best = 0;
   for (int i = 1; i < n; ++i)
@@ -46,38 +80,7 @@ int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
   } else {
     std::sort(cand_.begin(), cand_.end(), by_logit);
   }
-  // softmax over the kept candidates
-  std::vector<double> probs(n);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += probs[i] = std::exp(double(cand_[i].logit - cand_[0].logit));
-  for (auto& pr : probs) pr /= sum;
-  if (p_.top_p < 1.0f) {
-    double cum = 0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; ++i) {
-      cum += probs[i];
-      if (cum >= p_.top_p) { keep = i + 1; break; }
-    }
-    n = std::max<size_t>(1, keep);
-  }
-  if (p_.min_p > 0.0f) {
-    const double floor = probs[0] * p_.min_p;
-    size_t keep = 1;
-    while (keep < n && probs[keep] >= floor) ++keep;
-    n = keep;
-  }
-  // temperature, then draw
-  std::vector<double> w(n);
-  double wsum = 0;
-  for (size_t i = 0; i < n; ++i)
-    wsum += w[i] = std::exp(double(cand_[i].logit - cand_[0].logit) / p_.temperature);
-  std::uniform_real_distribution<double> u(0.0, wsum);
-  double r = u(rng_);
-  for (size_t i = 0; i < n; ++i) {
-    r -= w[i];
-    if (r <= 0) return cand_[i].id;
-  }
-  return cand_[n - 1].id;
+  return draw_from_sorted(p_, cand_, n, rng_);
 }
 
 }  // namespace sampler

@@ -45,4 +45,8 @@ class Sampler {
 // Index of the largest value (lowest index on ties).
 int32_t argmax(const float* x, int n);
 
+// The tail of the chain: top-p, min-p, temperature and the draw, on candidates already
+// sorted best first and cut to top-k. Shared by Sampler and the distributed merge.
+int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, size_t n, std::mt19937_64& rng);
+
 }  // namespace sampler
