@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "gguf/gguf.h"
 #include "model/loader.h"
 #include "model/synthetic.h"
@@ -15,8 +17,11 @@
 
 namespace {
 
+// Per process: ctest runs these tests in parallel processes, and rewriting a file another
+// process has mapped kills that process with SIGBUS.
 std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("shardlm_model_test_" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("shardlm_model_test_" + std::to_string(getpid()) + "_" + name)).string();
 }
 
 std::string make(const std::string& shape, tensor::Type type) {

@@ -8,6 +8,7 @@
 // Also: distributed sampling (local candidates merged at the root) draws exactly what
 // Sampler::sample draws on the concatenated logits.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -32,7 +33,8 @@ constexpr float kLogitTol = 2e-3f;  // absolute, on logits of magnitude ~10-30
 
 std::string toy_model(const std::string& shape, tensor::Type type) {
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("shardlm_runtime_test_" + shape + "_" + tensor::type_name(type) + ".gguf"))
+                            ("shardlm_runtime_test_" + std::to_string(getpid()) + "_" + shape + "_" +
+                             tensor::type_name(type) + ".gguf"))
                                .string();
   auto s = model::shape_by_name(shape);
   EXPECT_TRUE(s.has_value());

@@ -8,6 +8,7 @@
 // expand (see tools/make_tokenizer_golden.py).
 // Deliberately no timing assertions: the speed check only prints its time.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -326,7 +327,7 @@ TEST(LlamaCppVocabTests, InpOutFiles) {
 // --- hand-made vocabularies -------------------------------------------------------------
 
 std::unique_ptr<gguf::File> write_and_open(gguf::Writer& w, const std::string& name) {
-  const std::string path = (fs::temp_directory_path() / ("shardlm_tok_" + name + ".gguf")).string();
+  const std::string path = (fs::temp_directory_path() / ("shardlm_tok_" + std::to_string(getpid()) + "_" + name + ".gguf")).string();
   EXPECT_TRUE(w.write(path).ok());
   auto f = gguf::File::open(path);
   EXPECT_TRUE(f.ok());
