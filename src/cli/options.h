@@ -63,7 +63,7 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
   cmd->add_option("--workers", o->workers, "workers host:port,... (each started with `shardlm worker`)")
       ->delimiter(',');
   cmd->add_option("--shares", o->shares, "relative capacity of each node, root first, e.g. 2,1,1")->delimiter(',');
-  cmd->add_option("--sync-type", o->sync, "activations on the wire: q8_0, f16 or f32")->capture_default_str();
+  cmd->add_option("--sync-type", o->sync, "activations on the wire: q8_0, f16 or f32; or exact (gathers instead of all-reduces: bit-identical to one node)")->capture_default_str();
   cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star or ring")->capture_default_str();
   cmd->add_option("--cluster-key", o->cluster_key, "shared secret the workers were started with");
 }
@@ -71,8 +71,9 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
 // Fills runtime::ClusterOptions; an error message when an option is invalid.
 inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions& r, int ctx,
                                    runtime::ClusterOptions* out) {
-  auto sync = net::sync_type_from_name(c.sync);
-  if (!sync) return "--sync-type must be q8_0, f16 or f32, not '" + c.sync + "'";
+  const bool exact = c.sync == "exact";
+  auto sync = exact ? std::optional<net::SyncType>(net::SyncType::kF32) : net::sync_type_from_name(c.sync);
+  if (!sync) return "--sync-type must be q8_0, f16, f32 or exact, not '" + c.sync + "'";
   if (c.algo != "auto" && !net::algo_from_name(c.algo))
     return "--allreduce must be auto, all-gather, star or ring, not '" + c.algo + "'";
   for (double s : c.shares)
@@ -80,6 +81,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->workers = c.workers;
   out->shares = c.shares;
   out->sync = *sync;
+  out->exact = exact;
   out->algo = c.algo;
   out->cluster_key = c.cluster_key;
   out->ctx = ctx;

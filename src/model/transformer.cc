@@ -96,6 +96,44 @@ void Transformer::linear(const Matrix& w, const float* x, int n, float* y) {
   });
 }
 
+util::Status Transformer::gathered_linear(const Matrix& w, const float* x, int n, int col0, int cols, bool q8,
+                                          float* y) {
+  CHECK(comm_ != nullptr && w.rows == part_.n_rows && w.cols >= cols);
+  const int64_t full = w.cols;
+  const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
+  const void* xq;
+  size_t xq_stride;
+  if (q8) {  // each node quantizes its own columns exactly as one node quantizes the row
+    xq_stride = kernels::activation_bytes(vt, full);
+    const size_t off = kernels::activation_bytes(vt, col0), len = kernels::activation_bytes(vt, cols);
+    gather_.resize(xq_stride * n);
+    for (int b = 0; b < n; ++b)
+      kernels::quantize_activation(vt, x + size_t(b) * cols, gather_.data() + b * xq_stride + off, cols);
+    RETURN_IF_ERROR(comm_->all_gather_rows(gather_.data(), n, xq_stride, off, len));
+    xq = gather_.data();
+  } else {   // F32 columns, then the whole row quantized here
+    gather_.resize(sizeof(float) * full * n);
+    float* g = reinterpret_cast<float*>(gather_.data());
+    for (int b = 0; b < n; ++b) std::memcpy(g + b * full + col0, x + size_t(b) * cols, sizeof(float) * cols);
+    RETURN_IF_ERROR(comm_->all_gather_rows(gather_.data(), n, sizeof(float) * full, sizeof(float) * col0,
+                                           sizeof(float) * cols));
+    act_src_ = nullptr;
+    xq = quantized(g, n, full, vt);
+    xq_stride = kernels::activation_bytes(vt, full);
+  }
+  // This node's rows of W land in columns [row_begin, row_begin + n_rows) of y[n][dim].
+  const int D = cfg_.dim;
+  float* yl = y + part_.row_begin;
+  pool_.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    util::split_range(w.rows, ith, nth, &r0, &r1);
+    if (r0 < r1) kernels::matmul(w.type, w.cols, w.data, w.row_bytes, r0, r1, xq, xq_stride, n, yl, D);
+  });
+  act_src_ = nullptr;
+  return comm_->all_gather_rows(reinterpret_cast<uint8_t*>(y), n, sizeof(float) * D, sizeof(float) * part_.row_begin,
+                                sizeof(float) * part_.n_rows);
+}
+
 util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
   const Config& c = cfg_;
   const int D = c.dim;
@@ -116,8 +154,13 @@ util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
     attention(l, n, pos);
     // x += sum over nodes of (att Wo)
     act_src_ = nullptr;
-    linear(lw.wo, att_.data(), n, proj_.data());
-    if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
+    if (part_.exact) {
+      RETURN_IF_ERROR(gathered_linear(lw.wo, att_.data(), n, part_.head_begin * c.head_dim, q_dim_,
+                                      part_.gather_q8_att, proj_.data()));
+    } else {
+      linear(lw.wo, att_.data(), n, proj_.data());
+      if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
+    }
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
 
     // --- MLP block: x += (silu(xn Wg) * (xn Wu)) Wd
@@ -128,8 +171,13 @@ util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
     linear(lw.w_up, xn_.data(), n, up_.data());
     kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
     act_src_ = nullptr;
-    linear(lw.w_down, gate_.data(), n, proj_.data());
-    if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
+    if (part_.exact) {
+      RETURN_IF_ERROR(gathered_linear(lw.w_down, gate_.data(), n, part_.ff_begin, part_.n_ff, part_.gather_q8_ff,
+                                      proj_.data()));
+    } else {
+      linear(lw.w_down, gate_.data(), n, proj_.data());
+      if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
+    }
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
   }
   if (!logits) return util::ok_status();

@@ -20,13 +20,29 @@ namespace model {
 // Weights given with it are already sliced: wq rows of the local heads, wk/wv rows of the
 // local KV heads, wo columns of the local heads, gate/up rows and down columns of the
 // local MLP range, output rows of the local vocabulary range.
+//
+// Exact mode (`--sync-type exact`) cuts Wo and down by output rows instead: every node
+// holds rows [row_begin, row_begin + n_rows) with all their columns. The inputs of Wo and
+// down (attention output, MLP hidden) are all-gathered -- as the very bytes one node
+// would quantize them to when gather_q8 says every node's range falls on whole blocks,
+// else as F32 -- and the output rows are all-gathered as F32. Every output element is then
+// computed by the same per-row dot product as on one node, so N nodes give bit-identical
+// logits to one node, at the price of four gathers per layer instead of two all-reduces.
 struct Partition {
   int head_begin = 0, n_heads = 0;      // query heads [head_begin, head_begin + n_heads)
   int kv_begin = 0, n_kv_heads = 0;     // KV heads computed (and cached) here
-  int n_ff = 0;                         // local MLP rows
+  int ff_begin = 0, n_ff = 0;           // local MLP rows
   int vocab_begin = 0, n_vocab = 0;     // local logits range
+  bool exact = false;                   // Wo / down split by output rows (see above)
+  int row_begin = 0, n_rows = 0;        // exact: Wo and down rows held here
+  bool gather_q8_att = false, gather_q8_ff = false;  // exact: gather quantized inputs
   static Partition whole(const Config& c) {
-    return {0, c.n_heads, 0, c.n_kv_heads, c.n_ff, 0, c.n_vocab};
+    Partition p;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.n_ff = c.n_ff;
+    p.n_vocab = c.n_vocab;
+    return p;
   }
 };
 
@@ -37,6 +53,9 @@ class Collective {
  public:
   virtual ~Collective() = default;
   virtual util::Status all_reduce(float* x, size_t n) = 0;
+  // Exact mode: buf is n_rows rows of row_bytes; this node filled [offset, offset + len) of
+  // each; afterwards every row is whole on every node (net::Collectives::all_gather_rows).
+  virtual util::Status all_gather_rows(uint8_t* buf, int n_rows, size_t row_bytes, size_t offset, size_t len) = 0;
 };
 
 class Transformer {
@@ -67,6 +86,9 @@ class Transformer {
   // y[b][rows] = W x[b], activations quantized once per (input, type).
   void linear(const Matrix& w, const float* x, int n, float* y);
   const void* quantized(const float* x, int n, int64_t cols, tensor::Type t);
+  // Exact mode: y[b][dim] = W x for the whole input, from this node's input columns
+  // [col0, col0 + cols) of x (local rows [n][cols]) and its rows of W (see Partition).
+  util::Status gathered_linear(const Matrix& w, const float* x, int n, int col0, int cols, bool q8, float* y);
 
   const Config& cfg_;
   const Weights& w_;
@@ -88,6 +110,7 @@ class Transformer {
   std::vector<float> scores_;  // [threads][ctx] attention scores
   std::vector<float> rope_;    // [B][n_rot] cos/sin per token position
   std::vector<uint8_t> act_;   // quantized activations
+  std::vector<uint8_t> gather_;  // exact mode: gathered input rows (quantized or F32)
   const float* act_src_ = nullptr;
   tensor::Type act_type_ = tensor::Type::F32;
 };

@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kBlock = 32;
 constexpr size_t kQ8Bytes = 34;
 
-enum class Op : uint8_t { kAllGather = 0, kStarUp = 1, kStarDown = 2, kRingRs = 3, kRingAg = 4 };
+enum class Op : uint8_t { kAllGather = 0, kStarUp = 1, kStarDown = 2, kRingRs = 3, kRingAg = 4, kGatherRows = 5 };
 const char* op_name(Op o) {
   switch (o) {
     case Op::kAllGather: return "all-gather";
@@ -25,6 +25,7 @@ const char* op_name(Op o) {
     case Op::kStarDown: return "star result";
     case Op::kRingRs: return "ring reduce-scatter";
     case Op::kRingAg: return "ring all-gather";
+    case Op::kGatherRows: return "row gather";
   }
   return "?";
 }
@@ -342,6 +343,69 @@ Status Collectives::ring(std::span<float> x, SyncType sync) {
     decode_values(sync, *v, chunk(rc));
     fwd = std::move(in.payload);
   }
+  return {};
+}
+
+Status Collectives::all_gather_rows(uint8_t* buf, size_t n_rows, size_t row_bytes, size_t offset, size_t len) {
+  const int n_nodes = t_.size(), me = t_.rank();
+  CHECK(offset + len <= row_bytes && row_bytes <= 0xffffffffu);
+  if (n_nodes == 1) return {};
+  Accounting acct(t_, &stats_);
+  // Header (op, sync unused, step 0, byte offset, byte length), then the segments row by row.
+  Writer w;
+  w.put_u8(static_cast<uint8_t>(Op::kGatherRows));
+  w.put_u8(0);
+  w.put_u16(0);
+  w.put_u32(static_cast<uint32_t>(offset));
+  w.put_u32(static_cast<uint32_t>(len));
+  std::vector<uint8_t> mine = w.take();
+  mine.resize(kCollectiveHeaderBytes + n_rows * len);
+  for (size_t r = 0; r < n_rows; ++r)
+    std::memcpy(mine.data() + kCollectiveHeaderBytes + r * len, buf + r * row_bytes + offset, len);
+  std::vector<SendItem> sends;
+  std::vector<RecvItem> recvs;
+  std::vector<Message> msgs(n_nodes);
+  for (int p = 0; p < n_nodes; ++p) {
+    if (p == me) continue;
+    sends.push_back({p, MessageType::kAllReduce, mine});
+    recvs.push_back({p, MessageType::kAllReduce, &msgs[p]});
+  }
+  RETURN_IF_ERROR(t_.exchange(sends, recvs, opt_.timeout_s));
+  std::vector<std::pair<size_t, size_t>> segs{{offset, len}};
+  for (int p = 0; p < n_nodes; ++p) {
+    if (p == me) continue;
+    const std::string peer = t_.peer_name(p);
+    Reader r(msgs[p].payload, "row gather data from " + peer);
+    uint8_t op = 0, unused = 0;
+    uint16_t step = 0;
+    uint32_t off = 0, n = 0;
+    RETURN_IF_ERROR(r.get_u8(&op));
+    RETURN_IF_ERROR(r.get_u8(&unused));
+    RETURN_IF_ERROR(r.get_u16(&step));
+    RETURN_IF_ERROR(r.get_u32(&off));
+    RETURN_IF_ERROR(r.get_u32(&n));
+    if (op != uint8_t(Op::kGatherRows))
+      return Status::error(peer + " sent other collective data where this node expected a row gather: the nodes "
+                           "are out of step or configured differently (--sync-type must match)");
+    if (size_t(off) + n > row_bytes || r.remaining() != n_rows * size_t(n))
+      return Status::error(peer + " sent a row gather segment [" + std::to_string(off) + ", +" + std::to_string(n) +
+                           ") x " + std::to_string(r.remaining()) + " bytes that does not fit " +
+                           std::to_string(n_rows) + " rows of " + std::to_string(row_bytes) + " bytes");
+    const uint8_t* src = msgs[p].payload.data() + kCollectiveHeaderBytes;
+    for (size_t row = 0; row < n_rows; ++row) std::memcpy(buf + row * row_bytes + off, src + row * n, n);
+    segs.emplace_back(off, n);
+  }
+  std::sort(segs.begin(), segs.end());
+  size_t end = 0;
+  for (const auto& [off, n] : segs) {
+    if (off != end)
+      return Status::error("the nodes' row gather segments do not tile the row (gap or overlap at byte " +
+                           std::to_string(std::min(off, end)) + "): the nodes hold inconsistent slices");
+    end = off + n;
+  }
+  if (end != row_bytes)
+    return Status::error("the nodes' row gather segments cover " + std::to_string(end) + " of " +
+                         std::to_string(row_bytes) + " bytes: the nodes hold inconsistent slices");
   return {};
 }
 

@@ -66,6 +66,11 @@ class Collectives {
   // In place: x becomes the element-wise sum of every node's x (see the header comment).
   Status all_reduce(std::span<float> x) { return all_reduce(x, opt_.algo, opt_.sync); }
   Status all_reduce(std::span<float> x, AllReduceAlgo algo, SyncType sync);
+  // Row-wise all-gather of byte segments (one-shot: every node sends its segments to every
+  // peer). buf holds n_rows rows of row_bytes; this node filled bytes [offset, offset + len)
+  // of every row. On return every row is whole on every node. The nodes' segments must
+  // tile the row exactly (checked: a gap or overlap is reported as a configuration error).
+  Status all_gather_rows(uint8_t* buf, size_t n_rows, size_t row_bytes, size_t offset, size_t len);
   // Rank `root`'s blob replaces everyone else's.
   Status broadcast(int root, std::vector<uint8_t>* blob);
   // Rank `root` gets every node's blob by rank (its own included); others get {}.

@@ -195,7 +195,7 @@ Range kv_range(Range heads, int group) {
   return Range{heads.begin / group, (heads.end - 1) / group + 1};
 }
 
-util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps) {
+util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps, bool exact) {
   RETURN_IF_ERROR(validate(shape));
   if (caps.empty()) caps = {1.0};
   for (size_t i = 0; i < caps.size(); ++i)
@@ -237,6 +237,23 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   }
   const std::vector<Range> ff = split_ranges(s.n_ff, p.ff_unit, caps);
   const std::vector<Range> vocab = split_ranges(s.n_vocab, 1, caps);
+  const std::vector<Range> rows = split_ranges(s.dim, (s.dim % 32 == 0 && s.dim / 32 >= n) ? 32 : 1, caps);
+  // Exact mode gathers Wo's and down's inputs quantized when every range is whole blocks of
+  // the activation (vec_dot) type of every layer's matrix.
+  auto whole_blocks = [&](const std::vector<tensor::Type>& types, auto range_of) {
+    for (tensor::Type t : types) {
+      const int64_t b = tensor::traits(tensor::traits(t).vec_dot_type).block_size;
+      for (int i = 0; i < n; ++i) {
+        const auto [c0, c1] = range_of(i);
+        if (c0 % b != 0 || c1 % b != 0) return false;
+      }
+    }
+    return true;
+  };
+  const bool q8_att = whole_blocks(wo_types, [&](int i) {
+    return std::pair<int64_t, int64_t>(int64_t(heads[i].begin) * s.head_dim, int64_t(heads[i].end) * s.head_dim);
+  });
+  const bool q8_ff = whole_blocks(down_types, [&](int i) { return std::pair<int64_t, int64_t>(ff[i].begin, ff[i].end); });
 
   for (int i = 0; i < n; ++i) {
     NodeSlice& ns = p.nodes[i];
@@ -246,6 +263,10 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
     ns.ff = ff[i];
     ns.vocab = vocab[i];
     ns.holds_embedding = (i == 0);
+    ns.exact = exact;
+    ns.rows = rows[i];
+    ns.gather_q8_att = exact && q8_att;
+    ns.gather_q8_ff = exact && q8_ff;
   }
   for (int i = 0; i < n; ++i) {
     NodeSlice& ns = p.nodes[i];
@@ -253,7 +274,7 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
     ns.kv_last_shared = i + 1 < n && p.nodes[i + 1].kv_heads.begin < ns.kv_heads.end;
     ns.n_kv_shared = (ns.kv_heads.size() == 1) ? (ns.kv_first_shared || ns.kv_last_shared)
                                                : int(ns.kv_first_shared) + int(ns.kv_last_shared);
-    for (int l = 0; l < s.n_layers; ++l) {
+    for (int l = 0; l < s.n_layers && !exact; ++l) {
       const MatrixTypes& m = s.types(l);
       if (slice_type(m.wo, int64_t(ns.heads.begin) * s.head_dim, int64_t(ns.heads.end) * s.head_dim) != m.wo)
         ++ns.n_wo_reencoded;
@@ -298,9 +319,14 @@ uint64_t weight_bytes(const Plan& p, int node) {
     const MatrixTypes& m = s.types(l);
     total += q_rows * tensor::row_bytes(m.wq, D);
     total += kv_rows * (tensor::row_bytes(m.wk, D) + tensor::row_bytes(m.wv, D));
-    total += D * tensor::row_bytes(slice_type(m.wo, c0, c1), c1 - c0);
     total += uint64_t(ns.ff.size()) * (tensor::row_bytes(m.gate, D) + tensor::row_bytes(m.up, D));
-    total += D * tensor::row_bytes(slice_type(m.down, ns.ff.begin, ns.ff.end), ns.ff.size());
+    if (ns.exact) {  // whole rows of Wo and down
+      total += uint64_t(ns.rows.size()) * (tensor::row_bytes(m.wo, int64_t(s.n_heads) * d) +
+                                           tensor::row_bytes(m.down, s.n_ff));
+    } else {
+      total += D * tensor::row_bytes(slice_type(m.wo, c0, c1), c1 - c0);
+      total += D * tensor::row_bytes(slice_type(m.down, ns.ff.begin, ns.ff.end), ns.ff.size());
+    }
     total += 2 * D * sizeof(float);                                       // attn_norm, ffn_norm
     if (s.qk_norm) total += 2 * d * sizeof(float);                        // q_norm, k_norm
     if (s.qkv_bias) total += (q_rows + 2 * kv_rows) * sizeof(float);      // bq, bk, bv slices

@@ -87,6 +87,12 @@ struct NodeSlice {
   int n_wo_reencoded = 0;    // layers whose Wo slice is re-encoded (see slice_type)
   int n_down_reencoded = 0;  // layers whose down slice is re-encoded
   bool holds_embedding = false;  // root: token_embd whole
+  // Exact mode (model::Partition): Wo and down cut by output rows [r0, r1) instead of
+  // columns; their inputs are gathered quantized when every node's column range falls on
+  // whole blocks of the activation type, else as F32.
+  bool exact = false;
+  Range rows;
+  bool gather_q8_att = false, gather_q8_ff = false;
 };
 
 struct Plan {
@@ -100,7 +106,8 @@ struct Plan {
 
 // Plans N = capacities.size() nodes (empty: one node). Capacities must be finite and > 0;
 // only their ratios matter. Errors: invalid shape, N > H (each node needs a query head).
-util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> capacities);
+// exact: Wo and down are cut by rows (NodeSlice::exact), nothing is re-encoded.
+util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> capacities, bool exact = false);
 
 // The type a node stores for a column slice [c0, c1) of a matrix of type t: t itself when
 // both ends fall on t's block boundaries, else Q8_0 when both are multiples of 32, else

@@ -26,6 +26,9 @@ class AutoCollective : public model::Collective {
     const net::AllReduceAlgo a = algo_for(n);
     return (n <= size_t(dim_) ? one_ : many_).all_reduce(std::span<float>(x, n), a, sync_);
   }
+  util::Status all_gather_rows(uint8_t* buf, int n_rows, size_t row_bytes, size_t offset, size_t len) override {
+    return (n_rows <= 1 ? one_ : many_).all_gather_rows(buf, size_t(n_rows), row_bytes, offset, len);
+  }
   net::AllReduceAlgo algo_for(size_t n) const {
     if (forced_ >= 0) return net::AllReduceAlgo(forced_);
     const plan::AllReduce a =

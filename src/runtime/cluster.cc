@@ -41,9 +41,9 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
     if (!a) return Status::error("--allreduce must be auto, all-gather, star or ring, not '" + o.algo + "'");
     c->forced_algo_ = int(*a);
   }
-  if (o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
+  if (!o.exact && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
-  auto p = plan::make_plan(shape_of(m.config, m.weights), shares);
+  auto p = plan::make_plan(shape_of(m.config, m.weights), shares, o.exact && n > 1);
   if (!p) return p.status();
   c->plan_ = std::move(*p);
   c->nodes_.push_back({"root", {}});
@@ -248,6 +248,7 @@ Expected<int32_t> Cluster::step(const int32_t* tokens, int n, int pos, sampler::
 std::vector<NodeStats> Cluster::stats() const { return nodes_; }
 
 std::string Cluster::describe() const {
+  if (o_.exact) return std::to_string(n_nodes()) + " nodes, sync exact (4 gathers per layer, bit-identical to one node)";
   char buf[256];
   const std::string algo = forced_algo_ >= 0 ? net::algo_name(net::AllReduceAlgo(forced_algo_)) : "auto";
   std::snprintf(buf, sizeof buf, "%d nodes, sync %s, all-reduce %s", n_nodes(), net::sync_type_name(o_.sync),

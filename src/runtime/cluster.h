@@ -30,7 +30,8 @@ namespace runtime {
 struct ClusterOptions {
   std::vector<std::string> workers;  // "host:port"; empty: one node
   std::vector<double> shares;        // one per node (root first); empty: equal
-  net::SyncType sync = net::SyncType::kQ8_0;
+  net::SyncType sync = net::SyncType::kQ8_0;  // all-reduce encoding (unused when exact)
+  bool exact = false;                // gathers instead of all-reduces (model::Partition::exact)
   std::string algo = "auto";         // auto | all-gather | star | ring
   std::string cluster_key;
   std::string software_version = "dev";

@@ -58,7 +58,8 @@ std::string Setup::slice_key() const {
   return model_hash + "/h" + std::to_string(s.heads.begin) + "-" + std::to_string(s.heads.end) + "/kv" +
          std::to_string(s.kv_heads.begin) + "-" + std::to_string(s.kv_heads.end) + "/ff" +
          std::to_string(s.ff.begin) + "-" + std::to_string(s.ff.end) + "/v" + std::to_string(s.vocab.begin) + "-" +
-         std::to_string(s.vocab.end);
+         std::to_string(s.vocab.end) + (s.exact ? "/exact" + std::to_string(s.rows.begin) + "-" +
+                                                      std::to_string(s.rows.end) : "");
 }
 
 std::vector<uint8_t> encode_setup(const Setup& s) {
@@ -80,6 +81,8 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   put_range(w, s.slice.kv_heads);
   put_range(w, s.slice.ff);
   put_range(w, s.slice.vocab);
+  w.put_u8(uint8_t(s.slice.exact) | uint8_t(s.slice.gather_q8_att) << 1 | uint8_t(s.slice.gather_q8_ff) << 2);
+  put_range(w, s.slice.rows);
   w.put_u8(uint8_t(s.sync));
   w.put_u8(uint8_t(s.forced_algo));
   put_f64(w, s.alpha_us);
@@ -117,6 +120,12 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   RETURN_IF_ERROR(get_range(r, &s.slice.ff));
   RETURN_IF_ERROR(get_range(r, &s.slice.vocab));
   RETURN_IF_ERROR(r.get_u8(&u));
+  if (u > 7) return Status::error(what + " has unknown slice flags");
+  s.slice.exact = u & 1;
+  s.slice.gather_q8_att = u & 2;
+  s.slice.gather_q8_ff = u & 4;
+  RETURN_IF_ERROR(get_range(r, &s.slice.rows));
+  RETURN_IF_ERROR(r.get_u8(&u));
   if (u > uint8_t(net::SyncType::kF32)) return Status::error(what + " names an unknown sync type");
   s.sync = net::SyncType(u);
   RETURN_IF_ERROR(r.get_u8(&u));
@@ -134,7 +143,8 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
       c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
       !ok_range(s.slice.heads, c.n_heads) || !ok_range(s.slice.kv_heads, c.n_kv_heads) ||
-      !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) || s.ctx <= 0 || s.batch <= 0 ||
+      !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
+      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return Status::error(what + " has an inconsistent shape or slice");
   return s;

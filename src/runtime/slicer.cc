@@ -38,7 +38,13 @@ model::Partition partition_of(const plan::NodeSlice& s) {
   p.n_heads = s.heads.size();
   p.kv_begin = s.kv_heads.begin;
   p.n_kv_heads = s.kv_heads.size();
+  p.ff_begin = s.ff.begin;
   p.n_ff = s.ff.size();
+  p.exact = s.exact;
+  p.row_begin = s.rows.begin;
+  p.n_rows = s.rows.size();
+  p.gather_q8_att = s.gather_q8_att;
+  p.gather_q8_ff = s.gather_q8_ff;
   p.vocab_begin = s.vocab.begin;
   p.n_vocab = s.vocab.size();
   return p;
@@ -115,11 +121,18 @@ NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, co
     o.bq = slice_vector(f.bq, q0, q1);
     o.bk = slice_vector(f.bk, k0, k1);
     o.bv = slice_vector(f.bv, k0, k1);
-    o.wo = q0 == 0 && q1 == f.wo.cols ? f.wo : slice_columns(f.wo, q0, q1, &w.storage);
+    if (s.exact)
+      o.wo = slice_rows(f.wo, s.rows.begin, s.rows.end);
+    else
+      o.wo = q0 == 0 && q1 == f.wo.cols ? f.wo : slice_columns(f.wo, q0, q1, &w.storage);
     o.w_gate = slice_rows(f.w_gate, s.ff.begin, s.ff.end);
     o.w_up = slice_rows(f.w_up, s.ff.begin, s.ff.end);
-    o.w_down = s.ff.begin == 0 && s.ff.end == f.w_down.cols ? f.w_down
-                                                            : slice_columns(f.w_down, s.ff.begin, s.ff.end, &w.storage);
+    if (s.exact)
+      o.w_down = slice_rows(f.w_down, s.rows.begin, s.rows.end);
+    else
+      o.w_down = s.ff.begin == 0 && s.ff.end == f.w_down.cols
+                     ? f.w_down
+                     : slice_columns(f.w_down, s.ff.begin, s.ff.end, &w.storage);
   }
   return nm;
 }

@@ -134,8 +134,9 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
   const model::Partition& p = h->node.part;
   for (const auto& lw : w.layers)
     if (lw.wq.rows != p.n_heads * d || lw.wk.rows != p.n_kv_heads * d || lw.wv.rows != p.n_kv_heads * d ||
-        lw.wo.cols != p.n_heads * d || lw.wo.rows != D || lw.w_gate.rows != p.n_ff || lw.w_up.rows != p.n_ff ||
-        lw.w_down.cols != p.n_ff || lw.w_down.rows != D || lw.wq.cols != D || lw.w_gate.cols != D ||
+        lw.wo.cols != (p.exact ? s.config.n_heads : p.n_heads) * d || lw.wo.rows != (p.exact ? p.n_rows : D) ||
+        lw.w_gate.rows != p.n_ff || lw.w_up.rows != p.n_ff || lw.w_down.cols != (p.exact ? s.config.n_ff : p.n_ff) ||
+        lw.w_down.rows != (p.exact ? p.n_rows : D) || lw.wq.cols != D || lw.w_gate.cols != D ||
         lw.attn_norm.size() != size_t(D) || lw.ffn_norm.size() != size_t(D))
       return Status::error(root + " sent a slice whose shapes do not match its setup");
   if (w.output.rows != p.n_vocab || w.output.cols != D || w.output_norm.size() != size_t(D))

