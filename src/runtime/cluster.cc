@@ -1,18 +1,13 @@
 // cluster.cc: cluster formation, link probes, weight streaming and the root's step.
 #include "runtime/cluster.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <thread>
 
 #include "net/tcp_transport.h"
@@ -30,36 +25,6 @@ namespace {
 Status step_failed(const Status& st) {
   return Status::error(st.message() + " (the cluster cannot go on; check that worker process and its network, "
                                       "then start the root again)");
-}
-
-// The model's SHA-256, cached under $XDG_CACHE_HOME (or ~/.cache)/shardlm/model-hashes
-// keyed by the file's path, size, inode and modification time: hashing a 4.5 GB file costs
-// about 5.5 s here (0.8 GB/s), on every root start. A file rewritten in place gets a new
-// mtime and so a new key. A cache that cannot be written is silently skipped.
-Expected<std::string> model_hash(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Status::error("cannot stat '" + path + "': " + std::strerror(errno));
-  std::error_code ec;
-  const std::string abs = std::filesystem::absolute(path, ec).string();
-  const std::string key = abs + "\n" + std::to_string(st.st_size) + "\n" + std::to_string(st.st_ino) + "\n" +
-                          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-  std::filesystem::path dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::filesystem::path(h) / ".cache";
-  const std::filesystem::path file =
-      dir.empty() ? std::filesystem::path() : dir / "shardlm" / "model-hashes" / util::sha256_hex(key.data(), key.size());
-  if (!file.empty()) {
-    std::ifstream in(file);
-    std::string h;
-    if (in >> h && h.size() == 64) return h;
-  }
-  auto h = util::sha256_file(path);
-  if (!h || file.empty()) return h;
-  std::filesystem::create_directories(file.parent_path(), ec);
-  const std::string tmp = file.string() + "." + std::to_string(::getpid());
-  if (std::ofstream(tmp) << *h << "\n") std::filesystem::rename(tmp, file, ec);
-  std::filesystem::remove(tmp, ec);
-  return h;
 }
 
 }  // namespace
@@ -88,7 +53,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   c->nodes_.push_back({"root", {}});
   if (n > 1) {
     util::Timer th;
-    auto hash = model_hash(model_path);
+    auto hash = util::sha256_file_cached(model_path);
     if (!hash) return hash.status();
     net::TcpOptions topt;
     topt.cluster_key = o.cluster_key;
