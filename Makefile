@@ -57,6 +57,9 @@ fuzz:
 	cmake --build build/fuzz --target fuzz_frame -j $(JOBS)
 	mkdir -p build/fuzz/frame_corpus
 	build/fuzz/fuzz_frame -max_total_time=30 -max_len=65536 build/fuzz/frame_corpus
+	cmake --build build/fuzz --target fuzz_protocol -j $(JOBS)
+	mkdir -p build/fuzz/protocol_corpus
+	build/fuzz/fuzz_protocol -max_total_time=20 -max_len=4096 build/fuzz/protocol_corpus
 
 clean:
 	rm -rf build

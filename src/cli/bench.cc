@@ -1,6 +1,7 @@
 // bench.cc: `shardlm bench`: prompt-processing and decode speed of a model on this machine,
 // with achieved weight-read GB/s per decoded token and (with --bandwidth) this machine's
-// measured read bandwidth for comparison. Prints a table, or JSON with --json.
+// measured read bandwidth for comparison. Prints a table, or JSON with --json (with, for a
+// cluster, each node's decode compute / sync ms and bytes sent / received per token).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -140,9 +141,18 @@ Runner add_bench(CLI::App& app) {
     if (*json) {
       std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
                   "\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, "
-                  "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f}\n",
+                  "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f, \"n_nodes\": %d, "
+                  "\"cluster\": \"%s\", \"nodes\": [",
                   o->model.c_str(), o->threads, kernels::isa_name(kernels::active_isa()), *n_prompt, *n_gen,
-                  spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw);
+                  spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw, cluster.n_nodes(),
+                  cluster.n_nodes() > 1 ? cluster.describe().c_str() : "");
+      // Per node, per generated token (decode phases only): compute and sync ms, bytes.
+      for (int i = 0; i < cluster.n_nodes() && !tg.empty(); ++i)
+        std::printf("%s{\"name\": \"%s\", \"tg_compute_ms\": %.4f, \"tg_sync_ms\": %.4f, "
+                    "\"tg_bytes_sent\": %.1f, \"tg_bytes_received\": %.1f}",
+                    i ? ", " : "", tg1[i].name.c_str(), tg_sum[i].compute_s * 1e3 / n_tg,
+                    tg_sum[i].sync_s * 1e3 / n_tg, tg_sum[i].bytes_sent / n_tg, tg_sum[i].bytes_received / n_tg);
+      std::printf("]}\n");
     } else {
       std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s\n", o->model.c_str(), cfg.arch_name.c_str(),
                   weight_gb, o->threads, kernels::isa_name(kernels::active_isa()));

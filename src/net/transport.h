@@ -4,7 +4,9 @@
 // one process with thread-safe queues (tests, single-process multi-node simulation);
 // TcpTransport (tcp_transport.h) connects N processes over TCP.
 // A Transport object belongs to one node and is driven by one thread at a time; only the
-// hub behind InProcessTransport is shared between threads.
+// hub behind InProcessTransport is shared between threads. Exception: TcpTransport's
+// send/recv to different peers touch only that peer's connection, so one thread per peer
+// may use them at once (the root streams weights to every worker so).
 // Deliberately no collectives here (collectives.h) and no knowledge of payloads.
 #pragma once
 #include <cstdint>

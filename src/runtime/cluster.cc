@@ -1,10 +1,14 @@
 // cluster.cc: cluster formation, link probes, weight streaming and the root's step.
 #include "runtime/cluster.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "net/tcp_transport.h"
 #include "util/sha256.h"
@@ -49,7 +53,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   c->nodes_.push_back({"root", {}});
   if (n > 1) {
     util::Timer th;
-    auto hash = util::sha256_file(model_path);
+    auto hash = util::sha256_file_cached(model_path);
     if (!hash) return hash.status();
     net::TcpOptions topt;
     topt.cluster_key = o.cluster_key;
@@ -125,8 +129,7 @@ Status Cluster::setup_workers(const std::string& model_hash) {
     if (!h) return h.status();
     have[r] = *h != 0;
   }
-  for (int r = 1; r < n; ++r)
-    if (!have[r]) RETURN_IF_ERROR(stream_slice(r, plan_.nodes[r]));
+  RETURN_IF_ERROR(stream_slices(have));
   for (int r = 1; r < n; ++r) {
     auto ready = t_->recv_expect(r, msg_type(Msg::kReady), 120.0);
     if (!ready) return ready.status();
@@ -134,36 +137,87 @@ Status Cluster::setup_workers(const std::string& model_hash) {
   return util::ok_status();
 }
 
-Status Cluster::stream_slice(int rank, const plan::NodeSlice& s) {
+// Every worker that lacks its slice gets it at once: one thread per worker slices and sends
+// (each thread drives only its own peer's connection, which TcpTransport allows), while
+// this thread prints the progress. The first failure stops the other streams.
+Status Cluster::stream_slices(const std::vector<bool>& have) {
+  const int n = t_->size();
+  std::vector<StreamProgress> prog(n);
+  std::vector<Status> result(n);
+  std::atomic<bool> abort{false};
+  std::vector<std::thread> threads;
+  for (int r = 1; r < n; ++r) {
+    if (have[r]) continue;
+    prog[r].active = true;
+    threads.emplace_back([&, r] {
+      result[r] = stream_slice(r, plan_.nodes[r], &prog[r], abort);
+      if (!result[r].ok()) abort = true;
+      prog[r].done = true;
+    });
+  }
+  if (threads.empty()) return util::ok_status();
+  util::Timer timer;
+  const bool tty = ::isatty(STDERR_FILENO);
+  int drawn = 0;  // lines drawn on a terminal, redrawn in place
+  std::vector<bool> reported(n, false);
+  auto line = [&](int r) {
+    const StreamProgress& p = prog[r];
+    const double s = p.done ? p.seconds.load() : timer.seconds();
+    const double sent = double(p.sent), total = double(p.total);
+    const double mbs = s > 0 ? sent / s / 1e6 : 0;
+    const double eta = mbs > 0 ? (total - sent) / 1e6 / mbs : 0;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "weights to %s: %.1f / %.1f MB, %.1f MB/s, %s %.1f s", t_->peer_name(r).c_str(),
+                  sent / 1e6, total / 1e6, mbs, p.done ? "took" : "ETA", p.done ? s : eta);
+    return std::string(buf);
+  };
+  for (bool all_done = false; !all_done;) {
+    all_done = true;
+    for (int r = 1; r < n; ++r) all_done = all_done && (!prog[r].active || prog[r].done);
+    if (!o_.progress) {
+      if (!all_done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    if (tty) {  // one line per worker, redrawn
+      if (drawn) std::fprintf(stderr, "\x1b[%dA", drawn);
+      drawn = 0;
+      for (int r = 1; r < n; ++r)
+        if (prog[r].active) { std::fprintf(stderr, "\r\x1b[K%s\n", line(r).c_str()); ++drawn; }
+    } else {    // a log: one line per worker when it is done
+      for (int r = 1; r < n; ++r)
+        if (prog[r].active && prog[r].done && !reported[r]) {
+          std::fprintf(stderr, "%s\n", line(r).c_str());
+          reported[r] = true;
+        }
+    }
+    if (!all_done) std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 50));
+  }
+  for (auto& th : threads) th.join();
+  for (int r = 1; r < n; ++r)
+    if (!result[r].ok()) return result[r];
+  return util::ok_status();
+}
+
+Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog,
+                             const std::atomic<bool>& abort) {
   NodeModel nm = slice_weights(m_.config, m_.weights, s);
-  const std::string peer = t_->peer_name(rank);
-  uint64_t total = 0, sent = 0, count = 0;
+  uint64_t total = 0, count = 0;
   TensorVisitor sizes;
   sizes.matrix = [&](const std::string&, model::Matrix* m) { total += m->bytes(); return util::ok_status(); };
   sizes.vector = [&](const std::string&, model::Vector* v) { total += v->size() * 4; return util::ok_status(); };
   RETURN_IF_ERROR(visit_tensors(nm.weights, m_.config.n_layers, sizes));
+  prog->total = total;
   util::Timer timer;
-  double last_print = -1;
-  auto progress = [&](bool done) {
-    if (!o_.progress) return;
-    const double s_el = timer.seconds();
-    if (!done && s_el - last_print < 0.2) return;
-    last_print = s_el;
-    const double mbs = s_el > 0 ? sent / s_el / 1e6 : 0;
-    const double eta = mbs > 0 ? (total - sent) / 1e6 / mbs : 0;
-    std::fprintf(stderr, "\rweights to %s: %.1f / %.1f MB, %.1f MB/s, ETA %.1f s   %s", peer.c_str(), sent / 1e6,
-                 total / 1e6, mbs, eta, done ? "\n" : "");
-  };
   auto send = [&](const std::string& name, tensor::Type type, uint64_t rows, uint64_t cols, const uint8_t* data,
                   uint64_t bytes) -> Status {
     uint64_t off = 0;
     do {
+      if (abort) return Status::error("weight streaming stopped: another worker failed");
       const uint64_t len = std::min<uint64_t>(kMaxChunkBytes, bytes - off);
       TensorChunk c{name, type, rows, cols, bytes, off, std::span<const uint8_t>(data + off, len)};
       RETURN_IF_ERROR(t_->send(rank, msg_type(Msg::kTensor), encode_tensor_chunk(c), 60.0));
       off += len;
-      sent += len;
-      progress(false);
+      prog->sent += len;
     } while (off < bytes);
     ++count;
     return util::ok_status();
@@ -179,7 +233,7 @@ Status Cluster::stream_slice(int rank, const plan::NodeSlice& s) {
   };
   RETURN_IF_ERROR(visit_tensors(nm.weights, m_.config.n_layers, v));
   RETURN_IF_ERROR(t_->send(rank, msg_type(Msg::kWeightsDone), encode_u64(count), 10.0));
-  progress(true);
+  prog->seconds = timer.seconds();
   return util::ok_status();
 }
 

@@ -2,14 +2,16 @@
 // serve). start() connects to the workers (mesh bootstrap and cluster-key handshake in
 // net/), probes the links (α from small ping/pongs, β from 1 MiB ones) unless an
 // algorithm is forced, plans the slices (plan::make_plan over the shares), asks every
-// worker whether it already holds its slice and streams the weights to those that do not
-// (progress on stderr), then keeps its own slice (node 0, with the token embedding).
+// worker whether it already holds its slice and streams the weights to all those that do
+// not at once (a thread per worker; a progress line per worker on stderr), then keeps its
+// own slice (node 0, with the token embedding).
 // step() sends every worker the step (positions and the token embedding rows in their
 // file type), computes the root's part, and, when sampling, merges every node's top
 // candidates and draws exactly (sampler/distributed.h). With no workers it is one node.
 // Deliberately no tokenizer, no text and no retry: a lost worker ends the session with an
 // error that names it.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,7 +70,14 @@ class Cluster {
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}
   util::Status probe_links();
   util::Status setup_workers(const std::string& model_hash);
-  util::Status stream_slice(int rank, const plan::NodeSlice& s);
+  struct StreamProgress {  // one worker's weight stream, shared with the progress printer
+    bool active = false;
+    std::atomic<bool> done{false};
+    std::atomic<uint64_t> total{0}, sent{0};
+    std::atomic<double> seconds{0};
+  };
+  util::Status stream_slices(const std::vector<bool>& have);
+  util::Status stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog, const std::atomic<bool>& abort);
 
   const model::LoadedModel& m_;
   util::ThreadPool& pool_;

@@ -72,6 +72,9 @@ struct Step {
 };
 std::vector<uint8_t> encode_step(const Step& s);
 util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer);
+// Whether a parsed step fits a session: n rows of `dim` values in its embd_type, and
+// positions pos..pos+n-1 inside the context.
+util::Status check_step_fits(const Step& s, int dim, int ctx, const std::string& peer);
 
 // A node's running totals since its session's weights were in place.
 struct NodeCounters {

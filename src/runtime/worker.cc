@@ -50,7 +50,7 @@ class Worker {
     auto m = model::load_model(o_.model_path);
     if (!m) return m.status();
     local_ = std::shared_ptr<model::LoadedModel>(std::move(*m));
-    auto h = util::sha256_file(o_.model_path);
+    auto h = util::sha256_file_cached(o_.model_path);
     if (!h) return h.status();
     local_hash_ = *h;
     return util::ok_status();
@@ -206,9 +206,8 @@ Status Worker::session(net::Transport& t) {
     if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
     auto st = parse_step(m->payload, root);
     if (!st) return st.status();
+    RETURN_IF_ERROR(check_step_fits(*st, D, tf.ctx(), root));
     const size_t rb = tensor::row_bytes(st->embd_type, D);
-    if (st->rows.size() != rb * size_t(st->n) || st->pos + st->n > tf.ctx())
-      return Status::error("step from " + root + " does not fit (rows or context)");
     x.resize(size_t(st->n) * D);
     for (int b = 0; b < st->n; ++b)
       tensor::dequantize_row(st->embd_type, st->rows.data() + b * rb, &x[size_t(b) * D], D);

@@ -1,9 +1,16 @@
-// sha256.cc: OpenSSL EVP-based SHA-256.
+// sha256.cc: OpenSSL EVP-based SHA-256, and a per-file cache of file hashes.
 #include "util/sha256.h"
 
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -45,6 +52,36 @@ Expected<std::string> sha256_file(const std::string& path) {
   unsigned n = 0;
   EVP_DigestFinal_ex(ctx.get(), d, &n);
   return to_hex(d, n);
+}
+
+// The file hash, cached under $XDG_CACHE_HOME (or ~/.cache)/shardlm/model-hashes,
+// keyed by the file's path, size, inode and modification time: hashing a 4.5 GB file costs
+// about 5.5 s here (0.8 GB/s), on every root start. A file rewritten in place gets a new
+// mtime and so a new key. A cache that cannot be written is silently skipped.
+Expected<std::string> sha256_file_cached(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::error("cannot stat '" + path + "': " + std::strerror(errno));
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(path, ec).string();
+  const std::string key = abs + "\n" + std::to_string(st.st_size) + "\n" + std::to_string(st.st_ino) + "\n" +
+                          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  std::filesystem::path dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::filesystem::path(h) / ".cache";
+  const std::filesystem::path file =
+      dir.empty() ? std::filesystem::path() : dir / "shardlm" / "model-hashes" / sha256_hex(key.data(), key.size());
+  if (!file.empty()) {
+    std::ifstream in(file);
+    std::string h;
+    if (in >> h && h.size() == 64) return h;
+  }
+  auto h = sha256_file(path);
+  if (!h || file.empty()) return h;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  const std::string tmp = file.string() + "." + std::to_string(::getpid());
+  if (std::ofstream(tmp) << *h << "\n") std::filesystem::rename(tmp, file, ec);
+  std::filesystem::remove(tmp, ec);
+  return h;
 }
 
 }  // namespace util

@@ -11,5 +11,8 @@ namespace util {
 
 std::string sha256_hex(const void* data, size_t size);
 Expected<std::string> sha256_file(const std::string& path);
+// sha256_file, remembered in $XDG_CACHE_HOME (or ~/.cache)/shardlm/model-hashes under the
+// file's absolute path, size, inode and mtime (a rewritten file gets a new entry).
+Expected<std::string> sha256_file_cached(const std::string& path);
 
 }  // namespace util

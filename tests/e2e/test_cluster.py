@@ -6,14 +6,23 @@
     default q8_0 sync on a confident prompt (others printed as INFO) (workers are reused across runs: each serves
     one root after another and keeps its slices);
   * a root with the wrong cluster key exits non-zero naming the worker;
-  * a worker killed mid-generation: the root exits non-zero within 5 s naming it;
-  * a worker survives its root being killed and serves the next root.
+  * a worker killed mid-generation, and one SIGSTOPped mid-generation (alive but silent):
+    the root exits non-zero within 5 s naming it;
+  * a worker survives its root being killed and serves the next root;
+  * fake peers (tiny Python sockets speaking the frame format by hand): a worker answering
+    the hello with another protocol version, a truncated frame (then silence, and then a
+    closed connection) and an oversized frame each make the root exit non-zero promptly
+    naming that peer; a real worker refuses a fake root of another protocol version and
+    still serves the next root.
 Every process runs with -t 1. Deliberately no timing assertions beyond the 5 s failure bound.
 """
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 
 BIN = os.environ.get("SHARDLM_BIN", "build/rt/shardlm")
@@ -55,6 +64,87 @@ def generate(workers=(), extra=(), n=N_PREDICT, timeout=240):
         cmd += ["--workers", ",".join(workers)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     return r
+
+
+def frame(version, mtype, payload, seq=0, length=None):
+    """A frame header (wire.h: magic, version u16, type u16, flags u32, seq u64, length u64)
+    followed by the payload, little-endian."""
+    n = len(payload) if length is None else length
+    return b"SHLM" + struct.pack("<HHIQQ", version, mtype, 0, seq, n) + payload
+
+
+def hello(version, role):
+    """A hello payload (handshake.h): version u16, software string, role u8, has_key u8, nonce."""
+    sw = b"fake"
+    return struct.pack("<HI", version, len(sw)) + sw + struct.pack("<BB", role, 0) + os.urandom(32)
+
+
+HELLO = 1
+WORKER, ROOT = 1, 0
+
+
+class FakeWorker:
+    """Listens on loopback; on the first connection sends `data` and then stays silent for
+    `linger` seconds (or closes at once when linger is 0)."""
+
+    def __init__(self, data, linger):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.data, self.linger = data, linger
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        conn, _ = self.sock.accept()
+        conn.sendall(self.data)
+        time.sleep(self.linger)
+        conn.close()
+        self.sock.close()
+
+
+def fake_peer_cases():
+    v1_hello = frame(1, HELLO, hello(1, WORKER))
+    cases = [
+        ("another protocol version", frame(2, HELLO, hello(2, WORKER)), 3, "protocol"),
+        ("a truncated frame, then silence", v1_hello[:40], 30, ""),
+        ("a truncated frame, then a closed connection", v1_hello[:20], 0, ""),
+        ("an oversized frame", frame(1, HELLO, b"x" * 16, length=1 << 40), 30, ""),
+    ]
+    for what, data, linger, word in cases:
+        fake = FakeWorker(data, linger)
+        t0 = time.time()
+        try:
+            r = generate([fake.addr], timeout=30)
+            rc, err = r.returncode, r.stderr
+        except subprocess.TimeoutExpired:
+            rc, err = None, "(hung for 30 s)"
+        took = time.time() - t0
+        check(rc not in (0, None) and took < 15 and fake.addr in err and word in err,
+              "fake worker sending %s: root exits non-zero in %.1f s naming it (%s)" %
+              (what, took, err.strip()[-200:]))
+
+    # A fake root of another protocol version: the worker refuses it, names it, lives on.
+    w, waddr = start_worker()
+    host, port = waddr.rsplit(":", 1)
+    c = socket.create_connection((host, int(port)))
+    c.sendall(frame(2, HELLO, hello(2, ROOT)))
+    c.settimeout(10)
+    try:
+        back = c.recv(4096)  # its own hello, perhaps an error frame, then a close
+        while back:
+            back = c.recv(4096)
+    except OSError:
+        pass
+    c.close()
+    r = generate([waddr])
+    check(w.poll() is None and r.returncode == 0, "worker refuses a root of another protocol version and serves "
+          "the next root (rc %d)" % r.returncode)
+    w.kill()
+    _, werr = w.communicate()
+    check("speaks protocol 2" in werr, "worker names the refused peer and its protocol (%s)" %
+          werr.strip()[:300])
 
 
 def main():
@@ -122,6 +212,31 @@ def main():
     check(root.returncode not in (0, None) and took < 5.0 and vaddr in err,
           "killed worker: root exits non-zero in %.2f s naming %s (rc %s, %s)" % (took, vaddr, root.returncode,
                                                                                 err.strip()[-300:]))
+
+    # A worker SIGSTOPped mid-generation: alive, connected, silent.
+    stopped, saddr = start_worker()
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1",
+           "--workers", addrs[0] + "," + saddr]
+    root = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root.stdout.read(8)
+    stopped.send_signal(signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        _, err = root.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        root.kill()
+        _, err = root.communicate()
+    took = time.time() - stopped_at
+    stopped.send_signal(signal.SIGCONT)
+    stopped.kill()
+    check(root.returncode not in (0, None) and took < 5.0 and saddr in err,
+          "stopped worker: root exits non-zero in %.2f s naming %s (rc %s, %s)" % (took, saddr, root.returncode,
+                                                                                 err.strip()[-300:]))
+    # The worker that shared that session recovers and serves the next root.
+    r = generate(addrs[:1])
+    check(r.returncode == 0 and r.stdout == single.stdout, "worker of a failed session serves the next root")
+
+    fake_peer_cases()
 
     # A worker survives its root being killed, and serves the next root.
     survivor, saddr = start_worker()

@@ -1,8 +1,11 @@
 // util_test.cc: thread pool, fp16/bf16 conversion, Expected, SHA-256.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "util/fp16.h"
 #include "util/sha256.h"
@@ -65,6 +68,32 @@ TEST(Expected, CarriesValueOrError) {
 
 TEST(Sha256, KnownVector) {
   EXPECT_EQ(util::sha256_hex("abc", 3), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// The cached file hash is the real one, is served from the cache (a planted entry is
+// returned), and a rewritten file (new mtime, new size) is hashed again.
+TEST(Sha256, CachedFileHashFollowsTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("shardlm_hash_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(::setenv("XDG_CACHE_HOME", dir.c_str(), 1), 0);
+  const std::string file = (dir / "m.bin").string();
+  std::ofstream(file) << "abc";
+  auto a = util::sha256_file_cached(file);
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_EQ(*a, util::sha256_hex("abc", 3));
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir / "shardlm" / "model-hashes")) {
+    std::ofstream(e.path()) << std::string(64, 'f') << "\n";  // plant: proves the cache is read
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);
+  EXPECT_EQ(util::sha256_file_cached(file).value(), std::string(64, 'f'));
+  std::ofstream(file) << "abcd";
+  EXPECT_EQ(util::sha256_file_cached(file).value(), util::sha256_hex("abcd", 4));
+  ::unsetenv("XDG_CACHE_HOME");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,127 @@
+// protocol_fuzz.cc: libFuzzer target for the runtime's session messages (runtime/protocol.h),
+// every message one side parses from the other:
+//   worker parses from the root: setup, tensor chunk, weights-done (u64), step (and
+//   check_step_fits against a few session shapes);
+//   root parses from a worker: setup-reply (u64), step reply.
+// The whole input goes to every parser. A refusal must carry a non-empty message; an
+// accepted message must survive encode -> parse -> encode unchanged (the encoders write
+// exactly what the parsers read). LLVMFuzzerInitialize writes one valid message of each
+// kind into the corpus directory (the first non-flag argument) as seeds.
+// Deliberately no sockets: frame_fuzz covers the frames.
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/protocol.h"
+
+namespace {
+
+template <typename T>
+void must_explain(const util::Expected<T>& e) {
+  if (!e.ok() && e.error().empty()) __builtin_trap();
+}
+void must_explain(const util::Status& s) {
+  if (!s.ok() && s.message().empty()) __builtin_trap();
+}
+
+// encode(parse(encode(x))) == encode(x) for an accepted x.
+template <typename T, typename Enc, typename Parse>
+void round_trip(const util::Expected<T>& got, Enc enc, Parse parse) {
+  if (!got.ok()) return;
+  const std::vector<uint8_t> once = enc(got.value());
+  auto again = parse(std::span<const uint8_t>(once));
+  if (!again.ok() || enc(again.value()) != once) __builtin_trap();
+}
+
+void write_seeds(const std::string& dir) {
+  auto put = [&](const char* name, const std::vector<uint8_t>& b) {
+    std::ofstream(dir + "/" + name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  runtime::Setup s;
+  s.model_hash = std::string(64, 'a');
+  s.config.arch_name = "llama";
+  s.config.name = "seed";
+  s.config.dim = 64;
+  s.config.n_layers = 2;
+  s.config.n_heads = 4;
+  s.config.n_kv_heads = 2;
+  s.config.head_dim = 16;
+  s.config.n_ff = 128;
+  s.config.n_vocab = 100;
+  s.config.n_rot = 16;
+  s.config.ctx_train = 256;
+  s.slice.heads = {0, 2};
+  s.slice.kv_heads = {0, 1};
+  s.slice.ff = {0, 64};
+  s.slice.vocab = {0, 50};
+  s.ctx = 256;
+  put("seed_setup", runtime::encode_setup(s));
+  const std::vector<uint8_t> bytes(36, 7);
+  put("seed_chunk", runtime::encode_tensor_chunk({"blk.0.attn_q.weight", tensor::Type::Q8_0, 2, 32, 68, 32,
+                                                  std::span<const uint8_t>(bytes.data(), 36)}));
+  runtime::Step st;
+  st.pos = 3;
+  st.n = 1;
+  st.embd_type = tensor::Type::Q8_0;
+  st.rows = std::span<const uint8_t>(bytes.data(), 34);
+  st.want = runtime::Want::kCandidates;
+  st.k = 40;
+  st.penalties = {{5, 2}, {9, 1}};
+  put("seed_step", runtime::encode_step(st));
+  runtime::StepReply r;
+  r.cand = {{1, 0.5f}, {7, -1.0f}};
+  r.lse = 2.0f;
+  r.counters.steps = 3;
+  put("seed_reply", runtime::encode_step_reply(r));
+  put("seed_u64", runtime::encode_u64(1));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  for (int i = 1; i < *argc; ++i)
+    if ((*argv)[i][0] != '-') { write_seeds((*argv)[i]); break; }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::span<const uint8_t> in(data, size);
+  const std::string peer = "worker 10.0.0.1:9000";
+
+  auto setup = runtime::parse_setup(in, peer);
+  must_explain(setup);
+  round_trip(setup, runtime::encode_setup, [&](auto p) { return runtime::parse_setup(p, peer); });
+  if (setup.ok()) (void)setup->slice_key();
+
+  auto chunk = runtime::parse_tensor_chunk(in, peer);
+  must_explain(chunk);
+  round_trip(chunk, runtime::encode_tensor_chunk, [&](auto p) { return runtime::parse_tensor_chunk(p, peer); });
+  if (chunk.ok() && chunk->offset + chunk->bytes.size() > chunk->total_bytes) __builtin_trap();
+
+  auto step = runtime::parse_step(in, peer);
+  must_explain(step);
+  round_trip(step, runtime::encode_step, [&](auto p) { return runtime::parse_step(p, peer); });
+  if (step.ok()) {
+    for (int dim : {32, 576, 4096}) {
+      for (int ctx : {1, 4096}) {
+        util::Status st = runtime::check_step_fits(*step, dim, ctx, peer);
+        must_explain(st);
+        if (st.ok() && (step->pos + int64_t(step->n) > ctx ||
+                        step->rows.size() != tensor::row_bytes(step->embd_type, dim) * size_t(step->n)))
+          __builtin_trap();
+      }
+    }
+  }
+
+  auto reply = runtime::parse_step_reply(in, peer);
+  must_explain(reply);
+  round_trip(reply, runtime::encode_step_reply, [&](auto p) { return runtime::parse_step_reply(p, peer); });
+
+  auto u = runtime::parse_u64(in, "setup reply from " + peer);
+  must_explain(u);
+  if (u.ok() && runtime::encode_u64(*u) != std::vector<uint8_t>(in.begin(), in.end())) __builtin_trap();
+  return 0;
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""netns_testbed.py: a realistic network for a shardlm cluster on one machine.
+
+Places the root and every worker in its own network namespace. Each node's namespace has
+one veth (eth0, 10.77.0.<i+1>/24) whose peer sits in a hub namespace, enslaved to a bridge
+(a star through one switch). Both ends of every veth are rate-limited with `tc tbf`
+(the node's upload and download, default 1 Gbit/s). One-way latency is added by
+delay_relay (tools/delay_relay.cc; `tc netem` is not available here): each worker listens on
+127.0.0.1 inside its namespace and a relay in the same namespace accepts on its eth0
+address and forwards with the given delay in both directions. The root is given the relay
+addresses, and workers connect to each other through the addresses the root hands out, so
+every connection, root-worker and worker-worker, crosses two rate-limited veths and one
+relay: every message is delayed by the latency once.
+
+For each model, N and latency it runs `shardlm bench --json` in the root's namespace
+(decode, and optionally a prompt for time to first token) and prints, per configuration,
+ms per token split into compute and sync (the root's, and the largest over nodes), the
+all-reduce algorithm the cluster chose, and the sync the latency/bandwidth model predicts
+for that algorithm (`shardlm plan --link-latency-us L --link-gbps B`), with their ratio.
+
+Every namespace is deleted on exit (atexit and SIGINT/SIGTERM), also after a failure.
+Needs root (ip netns, tc). Example:
+  tools/netns_testbed.py -m MODEL --nodes 1,2,4 --latency-us 100,1000 --gbps 1
+  tools/netns_testbed.py -m MODEL --nodes 1,2 --latency-us 100 --n-prompt 512 --n-gen 0
+"""
+import argparse
+import atexit
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+PREFIX = "shl"
+HUB = PREFIX + "-hub"
+SUBNET = "10.77.0."
+WORKER_PORT = 9000  # the worker, on 127.0.0.1 in its namespace
+RELAY_PORT = 9100   # the relay, on the namespace's eth0 address
+
+namespaces = []
+procs = []
+
+
+def sh(*cmd, check=True):
+    r = subprocess.run(list(cmd), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr.strip()))
+    return r
+
+
+def ns_exec(ns, *cmd):
+    return ["ip", "netns", "exec", ns] + list(cmd)
+
+
+def cleanup():
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    procs.clear()
+    for ns in reversed(namespaces):
+        sh("ip", "netns", "del", ns, check=False)
+    namespaces.clear()
+
+
+def on_signal(signum, _frame):
+    cleanup()
+    sys.exit(128 + signum)
+
+
+def node_ns(i):
+    return "%s-n%d" % (PREFIX, i)
+
+
+def build_network(n_nodes, gbps, burst):
+    """The hub with its bridge, and one namespace per node joined to it."""
+    for ns in [HUB] + [node_ns(i) for i in range(n_nodes)]:
+        sh("ip", "netns", "del", ns, check=False)  # leftovers of a killed run
+        sh("ip", "netns", "add", ns)
+        namespaces.append(ns)
+        sh(*ns_exec(ns, "ip", "link", "set", "lo", "up"))
+    sh(*ns_exec(HUB, "ip", "link", "add", "br0", "type", "bridge"))
+    sh(*ns_exec(HUB, "ip", "link", "set", "br0", "up"))
+    rate = "%gmbit" % (gbps * 1000)
+    for i in range(n_nodes):
+        ns, hub_end = node_ns(i), "v%d" % i
+        sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", hub_end, "netns", HUB)
+        sh(*ns_exec(ns, "ip", "addr", "add", SUBNET + "%d/24" % (i + 1), "dev", "eth0"))
+        sh(*ns_exec(ns, "ip", "link", "set", "eth0", "up"))
+        sh(*ns_exec(HUB, "ip", "link", "set", hub_end, "master", "br0"))
+        sh(*ns_exec(HUB, "ip", "link", "set", hub_end, "up"))
+        for where, dev in ((ns, "eth0"), (HUB, hub_end)):  # upload, download
+            sh(*ns_exec(where, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", str(burst),
+                        "latency", "100ms"))
+
+
+def start(cmd, ns):
+    p = subprocess.Popen(ns_exec(ns, *cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.append(p)
+    return p
+
+
+def start_workers(args, n_nodes):
+    workers = []
+    for i in range(1, n_nodes):
+        p = start([args.bin, "worker", "--host", "127.0.0.1", "--port", str(WORKER_PORT), "-t", str(args.threads)],
+                  node_ns(i))
+        line = p.stdout.readline()
+        if not line.startswith("listening on"):
+            raise RuntimeError("worker %d did not start: %s %s" % (i, line, p.stderr.read()[-500:]))
+        workers.append(p)
+    return workers
+
+
+def start_relays(args, n_nodes, latency_us):
+    relays = []
+    for i in range(1, n_nodes):
+        relays.append(start([args.relay, SUBNET + "%d:%d" % (i + 1, RELAY_PORT), "127.0.0.1:%d" % WORKER_PORT,
+                             str(latency_us)], node_ns(i)))
+    time.sleep(0.2)
+    for r in relays:
+        if r.poll() is not None:
+            raise RuntimeError("delay_relay exited: " + r.stderr.read())
+    return relays
+
+
+def stop(ps):
+    for p in ps:
+        p.kill()
+        p.wait()
+        procs.remove(p)
+
+
+def model_sync_ms(args, model, n_nodes, latency_us, algo):
+    """Predicted sync ms per token of `algo` from `shardlm plan`'s all-reduce table."""
+    r = sh(args.bin, "plan", "-m", model, "--nodes", str(n_nodes), "--link-latency-us", str(latency_us),
+           "--link-gbps", str(args.gbps))
+    m = re.search(r"^\s+%s\s.*?([\d.]+) ms/tok" % re.escape(algo), r.stdout, re.M)
+    return float(m.group(1)) if m else float("nan")
+
+
+def bench(args, model, n_nodes):
+    cmd = [args.bin, "bench", "-m", model, "-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen),
+           "-r", str(args.reps), "--json"]
+    if n_nodes > 1:
+        cmd += ["--workers", ",".join(SUBNET + "%d:%d" % (i + 1, RELAY_PORT) for i in range(1, n_nodes))]
+    r = subprocess.run(ns_exec(node_ns(0), *cmd), capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError("bench failed: " + r.stderr.strip()[-800:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", action="append", required=True, help="GGUF model (repeatable)")
+    ap.add_argument("--nodes", default="1,2,4")
+    ap.add_argument("--latency-us", default="100,1000", help="one-way latency added per message")
+    ap.add_argument("--gbps", type=float, default=1.0, help="rate of every node's upload and download")
+    ap.add_argument("--burst", type=int, default=4096, help="tbf bucket bytes (>= MTU)")
+    ap.add_argument("-t", "--threads", type=int, default=1)
+    ap.add_argument("-p", "--n-prompt", type=int, default=0)
+    ap.add_argument("-n", "--n-gen", type=int, default=32)
+    ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--bin", default="build/release/shardlm")
+    ap.add_argument("--relay", default="build/release/delay_relay")
+    ap.add_argument("--json-out", help="also write every result to this file")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("netns_testbed.py needs root (ip netns, tc)")
+    for f in (args.bin, args.relay):
+        if not os.access(f, os.X_OK):
+            sys.exit("%s not found: build it first (cmake --build build/release --target shardlm delay_relay)" % f)
+    args.bin, args.relay = os.path.abspath(args.bin), os.path.abspath(args.relay)
+    atexit.register(cleanup)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    node_counts = [int(x) for x in args.nodes.split(",")]
+    latencies = [float(x) for x in args.latency_us.split(",")]
+    build_network(max(node_counts), args.gbps, args.burst)
+
+    results = []
+    print("| model | N | latency | algorithm | compute ms (root / max) | sync ms (root / max) | model sync ms | "
+          "measured / model | TTFT ms | probed alpha, beta |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model in args.model:
+        for n in node_counts:
+            workers = start_workers(args, n)
+            for lat in latencies if n > 1 else [0]:
+                relays = start_relays(args, n, lat)
+                try:
+                    b = bench(args, model, n)
+                finally:
+                    stop(relays)
+                nodes = b.get("nodes", [])
+                comp = [x["tg_compute_ms"] for x in nodes] or [0]
+                sync = [x["tg_sync_ms"] for x in nodes] or [0]
+                m = re.search(r"alpha (\d+) us, beta ([\d.]+) Gbit/s: decode ([\w-]+)", b.get("cluster", ""))
+                algo = m.group(3) if m else "-"
+                pred = model_sync_ms(args, model, n, lat, algo) if m else 0.0
+                ratio = sync[0] / pred if pred else float("nan")
+                ttft = 1e3 * args.n_prompt / b["pp_tps"] if args.n_prompt and b["pp_tps"] else float("nan")
+                row = dict(model=os.path.basename(model), nodes=n, latency_us=lat, algo=algo, compute_ms=comp[0],
+                           compute_max_ms=max(comp), sync_ms=sync[0], sync_max_ms=max(sync), model_sync_ms=pred,
+                           ratio=ratio, ttft_ms=ttft, tg_tps=b["tg_tps"], pp_tps=b["pp_tps"],
+                           probe=("%s us, %s Gbit/s" % (m.group(1), m.group(2))) if m else "-")
+                results.append(row)
+                print("| %s | %d | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s | %s | %s |" % (
+                    row["model"], n, "%g ms" % (lat / 1000) if n > 1 else "-", algo, comp[0], max(comp), sync[0],
+                    max(sync), "%.2f" % pred if n > 1 else "-", "%.2f" % ratio if n > 1 else "-",
+                    "%.0f" % ttft if args.n_prompt else "-", row["probe"]), flush=True)
+            stop(workers)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
