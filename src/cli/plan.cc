@@ -94,10 +94,12 @@ int run_plan(const PlanOptions& o) {
     return fail("--nodes " + std::to_string(o.nodes) + " but --shares lists " + std::to_string(caps.size()) +
                 " values; give one share per node (or drop --nodes)");
   plan::CostParams c;
-  if (o.sync == "q8_0" || o.sync == "Q8_0") c.sync_type = tensor::Type::Q8_0;
+  const bool exact = o.sync == "exact";
+  if (exact) c.sync_type = tensor::Type::F32;  // only the step message's embedding rows
+  else if (o.sync == "q8_0" || o.sync == "Q8_0") c.sync_type = tensor::Type::Q8_0;
   else if (o.sync == "f16" || o.sync == "F16") c.sync_type = tensor::Type::F16;
   else if (o.sync == "f32" || o.sync == "F32") c.sync_type = tensor::Type::F32;
-  else return fail("--sync-type must be q8_0, f16 or f32, not '" + o.sync + "'");
+  else return fail("--sync-type must be q8_0, f16, f32 or exact, not '" + o.sync + "'");
   if (c.sync_type == tensor::Type::Q8_0 && shape->dim % tensor::kQK != 0)
     return fail("dim " + std::to_string(shape->dim) + " is not a multiple of 32: use --sync-type f16");
   if (!(o.alpha_us >= 0) || !(o.beta_gbps > 0)) return fail("--link-latency-us must be >= 0 and --link-gbps > 0");
@@ -110,7 +112,7 @@ int run_plan(const PlanOptions& o) {
   c.mem_gbps = o.mem_gbps;
   c.batch = o.batch;
   c.top_k = o.top_k;
-  auto p = plan::make_plan(*shape, caps);
+  auto p = plan::make_plan(*shape, caps, exact && caps.size() > 1);
   if (!p) return fail(p.error());
   std::fputs(plan::format_plan(*p, c).c_str(), stdout);
   return 0;
@@ -129,7 +131,7 @@ Runner add_plan(CLI::App& app) {
   cmd->add_option("--link-latency-us", o->alpha_us, "link latency alpha in microseconds")->capture_default_str();
   cmd->add_option("--link-gbps", o->beta_gbps, "link bandwidth beta in Gbit/s")->capture_default_str();
   cmd->add_flag("--shared-medium", o->shared_medium, "all nodes share one medium (hub, Wi-Fi)");
-  cmd->add_option("--sync-type", o->sync, "activation encoding on the wire: q8_0, f16 or f32")->capture_default_str();
+  cmd->add_option("--sync-type", o->sync, "activation encoding on the wire: q8_0, f16 or f32; exact: 4 gathers per layer, bit-identical to one node")->capture_default_str();
   cmd->add_option("--mem-gbps", o->mem_gbps, "memory bandwidth GB/s: one value or one per node")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", o->batch, "rows per step (prefill batch); all-reduces carry batch x D values")

@@ -118,6 +118,33 @@ NodeCost node_cost(const Plan& p, int node, const CostParams& c) {
       nc.logits.sent = 4 * uint64_t(p.nodes[node].vocab.size());
     }
   }
+  if (p.nodes[node].exact) {
+    // Four one-shot gathers per layer: Wo's input (the node's heads), Wo's output rows
+    // (F32), down's input (its MLP rows), down's output rows (F32). Time per gather: one
+    // latency plus the largest share any node receives over its link.
+    auto gathered = [&](int i) -> uint64_t {
+      const NodeSlice& ns = p.nodes[i];
+      const MatrixTypes& m = s.types(0);
+      const int64_t att = int64_t(ns.heads.size()) * s.head_dim;
+      const uint64_t a = ns.gather_q8_att ? tensor::row_bytes(tensor::traits(m.wo).vec_dot_type, att) : 4 * att;
+      const uint64_t f = ns.gather_q8_ff ? tensor::row_bytes(tensor::traits(m.down).vec_dot_type, ns.ff.size())
+                                         : 4 * uint64_t(ns.ff.size());
+      return (a + f + 8 * uint64_t(ns.rows.size())) * uint64_t(c.batch);
+    };
+    Traffic t;
+    uint64_t max_in = 0;
+    for (int i = 0; i < n; ++i) {
+      uint64_t in = 0;
+      for (int j = 0; j < n; ++j) in += j == i ? 0 : gathered(j);
+      max_in = std::max(max_in, in);
+      if (i == node) t = {uint64_t(n - 1) * gathered(i) * s.n_layers, in * s.n_layers};
+    }
+    nc.allreduce.fill(t);
+    nc.algo = AllReduce::kAllGather;
+    nc.compute_ms = double(nc.weight_bytes) / (mem_gbps_of(c, node, n) * 1e9) * 1e3;
+    nc.sync_ms = n > 1 ? s.n_layers * (4 * c.link.alpha_us + wire_us(double(max_in), c.link.beta_gbps)) / 1e3 : 0;
+    return nc;
+  }
   const double msg_bytes = double(tensor::row_bytes(c.sync_type, values));
   nc.algo = choose_allreduce(n, msg_bytes, c.link.alpha_us, c.link.beta_gbps, c.link.shared_medium);
   nc.compute_ms = double(nc.weight_bytes) / (mem_gbps_of(c, node, n) * 1e9) * 1e3;

@@ -66,7 +66,8 @@ struct NodeCost {
   uint64_t weight_bytes = 0;     // read per step (plan::weight_bytes)
   uint64_t embedding_bytes = 0;  // root: the whole token embedding, resident (not streamed)
   uint64_t kv_bytes_per_1k = 0;
-  std::array<Traffic, 3> allreduce;  // the 2L all-reduces of a step, by algorithm
+  std::array<Traffic, 3> allreduce;  // the 2L all-reduces of a step, by algorithm (exact
+                                     // mode: its 4L gathers, the same in every entry)
   Traffic step;      // root -> workers: per row pos + token id (8 B) + embedded row in sync type
   Traffic sample;    // workers -> root: top_k candidates (id, logit: 8 B each) + log-sum-exp
   Traffic logits;    // the alternative: every worker's F32 logits range gathered at the root

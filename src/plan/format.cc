@@ -88,7 +88,16 @@ std::string format_plan(const Plan& p, const CostParams& c) {
              mb(total_weights));
 
   const ClusterCost cc = cluster_cost(p, c);
-  if (n > 1) {
+  if (n > 1 && p.nodes[0].exact) {
+    uint64_t snd = 0, rcv = 0;
+    for (int i = 1; i < n; ++i) {
+      snd = std::max(snd, costs[i].allreduce[0].sent);
+      rcv = std::max(rcv, costs[i].allreduce[0].received);
+    }
+    out += fmt("\ngathers (exact sync): 4 x %d per step; KiB per token sent / received: root %.1f / %.1f, "
+               "each worker (max) %.1f / %.1f, %.2f ms/tok\n", s.n_layers, kib(costs[0].allreduce[0].sent) * per,
+               kib(costs[0].allreduce[0].received) * per, kib(snd) * per, kib(rcv) * per, cc.sync_ms * per);
+  } else if (n > 1) {
     const uint64_t msg = tensor::row_bytes(c.sync_type, int64_t(c.batch) * s.dim);
     out += fmt("\nall-reduces: 2 x %d per step, %llu B each; KiB per token sent / received:\n",
                s.n_layers, (unsigned long long)msg);

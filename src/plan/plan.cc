@@ -304,6 +304,10 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   }
   add_reencode_notes(p, /*wo=*/true);
   add_reencode_notes(p, /*wo=*/false);
+  if (exact)
+    p.notes.push_back(fmt("exact sync: Wo and down cut by output rows (nothing re-encoded); their inputs are "
+                          "gathered as %s / %s, their outputs as F32: 4 gathers per layer",
+                          q8_att ? "activation blocks" : "F32", q8_ff ? "activation blocks" : "F32"));
   return p;
 }
 

@@ -30,8 +30,8 @@ ModelShape llama8b(Type t) { return make_shape("llama3-8b", 4096, 32, 32, 8, 143
 ModelShape llama70b(Type t) { return make_shape("llama3-70b", 8192, 80, 64, 8, 28672, 128256, t); }
 ModelShape llama1b(Type t) { return make_shape("llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, t); }
 
-Plan must_plan(const ModelShape& s, std::vector<double> caps) {
-  auto p = make_plan(s, caps);
+Plan must_plan(const ModelShape& s, std::vector<double> caps, bool exact = false) {
+  auto p = make_plan(s, caps, exact);
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error());
   return std::move(p).value();
 }
@@ -412,6 +412,50 @@ TEST(Cost, FormatPlan) {
   EXPECT_NE(b.find("cannot run N=16"), std::string::npos) << b;
   const std::string solo = format_plan(must_plan(llama8b(Type::Q4_0), {}), c);
   EXPECT_NE(solo.find("predicted"), std::string::npos) << solo;
+}
+
+
+TEST(Plan, ExactModeCutsWoAndDownByRows) {
+  for (Type t : {Type::Q4_0, Type::Q4_K}) {
+    SCOPED_TRACE(tensor::type_name(t));
+    const ModelShape s = llama8b(t);
+    const Plan whole = must_plan(s, equal(1));
+    for (auto caps : std::vector<std::vector<double>>{equal(2), equal(3), {2, 1, 1}, equal(16)}) {
+      const Plan p = must_plan(s, caps, /*exact=*/true);
+      // Rows tile D; nothing re-encoded, so the weights add up to one node's (plus the
+      // duplicated KV heads' Wk/Wv rows).
+      int next = 0;
+      uint64_t sum = 0;
+      for (int i = 0; i < p.n_nodes(); ++i) {
+        const NodeSlice& ns = p.nodes[i];
+        EXPECT_TRUE(ns.exact);
+        EXPECT_EQ(ns.rows.begin, next);
+        next = ns.rows.end;
+        EXPECT_EQ(ns.n_wo_reencoded + ns.n_down_reencoded, 0);
+        // Q8_0 activations (Q4_0) fall on 32-blocks; Q8_K ones (Q4_K) need heads in 4s.
+        EXPECT_TRUE(ns.gather_q8_ff);
+        sum += weight_bytes(p, i);
+      }
+      EXPECT_EQ(next, s.dim);
+      uint64_t dup = 0;
+      for (const NodeSlice& ns : p.nodes)
+        dup += uint64_t(ns.kv_heads.size()) * s.head_dim * 2 * tensor::row_bytes(t, s.dim) * s.n_layers;
+      dup -= uint64_t(s.n_kv_heads) * s.head_dim * 2 * tensor::row_bytes(t, s.dim) * s.n_layers;
+      const uint64_t replicated = uint64_t(p.n_nodes() - 1) * (2 * s.n_layers + 1) * s.dim * 4;
+      EXPECT_EQ(sum, weight_bytes(whole, 0) + dup + replicated);
+      // Traffic: every node sends its share to N-1 peers and receives everyone else's.
+      CostParams c;
+      uint64_t sent = 0, received = 0;
+      for (int i = 0; i < p.n_nodes(); ++i) {
+        const NodeCost nc = node_cost(p, i, c);
+        sent += nc.allreduce[0].sent;
+        received += nc.allreduce[0].received;
+        EXPECT_GT(nc.sync_ms, 0);
+      }
+      EXPECT_EQ(sent, received);
+      EXPECT_NE(format_plan(p, c).find("exact sync"), std::string::npos);
+    }
+  }
 }
 
 }  // namespace
