@@ -5,6 +5,7 @@
 
 #include <openssl/rand.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -246,8 +247,11 @@ Status TcpTransport::exchange(std::span<const SendItem> sends, std::span<const R
     int r = 0;
     // Busy-poll briefly before sleeping: a collective's partner usually answers within
     // tens of microseconds, and waking a process blocked in poll() costs about as much.
-    for (const double spin_end = util::now_seconds() + spin_s_; r == 0 && util::now_seconds() < spin_end;)
-      r = ::poll(fds.data(), fds.size(), 0);
+    // Yielding between polls hands the core to a runnable partner on a busy machine.
+    for (const double spin_end = util::now_seconds() + spin_s_; util::now_seconds() < spin_end;) {
+      if ((r = ::poll(fds.data(), fds.size(), 0)) != 0) break;
+      sched_yield();
+    }
     if (r == 0) r = ::poll(fds.data(), fds.size(), ms_left(deadline));
     if (r < 0) {
       if (errno == EINTR) continue;
