@@ -10,7 +10,10 @@ delay_relay (tools/delay_relay.cc; `tc netem` is not available here): each worke
 address and forwards with the given delay in both directions. The root is given the relay
 addresses, and workers connect to each other through the addresses the root hands out, so
 every connection, root-worker and worker-worker, crosses two rate-limited veths and one
-relay: every message is delayed by the latency once.
+relay: every message is delayed by the latency once. The latency is the one-way latency a
+message sees: for each N the script first probes the cluster with the relay's delay at 0
+(the stack and the relay's wake-ups already cost tens of microseconds) and has the relay
+add only the rest (--no-calibrate: add it all).
 
 For each model, N and latency it runs `shardlm bench --json` in the root's namespace
 (decode, and optionally a prompt for time to first token) and prints, per configuration,
@@ -141,9 +144,12 @@ def model_sync_ms(args, model, n_nodes, latency_us, algo):
     return float(m.group(1)) if m else float("nan")
 
 
-def bench(args, model, n_nodes):
-    cmd = [args.bin, "bench", "-m", model, "-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen),
-           "-r", str(args.reps), "--json"]
+def bench(args, model, n_nodes, n_prompt=None, n_gen=None, reps=None):
+    n_prompt = args.n_prompt if n_prompt is None else n_prompt
+    n_gen = args.n_gen if n_gen is None else n_gen
+    reps = args.reps if reps is None else reps
+    cmd = [args.bin, "bench", "-m", model, "-t", str(args.threads), "-p", str(n_prompt), "-n", str(n_gen),
+           "-r", str(reps), "--json"]
     if n_nodes > 1:
         cmd += ["--workers", ",".join(SUBNET + "%d:%d" % (i + 1, RELAY_PORT) for i in range(1, n_nodes))]
     r = subprocess.run(ns_exec(node_ns(0), *cmd), capture_output=True, text=True, timeout=1800)
@@ -165,6 +171,8 @@ def main():
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--bin", default="build/release/shardlm")
     ap.add_argument("--relay", default="build/release/delay_relay")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="add the whole latency in the relay (default: only what the stack does not already cost)")
     ap.add_argument("--json-out", help="also write every result to this file")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -187,8 +195,23 @@ def main():
     for model in args.model:
         for n in node_counts:
             workers = start_workers(args, n)
+            base_us = 0.0
+            if n > 1 and not args.no_calibrate:
+                # The stack and the relay's own wake-ups cost some latency already: probe it
+                # with the relay's delay at 0 and add only the rest, so that the one-way
+                # latency a message sees (what the cluster's probe reports as alpha) is the
+                # target. This also streams the slices once.
+                relays = start_relays(args, n, 0)
+                try:
+                    b = bench(args, model, n, n_prompt=0, n_gen=1, reps=1)
+                finally:
+                    stop(relays)
+                m = re.search(r"alpha (\d+) us", b.get("cluster", ""))
+                base_us = float(m.group(1)) if m else 0.0
+                print("<!-- %s N=%d: alpha with the relay at 0 delay: %.0f us -->" % (os.path.basename(model), n,
+                                                                                      base_us), flush=True)
             for lat in latencies if n > 1 else [0]:
-                relays = start_relays(args, n, lat)
+                relays = start_relays(args, n, max(0.0, lat - base_us))
                 try:
                     b = bench(args, model, n)
                 finally:

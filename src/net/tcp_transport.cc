@@ -5,10 +5,12 @@
 
 #include <openssl/rand.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -22,6 +24,11 @@ namespace {
 int ms_left(double deadline) {
   const double left = deadline - util::now_seconds();
   return left <= 0 ? 0 : static_cast<int>(std::ceil(left * 1e3));
+}
+
+double spin_seconds(const TcpOptions& opt) {
+  const char* env = std::getenv("SHARDLM_SPIN_US");
+  return (env && *env ? std::atof(env) : opt.spin_us) * 1e-6;
 }
 
 HandshakeOptions handshake_options(const TcpOptions& opt, Role role) {
@@ -81,6 +88,7 @@ Expected<std::unique_ptr<TcpTransport>> TcpTransport::connect_root(const std::ve
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = static_cast<int>(workers.size()) + 1;
   t->rank_ = 0;
+  t->spin_s_ = spin_seconds(opt);
   t->links_.resize(n);
   CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(&t->session_), sizeof t->session_) == 1);
   Bootstrap b;
@@ -128,6 +136,7 @@ Expected<std::unique_ptr<TcpTransport>> TcpTransport::accept_worker(Listener& li
   const int n = static_cast<int>(b->addresses.size());
   const int me = static_cast<int>(b->rank);
   t->rank_ = me;
+  t->spin_s_ = spin_seconds(opt);
   t->session_ = b->session;
   t->links_.resize(n);
   t->links_[0] = std::move(root);
@@ -235,7 +244,15 @@ Status TcpTransport::exchange(std::span<const SendItem> sends, std::span<const R
       fds.push_back({links_[peer].fd(), short(is_send ? POLLOUT : POLLIN), 0});
       which.push_back(i);
     }
-    const int r = ::poll(fds.data(), fds.size(), ms_left(deadline));
+    int r = 0;
+    // Busy-poll briefly before sleeping: a collective's partner usually answers within
+    // tens of microseconds, and waking a process blocked in poll() costs about as much.
+    // Yielding between polls hands the core to a runnable partner on a busy machine.
+    for (const double spin_end = util::now_seconds() + spin_s_; util::now_seconds() < spin_end;) {
+      if ((r = ::poll(fds.data(), fds.size(), 0)) != 0) break;
+      sched_yield();
+    }
+    if (r == 0) r = ::poll(fds.data(), fds.size(), ms_left(deadline));
     if (r < 0) {
       if (errno == EINTR) continue;
       return Status::error(std::string("poll failed: ") + std::strerror(errno));

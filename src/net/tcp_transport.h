@@ -27,6 +27,9 @@ struct TcpOptions {
   double handshake_timeout_s = 5.0;
   double setup_timeout_s = 30.0;           // mesh formation, from bootstrap to ready
   uint64_t max_frame_bytes = kDefaultMaxFrameBytes;
+  // exchange() busy-polls this long before it sleeps in poll() (the environment variable
+  // SHARDLM_SPIN_US overrides it, for measurements).
+  double spin_us = 100;
 };
 
 // Bootstrap messages (exposed for the fuzzer).
@@ -72,6 +75,7 @@ class TcpTransport final : public Transport {
   int rank_ = 0;
   uint64_t session_ = 0;
   std::vector<Connection> links_;  // links_[rank_] is unused
+  double spin_s_ = 0;
   std::vector<OutFrame> outs_;     // exchange scratch
   std::vector<InFrame> ins_;
 };

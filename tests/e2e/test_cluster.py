@@ -111,6 +111,9 @@ def fake_peer_cases():
         ("a truncated frame, then silence", v1_hello[:40], 30, ""),
         ("a truncated frame, then a closed connection", v1_hello[:20], 0, ""),
         ("an oversized frame", frame(1, HELLO, b"x" * 16, length=1 << 40), 30, ""),
+        # After a good hello the frame limit is 1 GiB (the handshake's is 64 KiB).
+        ("a good hello, then an oversized frame", v1_hello + frame(1, 7, b"", seq=1, length=1 << 40), 30,
+         "over this node's limit"),
     ]
     for what, data, linger, word in cases:
         fake = FakeWorker(data, linger)
