@@ -37,7 +37,7 @@ ARTIFACTS = os.environ.get("SHARDLM_ARTIFACT_DIR", "/tmp/shardlm-artifacts")
 KEY = "sk-shardlm-test"
 CTX = "512"
 LOAD_REQUESTS = int(os.environ.get("LOAD_REQUESTS", "200"))
-LOAD_REQUESTS_CLUSTER = int(os.environ.get("LOAD_REQUESTS_CLUSTER", "64"))
+LOAD_REQUESTS_CLUSTER = int(os.environ.get("LOAD_REQUESTS_CLUSTER", "200"))
 LOAD_TOKENS = 4
 PROMPTS = ["1, 2, 3, 4, 5,", "The capital of France is", "Once upon a time", "def fibonacci(n):",
            "The quick brown fox", "Water boils at", "My favourite colour is", "Monday, Tuesday,",
