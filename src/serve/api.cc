@@ -1,0 +1,300 @@
+// api.cc: OpenAI request parsing / validation and response objects (see api.h).
+#include "serve/api.h"
+
+#include <climits>
+#include <cmath>
+
+namespace serve {
+
+using nlohmann::json;
+
+json error_json(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return json{{"error", err}};
+}
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+  ApiError e;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+ApiError wrong_type(const std::string& param, const char* want, const json& got) {
+  return bad_request("'" + param + "' must be " + want + ", not " + type_name(got), param, "invalid_type");
+}
+
+// A present, non-null field, or nullptr.
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<ApiError> number(const json& body, const char* key, double lo, double hi, float* out) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return wrong_type(key, "a number", *v);
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi))
+    return bad_request("'" + std::string(key) + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
+                           ", not " + v->dump(), key, "invalid_value");
+  *out = float(x);
+  return std::nullopt;
+}
+
+std::optional<ApiError> integer(const json& body, const char* key, long long lo, long long hi, long long* out) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) return wrong_type(key, "an integer", *v);
+  // Unsigned values above INT64_MAX are out of range whatever the bounds.
+  if (v->is_number_unsigned() && v->get<unsigned long long>() > (unsigned long long)hi)
+    return bad_request("'" + std::string(key) + "' must be between " + std::to_string(lo) + " and " +
+                           std::to_string(hi) + ", not " + v->dump(), key, "invalid_value");
+  const long long x = v->get<long long>();
+  if (x < lo || x > hi)
+    return bad_request("'" + std::string(key) + "' must be between " + std::to_string(lo) + " and " +
+                           std::to_string(hi) + ", not " + v->dump(), key, "invalid_value");
+  *out = x;
+  return std::nullopt;
+}
+
+std::optional<ApiError> boolean(const json& body, const char* key, bool* out) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return wrong_type(key, "a boolean", *v);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// Message content: a string, or an array of {"type":"text","text":...} parts.
+std::optional<ApiError> content_text(const json& c, const std::string& param, bool null_ok, std::string* out) {
+  if (c.is_null() && null_ok) return std::nullopt;
+  if (c.is_string()) {
+    *out = c.get<std::string>();
+    return std::nullopt;
+  }
+  if (!c.is_array()) return wrong_type(param, "a string or an array of text parts", c);
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return wrong_type(p, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string() || *type != "text")
+      return bad_request("'" + p + ".type' must be \"text\": only text content is supported", p + ".type",
+                         "invalid_value");
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) return bad_request("'" + p + ".text' must be a string", p + ".text");
+    if (!out->empty()) *out += "\n";
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& body, Request* out) {
+  const json* m = field(body, "messages");
+  if (!m) return bad_request("'messages' is required: a non-empty array of {\"role\", \"content\"}", "messages",
+                             "missing_required_parameter");
+  if (!m->is_array()) return wrong_type("messages", "an array", *m);
+  if (m->empty()) return bad_request("'messages' must contain at least one message", "messages", "empty_array");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return wrong_type(p, "an object", msg);
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string())
+      return bad_request("'" + p + ".role' is required and must be a string", p + ".role");
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      return bad_request("'" + p + ".role' must be one of system, developer, user, assistant, tool; not '" +
+                             role->get<std::string>() + "'", p + ".role", "invalid_value");
+    tokenizer::ChatMessage cm{r, ""};
+    auto content = msg.find("content");
+    if (content == msg.end() && r != "assistant")
+      return bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter");
+    if (content != msg.end())
+      if (auto e = content_text(*content, p + ".content", r == "assistant", &cm.content)) return e;
+    out->messages.push_back(std::move(cm));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt(const json& body, Request* out) {
+  const json* p = field(body, "prompt");
+  if (!p) return bad_request("'prompt' is required: a string", "prompt", "missing_required_parameter");
+  if (p->is_string()) {
+    out->prompt = p->get<std::string>();
+    return std::nullopt;
+  }
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    out->prompt = (*p)[0].get<std::string>();
+    return std::nullopt;
+  }
+  if (p->is_array())
+    return bad_request("'prompt' must be a string or an array of exactly one string (token-id and batched prompts "
+                       "are not supported)", "prompt", "invalid_value");
+  return wrong_type("prompt", "a string", *p);
+}
+
+std::optional<ApiError> parse_stop(const json& body, Request* out) {
+  const json* s = field(body, "stop");
+  if (!s) return std::nullopt;
+  std::vector<std::string> stops;
+  if (s->is_string()) {
+    stops.push_back(s->get<std::string>());
+  } else if (s->is_array()) {
+    if (s->size() > 16) return bad_request("'stop' may hold at most 16 strings", "stop", "invalid_value");
+    for (const json& x : *s) {
+      if (!x.is_string()) return wrong_type("stop", "a string or an array of strings", x);
+      stops.push_back(x.get<std::string>());
+    }
+  } else {
+    return wrong_type("stop", "a string or an array of strings", *s);
+  }
+  for (const std::string& x : stops) {
+    if (x.empty()) return bad_request("'stop' strings must not be empty", "stop", "invalid_value");
+    if (x.size() > 1024) return bad_request("'stop' strings must be at most 1024 bytes", "stop", "invalid_value");
+  }
+  out->stop = std::move(stops);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, int ctx,
+                                      const sampler::Params& defaults, Request* out) {
+  json body;
+  try {
+    body = json::parse(body_text);
+  } catch (const json::exception& e) {
+    return bad_request(std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+  }
+  if (!body.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
+  Request r;
+  r.endpoint = ep;
+  r.params = defaults;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) return wrong_type("model", "a string", *m);
+    r.model = m->get<std::string>();
+  }
+  if (auto e = ep == Endpoint::kChat ? parse_messages(body, &r) : parse_prompt(body, &r)) return e;
+
+  long long n = 1;
+  if (auto e = integer(body, "n", LLONG_MIN, LLONG_MAX, &n)) return e;
+  if (n != 1) return bad_request("'n' must be 1: this server returns one choice per request", "n", "invalid_value");
+  for (const char* unsupported : {"logprobs", "echo", "tools", "functions", "suffix"}) {
+    const json* v = field(body, unsupported);
+    if (v && !(v->is_boolean() && !v->get<bool>()) && !(v->is_array() && v->empty()))
+      return bad_request(std::string("'") + unsupported + "' is not supported by this server", unsupported,
+                         "unsupported_parameter");
+  }
+  if (const json* b = field(body, "best_of"); b && !(b->is_number_integer() && b->get<long long>() == 1))
+    return bad_request("'best_of' must be 1", "best_of", "unsupported_parameter");
+
+  if (auto e = number(body, "temperature", 0, 2, &r.params.temperature)) return e;
+  if (auto e = number(body, "top_p", 0, 1, &r.params.top_p)) return e;
+  if (auto e = number(body, "min_p", 0, 1, &r.params.min_p)) return e;
+  if (auto e = number(body, "presence_penalty", -2, 2, &r.params.presence_penalty)) return e;
+  if (auto e = number(body, "frequency_penalty", -2, 2, &r.params.frequency_penalty)) return e;
+  if (auto e = number(body, "repeat_penalty", 0.01, 10, &r.params.repeat_penalty)) return e;
+  long long v = 0;
+  if (field(body, "top_k")) {
+    if (auto e = integer(body, "top_k", 0, 1 << 30, &v)) return e;
+    r.params.top_k = int(v);
+  }
+  if (field(body, "seed")) {
+    if (auto e = integer(body, "seed", LLONG_MIN, LLONG_MAX, &v)) return e;
+    r.params.seed = uint64_t(v);
+    r.seed_given = true;
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!field(body, key)) continue;
+    if (auto e = integer(body, key, 1, LLONG_MAX, &v)) return e;
+    if (v >= ctx)
+      return bad_request("'" + std::string(key) + "' is " + std::to_string(v) + " but the context is " +
+                             std::to_string(ctx) + " tokens (prompt included); ask for fewer tokens or start the "
+                             "server with a larger --ctx", key, "context_length_exceeded");
+    r.max_tokens = int(v);
+  }
+  if (auto e = parse_stop(body, &r)) return e;
+  if (auto e = boolean(body, "stream", &r.stream)) return e;
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
+    if (!r.stream) return bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options");
+    if (auto e = boolean(*so, "include_usage", &r.include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+json usage_json(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+namespace {
+json finish(const std::string& f) { return f.empty() ? json(nullptr) : json(f); }
+json head(Endpoint ep, const ResponseIds& ids, bool chunk) {
+  const char* object = ep == Endpoint::kChat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return json{{"id", ids.id}, {"object", object}, {"created", ids.created}, {"model", ids.model}};
+}
+}  // namespace
+
+json response_json(Endpoint ep, const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
+                   const Usage& u) {
+  json r = head(ep, ids, false);
+  json choice = {{"index", 0}, {"finish_reason", finish(finish_reason)}, {"logprobs", nullptr}};
+  if (ep == Endpoint::kChat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  r["choices"] = json::array({choice});
+  r["usage"] = usage_json(u);
+  return r;
+}
+
+json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
+                bool first) {
+  json r = head(ep, ids, true);
+  json choice = {{"index", 0}, {"finish_reason", finish(finish_reason)}, {"logprobs", nullptr}};
+  if (ep == Endpoint::kChat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish_reason.empty())) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  r["choices"] = json::array({choice});
+  return r;
+}
+
+json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u) {
+  json r = head(ep, ids, true);
+  r["choices"] = json::array();
+  r["usage"] = usage_json(u);
+  return r;
+}
+
+}  // namespace serve

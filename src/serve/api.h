@@ -1,0 +1,71 @@
+// api.h: the OpenAI-compatible request and response formats. parse_request() reads a
+// /v1/chat/completions or /v1/completions body and checks every field it knows (types,
+// ranges, roles, n == 1, max_tokens within the context, stop strings), answering a
+// malformed request with an ApiError that becomes {"error":{"message","type","param",
+// "code"}} and an HTTP 4xx. Fields we do not know are ignored, as OpenAI's clients send
+// extras. Deliberately no tokenization here (the prompt's length is checked by the server
+// once the chat template has been rendered).
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampler/sampler.h"
+#include "tokenizer/chat_template.h"
+
+namespace serve {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+nlohmann::json error_json(const ApiError& e);
+ApiError bad_request(std::string message, std::string param = "", std::string code = "");
+
+enum class Endpoint { kChat, kCompletion };
+
+struct Request {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  std::vector<tokenizer::ChatMessage> messages;  // chat
+  std::string prompt;                            // completions
+  sampler::Params params;
+  bool seed_given = false;
+  int max_tokens = 0;  // 0: until the context is full
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Parses and validates a request body; ctx is the server's context length (max_tokens
+// beyond it is refused). defaults: sampling parameters for fields the request omits.
+std::optional<ApiError> parse_request(std::string_view body, Endpoint ep, int ctx, const sampler::Params& defaults,
+                                      Request* out);
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens whose KV came from the previous request
+};
+nlohmann::json usage_json(const Usage& u);
+
+// The non-streamed response and the streamed chunks (one JSON object each, sent as
+// "data: ...\n\n"). text/finish_reason: the choice; finish_reason "" -> null.
+struct ResponseIds {
+  std::string id;  // chatcmpl-... / cmpl-...
+  long long created = 0;
+  std::string model;
+};
+nlohmann::json response_json(Endpoint ep, const ResponseIds& ids, const std::string& text,
+                             const std::string& finish_reason, const Usage& u);
+nlohmann::json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string& text,
+                          const std::string& finish_reason, bool first);
+nlohmann::json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u);
+
+}  // namespace serve

@@ -1,0 +1,56 @@
+// prompt.cc: chat template choice, rendering and tokenization (see prompt.h).
+#include "serve/prompt.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace serve {
+
+namespace {
+const char* kChoices = "--chat-template chatml|llama3|llama2|mistral|qwen2|gemma or --chat-template FILE.jinja";
+}
+
+util::Expected<PromptBuilder> PromptBuilder::create(const gguf::File& f, const tokenizer::Tokenizer& tok,
+                                                    const std::string& choice) {
+  std::string source, what;
+  if (choice.empty()) {
+    auto s = f.get_string("tokenizer.chat_template");
+    if (!s) return util::Status::error(std::string("the model has no tokenizer.chat_template; choose one with ") + kChoices);
+    source = *s;
+    what = "the model's chat template";
+  } else if (auto b = tokenizer::builtin_chat_template(choice)) {
+    source = *b;
+    what = "built-in chat template '" + choice + "'";
+  } else {
+    std::ifstream in(choice, std::ios::binary);
+    if (!in) return util::Status::error("--chat-template '" + choice + "' is neither a built-in name (chatml, llama3, "
+                                        "llama2, mistral, qwen2, gemma) nor a readable file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    source = ss.str();
+    what = "chat template file " + choice;
+  }
+  auto t = tokenizer::ChatTemplate::parse(source);
+  if (!t) return util::Status::error(what + " cannot be used: " + t.error() + "; choose another with " + kChoices);
+  return PromptBuilder(tok, std::move(*t));
+}
+
+util::Expected<std::string> PromptBuilder::render(const std::vector<tokenizer::ChatMessage>& messages) const {
+  const std::string bos = tok_->bos() >= 0 ? tok_->piece(tok_->bos(), true) : "";
+  const std::string eos = tok_->eos() >= 0 ? tok_->piece(tok_->eos(), true) : "";
+  return tmpl_.render(messages, /*add_generation_prompt=*/true, bos, eos);
+}
+
+util::Expected<std::vector<int32_t>> PromptBuilder::chat(const std::vector<tokenizer::ChatMessage>& messages) const {
+  auto text = render(messages);
+  if (!text) return text.status();
+  const int32_t bos = tok_->bos();
+  const bool has_bos = bos >= 0 && !tok_->piece(bos, true).empty() && text->rfind(tok_->piece(bos, true), 0) == 0;
+  return tok_->encode(*text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
+
+std::vector<int32_t> PromptBuilder::completion(const std::string& prompt) const {
+  return tok_->encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+}
+
+}  // namespace serve

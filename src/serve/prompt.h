@@ -1,0 +1,36 @@
+// prompt.h: messages and prompts to tokens for `serve` and `chat`. The chat template is
+// the model's tokenizer.chat_template unless --chat-template names a built-in template
+// (chatml, llama3, llama2, mistral, qwen2, gemma) or a Jinja file; it is rendered by
+// tokenizer/chat_template.h (exactly as Jinja2 renders it) with add_generation_prompt and
+// the vocabulary's BOS/EOS strings, then tokenized with special tokens parsed. BOS is added
+// only when the vocabulary asks for it and the rendered text does not already start with it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/status.h"
+
+namespace serve {
+
+class PromptBuilder {
+ public:
+  // choice: "" (the model's template), a built-in name or a file path. Errors name the
+  // problem and --chat-template.
+  static util::Expected<PromptBuilder> create(const gguf::File& f, const tokenizer::Tokenizer& tok,
+                                              const std::string& choice);
+
+  util::Expected<std::string> render(const std::vector<tokenizer::ChatMessage>& messages) const;
+  util::Expected<std::vector<int32_t>> chat(const std::vector<tokenizer::ChatMessage>& messages) const;
+  // A /v1/completions prompt: the text as is (BOS per the vocabulary), as `generate` does.
+  std::vector<int32_t> completion(const std::string& prompt) const;
+
+ private:
+  PromptBuilder(const tokenizer::Tokenizer& tok, tokenizer::ChatTemplate t) : tok_(&tok), tmpl_(std::move(t)) {}
+  const tokenizer::Tokenizer* tok_;
+  tokenizer::ChatTemplate tmpl_;
+};
+
+}  // namespace serve

@@ -1,0 +1,333 @@
+// server.cc: routes, authentication, SSE streaming and metrics of `shardlm serve`.
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "serve/page.h"
+#include "util/log.h"
+
+namespace serve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_json(e)), "application/json");
+}
+
+ApiError api_error(int status, std::string message, std::string type, std::string code = "") {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s%016llx", prefix, (unsigned long long)rng());
+  return buf;
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Requests answered, by route and status code, for /metrics.
+class RequestCounter {
+ public:
+  void add(const std::string& path, int status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    counts_[{path, status}]++;
+  }
+  std::map<std::pair<std::string, int>, uint64_t> snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counts_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> counts_;
+};
+
+const char* const kRoutes[] = {"/", "/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"};
+
+std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
+  std::string s;
+  char buf[512];
+  auto metric = [&](const char* name, const char* type, const char* help) {
+    s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto value = [&](const char* name, const std::string& labels, double v) {
+    std::snprintf(buf, sizeof buf, "%s%s %.17g\n", name, labels.c_str(), v);
+    s += buf;
+  };
+  metric("shardlm_requests_total", "counter", "HTTP requests answered, by route and status code.");
+  for (const auto& [k, n] : rc.snapshot())
+    value("shardlm_requests_total", "{path=\"" + k.first + "\",code=\"" + std::to_string(k.second) + "\"}", double(n));
+  metric("shardlm_generations_total", "counter", "Generations run (finished, stopped or cancelled).");
+  value("shardlm_generations_total", "", double(m.generations));
+  metric("shardlm_cancelled_total", "counter", "Requests whose client went away while queued or streaming.");
+  value("shardlm_cancelled_total", "", double(m.cancelled));
+  metric("shardlm_prompt_tokens_total", "counter", "Prompt tokens of all requests.");
+  value("shardlm_prompt_tokens_total", "", double(m.prompt_tokens));
+  metric("shardlm_prompt_tokens_cached_total", "counter", "Prompt tokens reused from the KV cache.");
+  value("shardlm_prompt_tokens_cached_total", "", double(m.cached_tokens));
+  metric("shardlm_completion_tokens_total", "counter", "Generated tokens.");
+  value("shardlm_completion_tokens_total", "", double(m.completion_tokens));
+  metric("shardlm_prompt_seconds_total", "counter", "Time spent evaluating prompts.");
+  value("shardlm_prompt_seconds_total", "", m.prompt_s);
+  metric("shardlm_generation_seconds_total", "counter", "Time spent generating.");
+  value("shardlm_generation_seconds_total", "", m.gen_s);
+  metric("shardlm_generation_tokens_per_second", "gauge", "Generation speed of the last finished request.");
+  value("shardlm_generation_tokens_per_second", "", m.last_tokens_per_s);
+  metric("shardlm_queue_depth", "gauge", "Requests waiting for the model.");
+  value("shardlm_queue_depth", "", m.queued);
+  metric("shardlm_requests_running", "gauge", "Requests generating now (0 or 1).");
+  value("shardlm_requests_running", "", m.busy ? 1 : 0);
+  metric("shardlm_node_compute_seconds_total", "counter", "Compute time of each node.");
+  for (size_t i = 0; i < m.nodes.size(); ++i)
+    value("shardlm_node_compute_seconds_total",
+          "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}", m.nodes[i].counters.compute_s);
+  metric("shardlm_node_sync_seconds_total", "counter", "Time each node spent in all-reduces (per-node sync time).");
+  for (size_t i = 0; i < m.nodes.size(); ++i)
+    value("shardlm_node_sync_seconds_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}",
+          m.nodes[i].counters.sync_s);
+  metric("shardlm_node_bytes_sent_total", "counter", "Bytes each node sent.");
+  for (size_t i = 0; i < m.nodes.size(); ++i)
+    value("shardlm_node_bytes_sent_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}",
+          double(m.nodes[i].counters.bytes_sent));
+  return s;
+}
+
+class Handler {
+ public:
+  Handler(Engine& e, const PromptBuilder& p, const ServerOptions& o) : engine_(e), prompts_(p), o_(o) {}
+
+  void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+    Request r;
+    if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_error(res, *e);
+    std::vector<int32_t> tokens;
+    if (ep == Endpoint::kChat) {
+      auto t = prompts_.chat(r.messages);
+      if (!t) return send_error(res, bad_request("the chat template refused these messages: " + t.error(), "messages"));
+      tokens = std::move(*t);
+    } else {
+      tokens = prompts_.completion(r.prompt);
+    }
+    const int ctx = engine_.ctx();
+    const int n = int(tokens.size());
+    if (n == 0) return send_error(res, bad_request("the prompt is empty", ep == Endpoint::kChat ? "messages" : "prompt"));
+    if (n >= ctx || n + r.max_tokens > ctx)
+      return send_error(res, bad_request("the prompt is " + std::to_string(n) + " tokens" +
+                                             (r.max_tokens ? " and max_tokens " + std::to_string(r.max_tokens) : "") +
+                                             ", but the context is " + std::to_string(ctx) +
+                                             " tokens; shorten the prompt, lower max_tokens or restart with a larger --ctx",
+                                         ep == Endpoint::kChat ? "messages" : "prompt", "context_length_exceeded"));
+    if (util::Status h = engine_.health(); !h.ok())
+      return send_error(res, api_error(503, "the model is unavailable: " + h.message() + "; restart the server",
+                                       "server_error"));
+    if (engine_.metrics().queued >= o_.max_queue)
+      return send_error(res, api_error(429, "the server has " + std::to_string(o_.max_queue) +
+                                                " requests waiting; retry later", "rate_limit_error", "queue_full"));
+    auto g = std::make_shared<GenerationRequest>();
+    g->prompt = std::move(tokens);
+    g->params = r.params;
+    g->seed_given = r.seed_given;
+    g->max_tokens = r.max_tokens ? r.max_tokens : ctx - n;
+    g->stop = r.stop;
+    ResponseIds ids;
+    ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+    ids.created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+    ids.model = r.model.empty() ? o_.model_name : r.model;
+
+    if (!r.stream) {
+      std::string text;
+      GenerationResult out = engine_.generate(*g, [&](const std::string& t) {
+        text += t;
+        return true;
+      });
+      if (!out.status.ok())
+        return send_error(res, api_error(503, "generation failed: " + out.status.message(), "server_error"));
+      res.set_content(dump(response_json(ep, ids, text, out.finish_reason, out.usage)), "application/json");
+      return;
+    }
+    const bool include_usage = r.include_usage;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, g, ids, ep, include_usage](size_t, httplib::DataSink& sink) {
+          auto event = [&](const std::string& data) {
+            const std::string s = "data: " + data + "\n\n";
+            return sink.write(s.data(), s.size());
+          };
+          // A comment line while queued: SSE clients ignore it, and a write to a closed
+          // connection fails, so a client that left gives up its place.
+          auto waiting = [&] {
+            static const char kWaiting[] = ": waiting\n\n";
+            return sink.write(kWaiting, sizeof kWaiting - 1);
+          };
+          bool first = true;
+          GenerationResult out = engine_.generate(
+              *g,
+              [&](const std::string& t) {
+                if (t.empty()) return sink.is_writable();
+                const bool ok = event(dump(chunk_json(ep, ids, t, "", first)));
+                first = false;
+                return ok;
+              },
+              waiting);
+          if (out.finish_reason == "cancelled") return false;
+          if (!out.status.ok()) {
+            event(dump(error_json(api_error(503, "generation failed: " + out.status.message(), "server_error"))));
+          } else {
+            event(dump(chunk_json(ep, ids, "", out.finish_reason, first)));
+            if (include_usage) event(dump(usage_chunk_json(ep, ids, out.usage)));
+            event("[DONE]");
+          }
+          sink.done();
+          return true;
+        });
+  }
+
+ private:
+  Engine& engine_;
+  const PromptBuilder& prompts_;
+  const ServerOptions& o_;
+};
+
+}  // namespace
+
+util::Status run_server(Engine& engine, const PromptBuilder& prompts, const ServerOptions& o,
+                        const std::function<void(const std::string&)>& on_listening) {
+  std::signal(SIGPIPE, SIG_IGN);
+  httplib::Server svr;
+  Handler h(engine, prompts, o);
+  RequestCounter counter;
+  const int threads = o.max_queue + 8;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.set_payload_max_length(o.max_body);
+  svr.set_read_timeout(30);
+  svr.set_write_timeout(10);
+
+  svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0 || req.method == "OPTIONS")
+      return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.empty()) {
+      send_error(res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' (the server "
+                                     "was started with --api-key)", "invalid_request_error", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
+      send_error(res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
+                                "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
+  svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    util::Status st = engine.health();
+    if (st.ok()) return res.set_content(R"({"status":"ok"})", "application/json");
+    send_error(res, api_error(503, "the model is unavailable: " + st.message(), "server_error"));
+  });
+  svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(engine.metrics(), counter), "text/plain; version=0.0.4");
+  });
+  svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", o.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "shardlm"},
+              {"context_length", engine.ctx()}};
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  });
+  svr.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    h.completions(req, res, Endpoint::kChat);
+  });
+  svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    h.completions(req, res, Endpoint::kCompletion);
+  });
+  // Known routes with the wrong method: 405 naming the right one.
+  for (const char* route : kRoutes) {
+    const bool post = std::string(route).find("completions") != std::string::npos;
+    auto wrong = [post](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", post ? "POST" : "GET");
+      send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
+                                "invalid_request_error", "method_not_allowed"));
+    };
+    if (post)
+      svr.Get(route, wrong);
+    else
+      svr.Post(route, wrong);
+    svr.Put(route, wrong);
+    svr.Delete(route, wrong);
+    svr.Patch(route, wrong);
+  }
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413) {
+      send_error(res, bad_request("the request body is larger than the server's limit of " +
+                                      std::to_string(o.max_body) + " bytes (--max-body)", "", "request_too_large"));
+    } else if (res.status == 404) {
+      send_error(res, api_error(404, "no route " + req.method + " " + req.path +
+                                         "; see /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics",
+                                "invalid_request_error", "unknown_url"));
+    } else {
+      send_error(res, api_error(res.status, "HTTP error " + std::to_string(res.status),
+                                res.status < 500 ? "invalid_request_error" : "server_error"));
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, api_error(500, "internal error: " + what, "server_error"));
+  });
+  svr.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
+    std::string path = "other";
+    for (const char* r : kRoutes)
+      if (req.path == r) path = r;
+    counter.add(path, res.status);
+    LOG_DEBUG("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
+  });
+
+  int port = o.port;
+  if (port == 0) {
+    port = svr.bind_to_any_port(o.host);
+    if (port < 0) return util::Status::error("cannot listen on " + o.host + ": no free port");
+  } else if (!svr.bind_to_port(o.host, port)) {
+    return util::Status::error("cannot listen on " + o.host + ":" + std::to_string(port) +
+                               " (in use or not allowed); choose another --port");
+  }
+  on_listening("http://" + o.host + ":" + std::to_string(port));
+  if (!svr.listen_after_bind()) return util::Status::error("the HTTP server stopped unexpectedly");
+  return util::ok_status();
+}
+
+}  // namespace serve

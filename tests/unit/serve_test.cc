@@ -1,0 +1,302 @@
+// serve_test.cc: the server's pieces without HTTP: OpenAI request parsing / validation
+// (accepted fields, every refusal names its parameter), the stop-string matcher on odd
+// splits, and KV prefix reuse: on SmolLM2, logits after evaluating a prompt's suffix on
+// top of a reused (or overwritten) cache prefix are bit-identical to evaluating the whole
+// prompt, and the engine's greedy answer for a prompt does not depend on what ran before.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "model/loader.h"
+#include "model/transformer.h"
+#include "runtime/cluster.h"
+#include "serve/api.h"
+#include "serve/engine.h"
+#include "serve/prompt.h"
+#include "serve/stop.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using serve::Endpoint;
+using serve::Request;
+
+std::optional<serve::ApiError> parse(const std::string& body, Endpoint ep = Endpoint::kChat, Request* out = nullptr,
+                                     int ctx = 1024) {
+  Request r;
+  return serve::parse_request(body, ep, ctx, sampler::Params{}, out ? out : &r);
+}
+
+TEST(ServeApi, AcceptsAFullChatRequest) {
+  Request r;
+  auto e = parse(R"({"model":"m","messages":[{"role":"developer","content":"be brief"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+      {"role":"assistant","content":null},{"role":"user","content":"go"}],
+      "temperature":0.5,"top_p":0.9,"top_k":20,"min_p":0.1,"max_tokens":7,"stop":"END","seed":42,
+      "presence_penalty":0.5,"frequency_penalty":-0.5,"n":1,"stream":true,"stream_options":{"include_usage":true},
+      "user":"ignored","logprobs":false,"max_tokens_extra":1})",
+                 Endpoint::kChat, &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "a\nb");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
+  EXPECT_EQ(r.params.top_k, 20);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.frequency_penalty, -0.5f);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_TRUE(r.seed_given);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(ServeApi, NullMeansAbsentAndDefaultsStay) {
+  Request r;
+  auto e = parse(R"({"messages":[{"role":"user","content":"x"}],"temperature":null,"stop":null,"max_tokens":null})",
+                 Endpoint::kChat, &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_FLOAT_EQ(r.params.temperature, sampler::Params{}.temperature);
+  EXPECT_EQ(r.max_tokens, 0);
+  EXPECT_FALSE(r.seed_given);
+}
+
+TEST(ServeApi, CompletionPrompts) {
+  Request r;
+  ASSERT_FALSE(parse(R"({"prompt":"abc"})", Endpoint::kCompletion, &r));
+  EXPECT_EQ(r.prompt, "abc");
+  ASSERT_FALSE(parse(R"({"prompt":["xyz"],"max_completion_tokens":3})", Endpoint::kCompletion, &r));
+  EXPECT_EQ(r.prompt, "xyz");
+  EXPECT_EQ(r.max_tokens, 3);
+  EXPECT_EQ(parse(R"({"prompt":[1,2]})", Endpoint::kCompletion)->param, "prompt");
+  EXPECT_EQ(parse(R"({"prompt":["a","b"]})", Endpoint::kCompletion)->param, "prompt");
+  EXPECT_EQ(parse(R"({"prompt":5})", Endpoint::kCompletion)->param, "prompt");
+  EXPECT_EQ(parse(R"({"prompt":"a","echo":true})", Endpoint::kCompletion)->param, "echo");
+  EXPECT_EQ(parse(R"({"prompt":"a","best_of":2})", Endpoint::kCompletion)->param, "best_of");
+}
+
+TEST(ServeApi, RefusalsNameTheParameter) {
+  const std::string m = R"("messages":[{"role":"user","content":"hi"}])";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", ""},
+      {"{", ""},
+      {"[]", ""},
+      {"null", ""},
+      {"\"str\"", ""},
+      {"{}", "messages"},
+      {R"({"messages":[]})", "messages"},
+      {R"({"messages":{}})", "messages"},
+      {R"({"messages":["hi"]})", "messages[0]"},
+      {R"({"messages":[{"content":"hi"}]})", "messages[0].role"},
+      {R"({"messages":[{"role":5,"content":"hi"}]})", "messages[0].role"},
+      {R"({"messages":[{"role":"root","content":"hi"}]})", "messages[0].role"},
+      {R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":null}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content[0].type"},
+      {R"({"messages":[{"role":"user","content":[{"type":"text"}]}]})", "messages[0].content[0].text"},
+      {"{" + m + R"(,"model":3})", "model"},
+      {"{" + m + R"(,"temperature":"0"})", "temperature"},
+      {"{" + m + R"(,"temperature":-0.1})", "temperature"},
+      {"{" + m + R"(,"temperature":2.5})", "temperature"},
+      {"{" + m + R"(,"top_p":1.5})", "top_p"},
+      {"{" + m + R"(,"top_k":1.5})", "top_k"},
+      {"{" + m + R"(,"top_k":-1})", "top_k"},
+      {"{" + m + R"(,"min_p":true})", "min_p"},
+      {"{" + m + R"(,"presence_penalty":3})", "presence_penalty"},
+      {"{" + m + R"(,"frequency_penalty":[]})", "frequency_penalty"},
+      {"{" + m + R"(,"max_tokens":0})", "max_tokens"},
+      {"{" + m + R"(,"max_tokens":-5})", "max_tokens"},
+      {"{" + m + R"(,"max_tokens":1024})", "max_tokens"},
+      {"{" + m + R"(,"max_tokens":18446744073709551615})", "max_tokens"},
+      {"{" + m + R"(,"max_tokens":1e300})", "max_tokens"},
+      {"{" + m + R"(,"max_completion_tokens":"9"})", "max_completion_tokens"},
+      {"{" + m + R"(,"n":2})", "n"},
+      {"{" + m + R"(,"n":0})", "n"},
+      {"{" + m + R"(,"n":"1"})", "n"},
+      {"{" + m + R"(,"seed":"7"})", "seed"},
+      {"{" + m + R"(,"stop":7})", "stop"},
+      {"{" + m + R"(,"stop":[""]})", "stop"},
+      {"{" + m + R"(,"stop":["a",1]})", "stop"},
+      {"{" + m + R"(,"stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})", "stop"},
+      {"{" + m + R"(,"stream":1})", "stream"},
+      {"{" + m + R"(,"stream_options":{"include_usage":true}})", "stream_options"},
+      {"{" + m + R"(,"stream":true,"stream_options":{"include_usage":"yes"}})", "stream_options.include_usage"},
+      {"{" + m + R"(,"logprobs":true})", "logprobs"},
+      {"{" + m + R"(,"tools":[{"type":"function"}]})", "tools"},
+  };
+  for (const auto& [body, param] : cases) {
+    auto e = parse(body);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->status, 400) << body;
+    EXPECT_EQ(e->param, param) << body << " -> " << e->message;
+    EXPECT_FALSE(e->message.empty());
+    const nlohmann::json j = serve::error_json(*e);
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(param.empty() ? j["error"]["param"].is_null() : j["error"]["param"] == param);
+  }
+}
+
+TEST(ServeApi, ChunksAndResponses) {
+  serve::ResponseIds ids{"chatcmpl-1", 5, "m"};
+  auto first = serve::chunk_json(Endpoint::kChat, ids, "He", "", true);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "He");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  auto last = serve::chunk_json(Endpoint::kChat, ids, "", "stop", false);
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  serve::Usage u{3, 4, 1};
+  auto usage = serve::usage_chunk_json(Endpoint::kCompletion, ids, u);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 7);
+  auto full = serve::response_json(Endpoint::kCompletion, ids, "x", "length", u);
+  EXPECT_EQ(full["object"], "text_completion");
+  EXPECT_EQ(full["choices"][0]["text"], "x");
+}
+
+// Pushes pieces and returns everything released (push + flush).
+std::string run_stop(std::vector<std::string> stops, const std::vector<std::string>& pieces, bool* stopped = nullptr) {
+  serve::StopMatcher m(std::move(stops));
+  std::string out;
+  for (const auto& p : pieces) out += m.push(p);
+  if (stopped) *stopped = m.stopped();
+  out += m.flush();
+  return out;
+}
+
+TEST(ServeStop, MatchesAcrossPiecesAndNeverShowsTheStop) {
+  bool stopped = false;
+  EXPECT_EQ(run_stop({"END"}, {"ab", "cE", "N", "Dxyz"}, &stopped), "abc");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(run_stop({"END"}, {"E", "N", "D"}, &stopped), "");
+  EXPECT_TRUE(stopped);
+  // Overlapping prefix: "aab" inside "aaab" split byte by byte.
+  EXPECT_EQ(run_stop({"aab"}, {"a", "a", "a", "b", "c"}, &stopped), "a");
+  EXPECT_TRUE(stopped);
+  // "abac" after a false start "abab".
+  EXPECT_EQ(run_stop({"abac"}, {"ab", "ab", "ac", "!"}, &stopped), "ab");
+  // A held prefix that turns out not to be a stop is released.
+  EXPECT_EQ(run_stop({"END"}, {"xE", "Nd", "y"}, &stopped), "xENdy");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(run_stop({"END"}, {"abcEN"}, &stopped), "abcEN");  // flushed at the end
+  EXPECT_FALSE(stopped);
+  // The earliest of several stops wins, wherever it is in the list.
+  EXPECT_EQ(run_stop({"zz", "b c"}, {"a b", " czz"}, &stopped), "a ");
+  EXPECT_EQ(run_stop({"\n\n", "User:"}, {"hi\n", "\nUser:"}, &stopped), "hi");
+  // Nothing after a stop, even more stops.
+  EXPECT_EQ(run_stop({"."}, {"one.", "two.", "three"}, &stopped), "one");
+  // No stops: text passes straight through.
+  serve::StopMatcher none({});
+  EXPECT_EQ(none.push("abc"), "abc");
+  EXPECT_EQ(none.flush(), "");
+  // Multi-byte UTF-8: a stop of "é!" (c3 a9 21); what is released is whole characters.
+  EXPECT_EQ(run_stop({"\xc3\xa9!"}, {"caf\xc3\xa9", " \xc3\xa9", "!"}, &stopped), "caf\xc3\xa9 ");
+  serve::StopMatcher m({"\xc3\xa9!"});
+  EXPECT_EQ(m.push("\xc3\xa9"), "");  // held: could start the stop
+  EXPECT_EQ(m.push("x"), "\xc3\xa9x");
+  // Empty stop strings are ignored (the parser refuses them anyway).
+  EXPECT_EQ(run_stop({""}, {"a", "b"}, &stopped), "ab");
+}
+
+class ServeModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(SHARDLM_DEFAULT_MODEL)) GTEST_SKIP() << "model not found: " SHARDLM_DEFAULT_MODEL;
+    auto m = model::load_model(SHARDLM_DEFAULT_MODEL);
+    ASSERT_TRUE(m.ok()) << m.error();
+    m_ = std::move(*m);
+    auto t = tokenizer::Tokenizer::from_gguf(*m_->file);
+    ASSERT_TRUE(t.ok()) << t.error();
+    tok_ = std::move(*t);
+  }
+  std::unique_ptr<model::LoadedModel> m_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  util::ThreadPool pool_{2};
+};
+
+TEST_F(ServeModel, SuffixOnReusedPrefixGivesIdenticalLogits) {
+  const std::vector<int32_t> p = tok_->encode(
+      "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined "
+      "movable metal type, oil-based ink and a wooden press adapted from those used for wine.",
+      true, true);
+  ASSERT_GT(p.size(), 34u);
+  const std::vector<int32_t> other = tok_->encode("Completely different text that fills the cache first, "
+                                                  "with enough tokens to cover every position we will reuse.",
+                                                  true, true);
+  const int n = int(p.size()), V = m_->config.n_vocab;
+  model::Transformer full(m_->config, m_->weights, pool_, 256);
+  std::vector<float> want(V), got(V);
+  ASSERT_TRUE(full.forward(p.data(), n, 0, want.data()).ok());
+  for (int k : {1, 32, 33, n - 1}) {
+    model::Transformer t(m_->config, m_->weights, pool_, 256);
+    // Stale rows past k (another prompt's) must not matter: only 0..k are reused.
+    ASSERT_TRUE(t.forward(other.data(), int(other.size()), 0, nullptr).ok());
+    ASSERT_TRUE(t.forward(p.data(), k, 0, nullptr).ok());
+    ASSERT_TRUE(t.forward(p.data() + k, n - k, k, got.data()).ok());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * V), 0) << "reuse point " << k;
+  }
+}
+
+TEST_F(ServeModel, GreedyAnswerDoesNotDependOnWhatRanBefore) {
+  auto answer = [&](serve::Engine& e, const std::string& text, int n, std::vector<std::string> stop = {}) {
+    serve::GenerationRequest g;
+    g.prompt = tok_->encode(text, true, true);
+    g.params.temperature = 0;
+    g.seed_given = true;
+    g.max_tokens = n;
+    g.stop = std::move(stop);
+    std::string out;
+    serve::GenerationResult r = e.generate(g, [&](const std::string& t) {
+      out += t;
+      return true;
+    });
+    EXPECT_TRUE(r.status.ok()) << r.status.message();
+    return std::make_pair(out, r);
+  };
+  runtime::ClusterOptions o;
+  o.ctx = 256;
+  o.progress = false;
+  const std::string a = "The capital of France is Paris. The capital of Germany is";
+  std::string alone;
+  {
+    auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
+    ASSERT_TRUE(c.ok()) << c.error();
+    serve::Engine e(**c, *tok_, m_->config.n_vocab, o.ctx);
+    alone = answer(e, a, 10).first;
+  }
+  auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
+  ASSERT_TRUE(c.ok()) << c.error();
+  serve::Engine e(**c, *tok_, m_->config.n_vocab, o.ctx);
+  answer(e, "Once upon a time", 6);
+  answer(e, "The capital of France is Paris. The capital of Italy is", 6);  // shares a long prefix
+  auto [again, r] = answer(e, a, 10);
+  EXPECT_EQ(again, alone);
+  EXPECT_GT(r.usage.cached_tokens, 8);
+  auto [same, r2] = answer(e, a, 10);  // the whole prompt cached: one token re-evaluated
+  EXPECT_EQ(same, alone);
+  EXPECT_EQ(r2.usage.cached_tokens, r2.usage.prompt_tokens - 1);
+  // A stop string inside the greedy answer cuts it there.
+  ASSERT_GT(alone.size(), 6u);
+  const std::string stop = alone.substr(3, 3);
+  auto [cut, r3] = answer(e, a, 10, {stop});
+  EXPECT_EQ(cut, alone.substr(0, alone.find(stop)));
+  EXPECT_EQ(r3.finish_reason, "stop");
+  // A client that goes away stops the generation at once.
+  serve::GenerationRequest g;
+  g.prompt = tok_->encode(a, true, true);
+  g.params.temperature = 0;
+  g.max_tokens = 50;
+  int calls = 0;
+  serve::GenerationResult gone = e.generate(g, [&](const std::string&) { return ++calls < 3; });
+  EXPECT_EQ(gone.finish_reason, "cancelled");
+  EXPECT_EQ(gone.usage.completion_tokens, 3);
+  EXPECT_EQ(e.metrics().cancelled, 1u);
+}
+
+}  // namespace
