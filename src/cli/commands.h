@@ -19,6 +19,7 @@ Runner add_bench(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_worker(CLI::App& app);
+Runner add_perplexity(CLI::App& app);
 
 // Prints "error: msg" to stderr and returns 1.
 int fail(const std::string& msg);

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(cli::add_make_model);
   add(cli::add_plan);
   add(cli::add_worker);
+  add(cli::add_perplexity);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
