@@ -7,8 +7,15 @@ per call; logits are not copied out), so a few tens of microseconds of Python pe
 counted against it. shardlm's come from
 `shardlm bench --json`. Prints a Markdown table for docs/BENCHMARKS.md.
 
+The decode figure is measured right after the prompt, so `-p 4096 -n 16` is decode at
+context ~4096 and `-p 128 -n 16` at ~128 (flash decoding should keep the drop small).
+`--shardlm-args "--flash-attn off --kv-type q8_0"` passes options to `shardlm bench`;
+`--llama-flash` turns on llama.cpp's flash attention.
+
 Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3]
+           [--shardlm-args "..."] [--llama-flash] [--no-bandwidth]
 """
+import shlex
 import argparse
 import json
 import os
@@ -19,10 +26,10 @@ import sys
 import time
 
 
-def llama_cpp_run(path, threads, n_prompt, n_gen):
+def llama_cpp_run(path, threads, n_prompt, n_gen, flash=False):
     import llama_cpp
     llm = llama_cpp.Llama(model_path=path, n_ctx=max(512, n_prompt + n_gen + 8), n_batch=max(32, n_prompt),
-                          n_threads=threads, n_threads_batch=threads, verbose=False, flash_attn=False)
+                          n_threads=threads, n_threads_batch=threads, verbose=False, flash_attn=flash)
     rng = random.Random(42)
     n_vocab = llm.n_vocab()
     prompt = [rng.randrange(n_vocab) for _ in range(n_prompt)]
@@ -41,9 +48,9 @@ def llama_cpp_run(path, threads, n_prompt, n_gen):
     return pp, tg
 
 
-def shardlm_run(binary, path, threads, n_prompt, n_gen, bandwidth=False):
+def shardlm_run(binary, path, threads, n_prompt, n_gen, bandwidth=False, extra=()):
     cmd = [binary, "bench", "-m", path, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen), "-r", "1",
-           "--json"]
+           "--json"] + list(extra)
     if bandwidth:
         cmd.append("--bandwidth")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -58,7 +65,11 @@ def main():
     ap.add_argument("-p", type=int, default=64)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--shardlm-args", default="", help="extra options for shardlm bench")
+    ap.add_argument("--llama-flash", action="store_true", help="llama.cpp with flash attention")
+    ap.add_argument("--no-bandwidth", action="store_true", help="skip the read-bandwidth measurement")
     args = ap.parse_args()
+    extra = shlex.split(args.shardlm_args)
     rows = []
     for path in args.models:
         for t in [int(x) for x in args.threads.split(",")]:
@@ -66,12 +77,13 @@ def main():
             bw = 0.0
             weight_gb = 0.0
             for r in range(args.r):
-                j = shardlm_run(args.binary, path, t, args.p, args.n, bandwidth=(r == 0))
+                j = shardlm_run(args.binary, path, t, args.p, args.n, bandwidth=(r == 0 and not args.no_bandwidth),
+                                extra=extra)
                 bw = max(bw, j["read_bw_gbps"])
                 weight_gb = j["weight_gb"]
                 ours_pp.append(j["pp_tps"])
                 ours_tg.append(j["tg_tps"])
-                pp, tg = llama_cpp_run(path, t, args.p, args.n)
+                pp, tg = llama_cpp_run(path, t, args.p, args.n, args.llama_flash)
                 ref_pp.append(pp)
                 ref_tg.append(tg)
                 print(f"  {os.path.basename(path)} t={t} rep {r}: shardlm pp {j['pp_tps']:.1f} tg {j['tg_tps']:.1f}"
@@ -84,7 +96,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t, opp, rpp, otg, rtg, gbs, bw in rows:
         print(f"| {name} | {t} | {opp:.1f} | {rpp:.1f} | {opp / rpp:.2f} | {otg:.2f} | {rtg:.2f} | {otg / rtg:.2f} |"
-              f" {gbs:.2f} | {bw:.2f} | {100 * gbs / bw:.0f}% |")
+              f" {gbs:.2f} | {bw:.2f} | {100 * gbs / bw if bw else 0:.0f}% |")
 
 
 if __name__ == "__main__":

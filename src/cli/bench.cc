@@ -83,7 +83,9 @@ Runner add_bench(CLI::App& app) {
     auto m = model::load_model(o->model);
     if (!m) return fail(m.error());
     const model::Config& cfg = (*m)->config;
-    const int ctx = std::max(resolve_ctx(*o, cfg), *n_prompt + *n_gen + 1);
+    std::string ctx_error;
+    const int ctx = std::max(resolve_ctx(*o, cfg, &ctx_error), *n_prompt + *n_gen + 1);
+    if (!ctx_error.empty()) return fail(ctx_error);
     if (ctx > cfg.ctx_train) return fail("-p + -n exceeds the model's trained context");
     util::ThreadPool pool(o->threads);
     std::mt19937 rng(42);
@@ -140,10 +142,12 @@ Runner add_bench(CLI::App& app) {
     const double gbs = stg.mean * weight_gb;
     if (*json) {
       std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
+                  "\"kv_type\": \"%s\", \"attention\": \"%s\", "
                   "\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, "
                   "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f, \"n_nodes\": %d, "
                   "\"cluster\": \"%s\", \"nodes\": [",
                   o->model.c_str(), o->threads, kernels::isa_name(kernels::active_isa()), *n_prompt, *n_gen,
+                  model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention),
                   spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw, cluster.n_nodes(),
                   cluster.n_nodes() > 1 ? cluster.describe().c_str() : "");
       // Per node, per generated token (decode phases only): compute and sync ms, bytes.
@@ -154,8 +158,9 @@ Runner add_bench(CLI::App& app) {
                     tg_sum[i].sync_s * 1e3 / n_tg, tg_sum[i].bytes_sent / n_tg, tg_sum[i].bytes_received / n_tg);
       std::printf("]}\n");
     } else {
-      std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s\n", o->model.c_str(), cfg.arch_name.c_str(),
-                  weight_gb, o->threads, kernels::isa_name(kernels::active_isa()));
+      std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s, KV %s, attention %s\n", o->model.c_str(),
+                  cfg.arch_name.c_str(), weight_gb, o->threads, kernels::isa_name(kernels::active_isa()),
+                  model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention));
       if (!pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", *n_prompt, spp.mean, spp.sd);
       if (!tg.empty())
         std::printf("tg%-5d %10.2f ± %.2f tokens/s  (%.2f GB/s of weights)\n", *n_gen, stg.mean, stg.sd, gbs);

@@ -58,7 +58,9 @@ Runner add_generate(CLI::App& app) {
     const model::Config& cfg = (*m)->config;
     std::vector<int32_t> tokens = (*tok)->encode(*prompt, /*add_special=*/true, /*parse_special=*/true);
     if (tokens.empty()) return fail("the prompt is empty after tokenization");
-    const int ctx = resolve_ctx(*o, cfg);
+    std::string ctx_error;
+    const int ctx = resolve_ctx(*o, cfg, &ctx_error);
+    if (!ctx_error.empty()) return fail(ctx_error);
     if (static_cast<int>(tokens.size()) + *n_predict > ctx)
       return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(*n_predict) +
                   " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");

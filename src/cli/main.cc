@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(cli::add_worker);
   add(cli::add_serve);
   add(cli::add_chat);
+  add(cli::add_perplexity);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

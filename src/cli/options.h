@@ -10,6 +10,7 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/transformer.h"
 #include "runtime/cluster.h"
 #include "sampler/sampler.h"
 
@@ -20,20 +21,33 @@ struct RunOptions {
   int threads = std::max(1u, std::thread::hardware_concurrency());
   int ctx = 0;  // 0: min(trained context, 4096)
   model::KvType kv_type = model::KvType::kF16;
+  // Flash by default: faster at long context, and a prompt's logits do not depend on its
+  // batch split. `--flash-attn off` is llama.cpp's non-flash path to the bit.
+  model::AttentionMode attention = model::AttentionMode::kFlash;
   int batch = 32;
 };
 
 inline void add_run_options(CLI::App* cmd, RunOptions* o) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-t,--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
-  cmd->add_option("-c,--ctx", o->ctx, "context length (default: min(trained, 4096))")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 or f32")
+  cmd->add_option("-c,--ctx", o->ctx, "context length, up to the model's trained context (default: min(trained, 4096))")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, q8_0 (needs --flash-attn on) or f32")
       ->transform(CLI::CheckedTransformer(std::map<std::string, model::KvType>{
-          {"f16", model::KvType::kF16}, {"f32", model::KvType::kF32}}, CLI::ignore_case));
+          {"f16", model::KvType::kF16}, {"f32", model::KvType::kF32}, {"q8_0", model::KvType::kQ8_0}},
+          CLI::ignore_case));
+  cmd->add_option("--flash-attn", o->attention,
+                  "attention: on (tiled flash attention, default) or off (llama.cpp's exact non-flash path)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, model::AttentionMode>{
+          {"on", model::AttentionMode::kFlash}, {"off", model::AttentionMode::kExact}}, CLI::ignore_case));
   cmd->add_option("-b,--batch", o->batch, "prompt tokens evaluated per step")->capture_default_str()->check(CLI::Range(1, 4096));
 }
 
-inline int resolve_ctx(const RunOptions& o, const model::Config& c) {
+// The context to allocate; an error message (non-empty) when --ctx exceeds the model's.
+inline int resolve_ctx(const RunOptions& o, const model::Config& c, std::string* error = nullptr) {
+  if (o.ctx > c.ctx_train && error)
+    *error = "--ctx " + std::to_string(o.ctx) + " exceeds the model's trained context of " +
+             std::to_string(c.ctx_train) + " tokens; use --ctx " + std::to_string(c.ctx_train) + " or less";
   if (o.ctx > 0) return std::min(o.ctx, c.ctx_train);
   return std::min(c.ctx_train, 4096);
 }
@@ -86,6 +100,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->cluster_key = c.cluster_key;
   out->ctx = ctx;
   out->kv_type = r.kv_type;
+  out->attention = r.attention;
   out->batch = r.batch;
   return "";
 }

@@ -31,7 +31,13 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kKvTile = 64;          // KV positions per tile (scores are rows x kKvTile)
 constexpr int kRowsPerUnit = 64;     // target (query, head) rows per work unit
 constexpr int kDecodeSplitMin = 512;  // flash_attention hands n_q == 1 to flash_decode from here
-constexpr int kMinChunk = 256;       // flash_decode: fewest positions per context chunk
+// Every query's context is cut at absolute multiples of kChunk; each chunk's softmax state
+// (max, sum, acc) is computed by the tiles above and the chunks are folded in order by
+// fold_chunk. flash_decode gives each thread whole chunks and folds them the same way, so a
+// row's result is the same to the bit whether it is computed in a batch of any split, by
+// one thread or by flash decoding over several.
+constexpr int kChunk = 256;
+static_assert(kChunk % kKvTile == 0, "chunks are whole KV tiles");
 
 // ---- query preparation: round Q to the K cache's dot-product type -------------------------
 
@@ -180,13 +186,32 @@ void prefetch_rows(const uint8_t* p, int n, size_t stride, size_t width) {
     for (size_t b = 0; b < width; b += 64) __builtin_prefetch(p + j * stride + b, 0, 2);
 }
 
+// Folds one chunk's softmax state (m, l, a[hd]) into the running state (M, L, A[hd]):
+// rescale both to the larger max and add. The only place chunks are combined (not inlined,
+// so every caller rounds identically).
+__attribute__((noinline)) void fold_chunk(float* M, float* L, float* A, float m, float l, const float* a,
+                                          int hd) {
+  if (l == 0.0f) return;  // the chunk saw no key of this row
+  if (*L == 0.0f) {
+    *M = m, *L = l;
+    std::memcpy(A, a, size_t(hd) * sizeof(float));
+    return;
+  }
+  const float mx = std::max(*M, m);
+  const float wa = std::exp(*M - mx), wb = std::exp(m - mx);
+  *L = *L * wa + l * wb;
+  for (int i = 0; i < hd; ++i) A[i] = A[i] * wa + a[i] * wb;
+  *M = mx;
+}
+
 // Per-thread buffers, kept between calls so a decode step allocates nothing.
 struct Scratch {
   std::vector<uint8_t> q;  // [rows][q_row_bytes] prepared queries
   std::vector<float> s;    // [rows][kKvTile] scores, then probabilities
-  std::vector<float> acc;  // [rows][head_dim] unnormalised output
-  std::vector<float> m;    // [rows] running max
-  std::vector<float> l;    // [rows] running sum of exp
+  std::vector<float> acc;  // [rows][head_dim] unnormalised output of the current chunk
+  std::vector<float> m;    // [rows] running max of the current chunk
+  std::vector<float> l;    // [rows] running sum of exp of the current chunk
+  std::vector<float> tacc, tm, tl;  // the same, folded over the finished chunks
 };
 
 Scratch& thread_scratch() {
@@ -195,9 +220,10 @@ Scratch& thread_scratch() {
 }
 
 // One work unit: query tokens [t0, t1) x the query heads of one group, over KV positions
-// [c0, c1) (c1 already clipped to the causal limit pos0 + t1). Row r is query token
-// t0 + r / G and head heads[r % G]. Writes normalised output, or, when partial is set,
-// (max, sum, acc[head_dim]) for each head at partial + (head * n_chunks + chunk) * (2 + hd).
+// [c0, c1) (c0 a multiple of kChunk, c1 already clipped to the causal limit pos0 + t1).
+// Row r is query token t0 + r / G and head heads[r % G]. Writes normalised output, or,
+// when partial is set (one chunk: c1 - c0 <= kChunk), that chunk's (max, sum, acc[head_dim])
+// for each head at partial + (head * n_chunks + chunk) * (2 + hd).
 void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* heads, int G,
               int t0, int t1, int c0, int c1, float* partial, int n_chunks, int chunk) {
   const KvHeadView& view = a.kv[kv];
@@ -205,21 +231,35 @@ void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* 
   const int hd = a.head_dim;
   const int R = (t1 - t0) * G;
   const size_t qrb = q_row_bytes(f, hd);
+  CHECK(c0 % kChunk == 0 && (!partial || c1 - c0 <= kChunk));
   Scratch& sc = thread_scratch();
   if (sc.q.size() < R * qrb) sc.q.resize(R * qrb);
   if (sc.s.size() < size_t(R) * kKvTile) sc.s.resize(size_t(R) * kKvTile);
-  if (sc.acc.size() < size_t(R) * hd) sc.acc.resize(size_t(R) * hd);
-  if (sc.m.size() < size_t(R)) sc.m.resize(R), sc.l.resize(R);
+  if (sc.acc.size() < size_t(R) * hd) sc.acc.resize(size_t(R) * hd), sc.tacc.resize(size_t(R) * hd);
+  if (sc.m.size() < size_t(R)) sc.m.resize(R), sc.l.resize(R), sc.tm.resize(R), sc.tl.resize(R);
   float* acc = sc.acc.data();
-  std::fill(acc, acc + size_t(R) * hd, 0.0f);
-  std::fill(sc.m.begin(), sc.m.begin() + R, kNegInf);
-  std::fill(sc.l.begin(), sc.l.begin() + R, 0.0f);
+  auto reset_chunk = [&] {
+    std::fill(acc, acc + size_t(R) * hd, 0.0f);
+    std::fill(sc.m.begin(), sc.m.begin() + R, kNegInf);
+    std::fill(sc.l.begin(), sc.l.begin() + R, 0.0f);
+  };
+  auto fold_rows = [&] {
+    for (int r = 0; r < R; ++r)
+      fold_chunk(&sc.tm[r], &sc.tl[r], &sc.tacc[size_t(r) * hd], sc.m[r], sc.l[r], acc + size_t(r) * hd, hd);
+  };
+  reset_chunk();
+  std::fill(sc.tm.begin(), sc.tm.begin() + R, kNegInf);
+  std::fill(sc.tl.begin(), sc.tl.begin() + R, 0.0f);
   for (int r = 0; r < R; ++r) {
     const float* x = a.q + size_t(t0 + r / G) * a.q_stride + size_t(heads[r % G]) * hd;
     prepare_q_row(tk, f, x, sc.q.data() + r * qrb, hd);
   }
 
   for (int j0 = c0; j0 < c1; j0 += kKvTile) {
+    if (j0 > c0 && j0 % kChunk == 0) {  // a chunk ends: fold it, start the next
+      fold_rows();
+      reset_chunk();
+    }
     const int nk = std::min(kKvTile, c1 - j0);
     // Rows whose query sees none of this tile (pos0 + t < j0) are the leading ones.
     const int rb = std::max(0, j0 - a.pos0 - t0) * G;
@@ -248,19 +288,21 @@ void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* 
                     acc + size_t(rb) * hd);
   }
 
-  for (int r = 0; r < R; ++r) {
-    const int h = heads[r % G];
-    const float* ar = acc + size_t(r) * hd;
-    if (partial) {
-      float* p = partial + (size_t(h) * n_chunks + chunk) * (2 + hd);
+  if (partial) {
+    for (int r = 0; r < R; ++r) {
+      float* p = partial + (size_t(heads[r % G]) * n_chunks + chunk) * (2 + hd);
       p[0] = sc.m[r];
       p[1] = sc.l[r];
-      std::memcpy(p + 2, ar, size_t(hd) * sizeof(float));
-    } else {
-      float* o = a.out + size_t(t0 + r / G) * a.out_stride + size_t(h) * hd;
-      const float inv = sc.l[r] == 0.0f ? 0.0f : 1.0f / sc.l[r];
-      for (int i = 0; i < hd; ++i) o[i] = ar[i] * inv;
+      std::memcpy(p + 2, acc + size_t(r) * hd, size_t(hd) * sizeof(float));
     }
+    return;
+  }
+  fold_rows();
+  for (int r = 0; r < R; ++r) {
+    const float* ar = &sc.tacc[size_t(r) * hd];
+    float* o = a.out + size_t(t0 + r / G) * a.out_stride + size_t(heads[r % G]) * hd;
+    const float inv = sc.tl[r] == 0.0f ? 0.0f : 1.0f / sc.tl[r];
+    for (int i = 0; i < hd; ++i) o[i] = ar[i] * inv;
   }
 }
 
@@ -370,15 +412,12 @@ void flash_decode(const AttentionArgs& a, util::ThreadPool& pool) {
   const TileKernels& tk = pick_kernels(a);
   const Groups g = make_groups(a);
   const int n_groups = int(g.kv.size());
-  const int nth = pool.size();
   const int hd = a.head_dim;
   const int n_ctx = a.pos0 + 1;
-  // About 4 units per thread for dynamic balance, chunks of >= kMinChunk positions,
-  // aligned to whole KV tiles.
-  int n_chunks = nth == 1 ? 1 : std::clamp(ceil_div(4 * nth, n_groups), 1, ceil_div(n_ctx, kMinChunk));
-  const int chunk_len = ceil_div(ceil_div(n_ctx, n_chunks), kKvTile) * kKvTile;
-  n_chunks = ceil_div(n_ctx, chunk_len);
-
+  // Whole chunks at the same absolute boundaries as flash_attention's, so the fold below
+  // reproduces its result exactly; units are taken dynamically for balance.
+  const int n_chunks = ceil_div(n_ctx, kChunk);
+  const int chunk_len = kChunk;
   thread_local std::vector<float> partials;  // [n_heads][n_chunks][2 + head_dim]
   float* part = nullptr;
   if (n_chunks > 1) {
@@ -397,26 +436,21 @@ void flash_decode(const AttentionArgs& a, util::ThreadPool& pool) {
   });
   if (!part) return;
 
-  // Merge: out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c.
+  // Merge: fold the chunks in order (as run_unit does), then normalise.
   pool.run([&](int ith, int nth_run) {
     int64_t h0, h1;
     util::split_range(a.n_heads, ith, nth_run, &h0, &h1);
+    std::vector<float> acc(hd);
     for (int64_t h = h0; h < h1; ++h) {
-      float* o = a.out + size_t(h) * hd;
       const float* p = part + size_t(h) * n_chunks * (2 + hd);
-      float m = kNegInf;
-      for (int c = 0; c < n_chunks; ++c) m = std::max(m, p[c * (2 + hd)]);
-      float l = 0.0f;
-      std::fill(o, o + hd, 0.0f);
+      float m = kNegInf, l = 0.0f;
       for (int c = 0; c < n_chunks; ++c) {
         const float* pc = p + c * (2 + hd);
-        if (pc[1] == 0.0f) continue;
-        const float w = std::exp(pc[0] - m);
-        l += pc[1] * w;
-        for (int i = 0; i < hd; ++i) o[i] += pc[2 + i] * w;
+        fold_chunk(&m, &l, acc.data(), pc[0], pc[1], pc + 2, hd);
       }
+      float* o = a.out + size_t(h) * hd;
       const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-      for (int i = 0; i < hd; ++i) o[i] *= inv;
+      for (int i = 0; i < hd; ++i) o[i] = acc[i] * inv;
     }
   });
 }

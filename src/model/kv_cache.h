@@ -1,59 +1,75 @@
-// kv_cache.h: per-layer key and value cache for the KV heads a node owns, F16 by default
-// (F32 optional). Layout [layer][kv_head][pos][head_dim] so one head's keys are contiguous.
+// kv_cache.h: per-layer key and value cache for the KV heads a node owns, F16 by default,
+// F32 or Q8_0 (blocks of 32, as ggml) optional. Layout [layer][kv_head][pos][row] so one
+// head's rows are contiguous (row_bytes apart), which is what kernels::KvHeadView reads.
 // Deliberately dumb storage: attention math lives in the transformer and kernels.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
 namespace model {
 
-enum class KvType { kF16, kF32 };
+enum class KvType { kF16, kF32, kQ8_0 };
+
+inline const char* kv_type_name(KvType t) {
+  return t == KvType::kF16 ? "f16" : t == KvType::kF32 ? "f32" : "q8_0";
+}
+inline kernels::KvFormat kv_format(KvType t) {
+  return t == KvType::kF16 ? kernels::KvFormat::kF16
+                           : t == KvType::kF32 ? kernels::KvFormat::kF32 : kernels::KvFormat::kQ8_0;
+}
 
 class KvCache {
  public:
+  // A Q8_0 cache needs head_dim % 32 == 0 (callers check and report it).
   KvCache(int n_layers, int n_kv_heads, int head_dim, int ctx, KvType type)
-      : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), ctx_(ctx), type_(type) {
-    const size_t n = size_t(n_layers) * n_kv_heads * ctx * head_dim;
-    if (type == KvType::kF16) {
-      k16_.resize(n);
-      v16_.resize(n);
-    } else {
-      k32_.resize(n);
-      v32_.resize(n);
-    }
+      : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), ctx_(ctx), type_(type),
+        row_bytes_(kernels::kv_row_bytes(kv_format(type), head_dim)) {
+    const size_t n = size_t(n_layers) * n_kv_heads * ctx * row_bytes_;
+    k_.resize(n);
+    v_.resize(n);
   }
   int ctx() const { return ctx_; }
   KvType type() const { return type_; }
+  size_t row_bytes() const { return row_bytes_; }
+  // Byte offset of (layer, head, pos)'s row.
   size_t offset(int layer, int head, int pos) const {
-    return ((size_t(layer) * n_kv_heads_ + head) * ctx_ + pos) * head_dim_;
+    return ((size_t(layer) * n_kv_heads_ + head) * ctx_ + pos) * row_bytes_;
   }
   void store(int layer, int head, int pos, const float* k, const float* v) {
     CHECK(pos >= 0 && pos < ctx_);
     const size_t o = offset(layer, head, pos);
-    for (int i = 0; i < head_dim_; ++i) {
-      if (type_ == KvType::kF16) {
-        k16_[o + i] = util::f32_to_fp16(k[i]);
-        v16_[o + i] = util::f32_to_fp16(v[i]);
-      } else {
-        k32_[o + i] = k[i];
-        v32_[o + i] = v[i];
-      }
+    if (type_ == KvType::kF16) {  // util's rounding: the exact path's (llama.cpp's) F16 cache
+      auto* kd = reinterpret_cast<uint16_t*>(k_.data() + o);
+      auto* vd = reinterpret_cast<uint16_t*>(v_.data() + o);
+      for (int i = 0; i < head_dim_; ++i) kd[i] = util::f32_to_fp16(k[i]), vd[i] = util::f32_to_fp16(v[i]);
+    } else {
+      kernels::kv_store_row(kv_format(type_), k, k_.data() + o, head_dim_);
+      kernels::kv_store_row(kv_format(type_), v, v_.data() + o, head_dim_);
     }
   }
-  const uint16_t* k16(size_t o) const { return k16_.data() + o; }
-  const uint16_t* v16(size_t o) const { return v16_.data() + o; }
-  const float* k32(size_t o) const { return k32_.data() + o; }
-  const float* v32(size_t o) const { return v32_.data() + o; }
-  size_t bytes() const { return (k16_.size() + v16_.size()) * 2 + (k32_.size() + v32_.size()) * 4; }
+  // One KV head's rows of a layer, for kernels::flash_attention.
+  kernels::KvHeadView view(int layer, int head) const {
+    const size_t o = offset(layer, head, 0);
+    return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_};
+  }
+  // Element access of the exact (naive) path; o from offset().
+  const uint16_t* k16(size_t o) const { return reinterpret_cast<const uint16_t*>(k_.data() + o); }
+  const uint16_t* v16(size_t o) const { return reinterpret_cast<const uint16_t*>(v_.data() + o); }
+  const float* k32(size_t o) const { return reinterpret_cast<const float*>(k_.data() + o); }
+  const float* v32(size_t o) const { return reinterpret_cast<const float*>(v_.data() + o); }
+  size_t bytes() const { return k_.size() + v_.size(); }
 
  private:
+  // std::vector<uint8_t> storage from operator new: aligned for floats.
   int n_layers_, n_kv_heads_, head_dim_, ctx_;
   KvType type_;
-  std::vector<uint16_t> k16_, v16_;
-  std::vector<float> k32_, v32_;
+  size_t row_bytes_;
+  std::vector<uint8_t> k_, v_;
 };
 
 }  // namespace model

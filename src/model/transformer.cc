@@ -5,17 +5,28 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "tensor/quants.h"
 
 namespace model {
 
 Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
-                         KvType kv_type, int max_batch)
-    : Transformer(cfg, w, pool, ctx, kv_type, max_batch, Partition::whole(cfg), nullptr) {}
+                         KvType kv_type, int max_batch, AttentionMode attention)
+    : Transformer(cfg, w, pool, ctx, kv_type, max_batch, Partition::whole(cfg), nullptr, attention) {}
+
+std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode) {
+  if (kv_type == KvType::kQ8_0 && mode != AttentionMode::kFlash)
+    return "a q8_0 KV cache needs flash attention (--flash-attn on), as in llama.cpp";
+  if (kv_type == KvType::kQ8_0 && cfg.head_dim % 32 != 0)
+    return "a q8_0 KV cache needs head_dim to be a multiple of 32 (this model's is " +
+           std::to_string(cfg.head_dim) + "): use --kv-type f16";
+  return "";
+}
 
 Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
-                         KvType kv_type, int max_batch, const Partition& part, Collective* comm)
+                         KvType kv_type, int max_batch, const Partition& part, Collective* comm,
+                         AttentionMode attention)
     : cfg_(cfg),
       w_(w),
       pool_(pool),
@@ -24,7 +35,12 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
       kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, ctx, kv_type),
       max_batch_(std::max(1, max_batch)),
       q_dim_(part.n_heads * cfg.head_dim),
-      kv_dim_(part.n_kv_heads * cfg.head_dim) {
+      kv_dim_(part.n_kv_heads * cfg.head_dim),
+      mode_(attention) {
+  const std::string why = attention_unsupported(cfg, kv_type, attention);
+  CHECK_MSG(why.empty(), why.c_str());
+  const int group = cfg.n_heads / cfg.n_kv_heads;
+  for (int h = 0; h < part.n_heads; ++h) kv_of_head_.push_back((part.head_begin + h) / group - part.kv_begin);
   const size_t B = max_batch_;
   x_.resize(B * cfg.dim);
   xn_.resize(B * cfg.dim);
@@ -35,7 +51,7 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
   gate_.resize(B * part.n_ff);
   up_.resize(B * part.n_ff);
   proj_.resize(B * cfg.dim);
-  scores_.resize(size_t(pool.size()) * (ctx + 8));
+  if (mode_ == AttentionMode::kExact) scores_.resize(size_t(pool.size()) * (ctx + 8));
   rope_.resize(B * cfg.n_rot);
 }
 
@@ -195,10 +211,8 @@ util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
 void Transformer::attention(int l, int n, int pos) {
   const Config& c = cfg_;
   const LayerWeights& lw = w_.layers[l];
-  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int hd = c.head_dim;
   const int n_heads = part_.n_heads, n_kv = part_.n_kv_heads;
-  // KV head (local index) read by local query head h.
-  auto kv_of = [&](int h) { return (part_.head_begin + h) / group - part_.kv_begin; };
   // Biases, per-head norms, rope; then append k, v to the cache.
   for (int b = 0; b < n; ++b) {
     float* q = &q_[size_t(b) * q_dim_];
@@ -218,11 +232,32 @@ void Transformer::attention(int l, int n, int pos) {
       kv_.store(l, g, pos + b, k + g * hd, v + g * hd);
     }
   }
-  // Causal attention per (token, head). With the F16 cache this follows llama.cpp's
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (mode_ == AttentionMode::kFlash) {
+    // Tiled over the cache at absolute positions, online softmax, fixed reduction order:
+    // a row's output is independent of the batch split and of the threads.
+    std::vector<kernels::KvHeadView> views(n_kv);
+    for (int g = 0; g < n_kv; ++g) views[g] = kv_.view(l, g);
+    kernels::AttentionArgs a{};
+    a.n_q = n;
+    a.pos0 = pos;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.kv_of_head = kv_of_head_.data();
+    a.head_dim = hd;
+    a.scale = scale;
+    a.q = q_.data();
+    a.q_stride = q_dim_;
+    a.out = att_.data();
+    a.out_stride = q_dim_;
+    a.kv = views.data();
+    kernels::flash_attention(a, pool_);
+    return;
+  }
+  // Exact path: causal attention per (token, head). With the F16 cache this follows llama.cpp's
   // non-flash CPU path operation for operation: q rounded to F16, k.q in ggml's F16 dot
   // order, softmax of the scaled scores, probabilities rounded to F16, then V summed in
   // ggml's order (kernels::dot_f16 / weighted_sum_f16), so results match bit for bit.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool f16 = kv_.type() == KvType::kF16;
   const int64_t jobs = int64_t(n) * n_heads;
   pool_.run([&](int ith, int nth) {
@@ -232,7 +267,7 @@ void Transformer::attention(int l, int n, int pos) {
     std::vector<uint16_t> q16(hd), p16(ctx());
     for (int64_t j = j0; j < j1; ++j) {
       const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
-      const int g = kv_of(h), n_ctx = pos + b + 1;
+      const int g = kv_of_head_[h], n_ctx = pos + b + 1;
       const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
       float* out = &att_[size_t(b) * q_dim_ + size_t(h) * hd];
       if (f16) {

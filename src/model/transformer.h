@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -58,13 +59,24 @@ class Collective {
   virtual util::Status all_gather_rows(uint8_t* buf, int n_rows, size_t row_bytes, size_t offset, size_t len) = 0;
 };
 
+enum class AttentionMode : uint8_t { kExact = 0, kFlash = 1 };
+inline const char* attention_mode_name(AttentionMode m) { return m == AttentionMode::kFlash ? "flash" : "exact"; }
+// Why (cfg, kv_type, mode) cannot run, or "" when it can.
+std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode);
+
 class Transformer {
  public:
   // ctx: positions the KV cache holds; max_batch: tokens evaluated per internal step.
+  // attention: kExact (default) is llama.cpp's non-flash CPU path operation for operation
+  // (F16 or F32 cache); kFlash is kernels::flash_attention (any KvType, Q8_0 included),
+  // whose rows do not depend on how a prompt is split into batches nor on the threads.
+  // A Q8_0 cache needs kFlash and head_dim % 32 == 0 (CHECKed; callers report it first,
+  // see attention_unsupported).
   Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
-              KvType kv_type = KvType::kF16, int max_batch = 32);
+              KvType kv_type = KvType::kF16, int max_batch = 32, AttentionMode attention = AttentionMode::kExact);
   Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx, KvType kv_type,
-              int max_batch, const Partition& part, Collective* comm);
+              int max_batch, const Partition& part, Collective* comm,
+              AttentionMode attention = AttentionMode::kExact);
 
   // Evaluates tokens[0..n) at positions pos..pos+n-1, appending to the KV cache.
   // logits (if not null) receives the local n_vocab floats for the last token, or n rows
@@ -78,6 +90,8 @@ class Transformer {
 
   const Config& config() const { return cfg_; }
   const Partition& partition() const { return part_; }
+  AttentionMode attention_mode() const { return mode_; }
+  KvType kv_type() const { return kv_.type(); }
   int ctx() const { return kv_.ctx(); }
 
  private:
@@ -98,6 +112,8 @@ class Transformer {
   KvCache kv_;
   int max_batch_;
   int q_dim_, kv_dim_;  // local: n_heads * head_dim, n_kv_heads * head_dim
+  AttentionMode mode_;
+  std::vector<int> kv_of_head_;  // [local heads] local KV head each query head reads
 
   // Scratch for one batch of up to max_batch_ tokens.
   std::vector<float> x_;       // [B][dim] residual stream

@@ -27,6 +27,13 @@ Status step_failed(const Status& st) {
                                       "then start the root again)");
 }
 
+Status check_tokens(const model::Config& cfg, const int32_t* tokens, int n) {
+  for (int b = 0; b < n; ++b)
+    if (tokens[b] < 0 || tokens[b] >= cfg.n_vocab)
+      return Status::error("token id " + std::to_string(tokens[b]) + " is outside the vocabulary");
+  return util::ok_status();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, const std::string& model_path,
@@ -47,6 +54,8 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   }
   if (!o.exact && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
+  if (std::string why = model::attention_unsupported(m.config, o.kv_type, o.attention); !why.empty())
+    return Status::error(why);
   auto p = plan::make_plan(shape_of(m.config, m.weights), shares, o.exact && n > 1);
   if (!p) return p.status();
   c->plan_ = std::move(*p);
@@ -70,7 +79,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   }
   c->root_slice_ = slice_weights(m.config, m.weights, c->plan_.nodes[0]);
   c->tf_ = std::make_unique<model::Transformer>(m.config, c->root_slice_.weights, pool, o.ctx, o.kv_type, o.batch,
-                                                c->root_slice_.part, c->coll_.get());
+                                                c->root_slice_.part, c->coll_.get(), o.attention);
   c->logits_.resize(c->root_slice_.part.n_vocab);
   return c;
 }
@@ -121,6 +130,7 @@ Status Cluster::setup_workers(const std::string& model_hash) {
     s.ctx = o_.ctx;
     s.batch = o_.batch;
     s.kv_type = o_.kv_type;
+    s.attention = o_.attention;
     s.step_timeout_s = o_.step_timeout_s;
     RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
     auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing
@@ -237,66 +247,115 @@ Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress*
   return util::ok_status();
 }
 
-Expected<int32_t> Cluster::step(const int32_t* tokens, int n, int pos, sampler::DistributedSampler* smp,
-                                const std::vector<int32_t>& history) {
-  const model::Config& cfg = m_.config;
+Status Cluster::send_step(const int32_t* tokens, int n, Step& s) {
+  if (!t_) return util::ok_status();
   const model::Matrix& embd = m_.weights.token_embd;
-  for (int b = 0; b < n; ++b)
-    if (tokens[b] < 0 || tokens[b] >= cfg.n_vocab)
-      return Status::error("token id " + std::to_string(tokens[b]) + " is outside the vocabulary");
-  sampler::PenaltyCounts penalties;
-  if (smp) penalties = sampler::penalty_counts(smp->params(), history);
-  if (t_) {
-    rows_.resize(embd.row_bytes * size_t(n));
-    for (int b = 0; b < n; ++b) std::memcpy(rows_.data() + b * embd.row_bytes, embd.row(tokens[b]), embd.row_bytes);
-    Step s;
-    s.pos = pos;
-    s.n = n;
-    s.embd_type = embd.type;
-    s.rows = rows_;
-    s.want = smp ? Want::kCandidates : Want::kNothing;
-    s.k = smp ? smp->k() : 1;
-    s.penalties = penalties;
-    if (smp) {
-      s.repeat_penalty = smp->params().repeat_penalty;
-      s.presence_penalty = smp->params().presence_penalty;
-      s.frequency_penalty = smp->params().frequency_penalty;
-    }
-    const std::vector<uint8_t> payload = encode_step(s);
-    for (int r = 1; r < t_->size(); ++r) {
-      Status st = t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s);
-      if (!st.ok()) return step_failed(st);
-    }
+  rows_.resize(embd.row_bytes * size_t(n));
+  for (int b = 0; b < n; ++b) std::memcpy(rows_.data() + b * embd.row_bytes, embd.row(tokens[b]), embd.row_bytes);
+  s.n = n;
+  s.embd_type = embd.type;
+  s.rows = rows_;
+  const std::vector<uint8_t> payload = encode_step(s);
+  for (int r = 1; r < t_->size(); ++r) {
+    Status st = t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s);
+    if (!st.ok()) return step_failed(st);
   }
+  return util::ok_status();
+}
+
+Status Cluster::root_forward(const int32_t* tokens, int n, int pos, bool logits, bool all_logits) {
   util::Timer timer;
   const double sync0 = coll_ ? coll_->seconds() : 0;
-  Status st = tf_->forward(tokens, n, pos, smp ? logits_.data() : nullptr);
+  if (logits) logits_.resize(size_t(all_logits ? n : 1) * root_slice_.part.n_vocab);
+  Status st = tf_->forward(tokens, n, pos, logits ? logits_.data() : nullptr, all_logits);
   if (!st.ok()) return step_failed(st);
   NodeCounters& rc = nodes_[0].counters;
   const double sync = coll_ ? coll_->seconds() - sync0 : 0;
+  rc.sync_s += sync;
+  rc.compute_s += timer.seconds() - sync;
+  rc.steps++;
+  return util::ok_status();
+}
+
+Status Cluster::collect_replies(std::vector<StepReply>* replies) {
+  replies->clear();
+  if (!t_) return util::ok_status();
+  for (int r = 1; r < t_->size(); ++r) {
+    auto m = t_->recv_expect(r, msg_type(Msg::kStepReply), o_.step_timeout_s);
+    if (!m) return step_failed(m.status());
+    auto rep = parse_step_reply(m->payload, t_->peer_name(r));
+    if (!rep) return step_failed(rep.status());
+    nodes_[r].counters = rep->counters;
+    replies->push_back(std::move(*rep));
+  }
+  const net::ByteCounters bc = t_->counters();
+  nodes_[0].counters.bytes_sent = bc.bytes_sent;
+  nodes_[0].counters.bytes_received = bc.bytes_received;
+  return util::ok_status();
+}
+
+Expected<int32_t> Cluster::step(const int32_t* tokens, int n, int pos, sampler::DistributedSampler* smp,
+                                const std::vector<int32_t>& history) {
+  RETURN_IF_ERROR(check_tokens(m_.config, tokens, n));
+  sampler::PenaltyCounts penalties;
+  if (smp) penalties = sampler::penalty_counts(smp->params(), history);
+  Step s;
+  s.pos = pos;
+  s.want = smp ? Want::kCandidates : Want::kNothing;
+  s.k = smp ? smp->k() : 1;
+  s.penalties = penalties;
+  if (smp) {
+    s.repeat_penalty = smp->params().repeat_penalty;
+    s.presence_penalty = smp->params().presence_penalty;
+    s.frequency_penalty = smp->params().frequency_penalty;
+  }
+  RETURN_IF_ERROR(send_step(tokens, n, s));
+  RETURN_IF_ERROR(root_forward(tokens, n, pos, smp != nullptr, false));
   std::vector<std::vector<sampler::Candidate>> parts;
   if (smp) {
     const model::Partition& part = root_slice_.part;
     sampler::apply_penalty_counts(smp->params(), penalties, logits_.data(), part.vocab_begin, part.n_vocab);
     parts.push_back(sampler::local_candidates(logits_.data(), part.vocab_begin, part.n_vocab, smp->k()).cand);
   }
-  rc.sync_s += sync;
-  rc.compute_s += timer.seconds() - sync;
-  rc.steps++;
-  if (t_) {
-    for (int r = 1; r < t_->size(); ++r) {
-      auto m = t_->recv_expect(r, msg_type(Msg::kStepReply), o_.step_timeout_s);
-      if (!m) return step_failed(m.status());
-      auto rep = parse_step_reply(m->payload, t_->peer_name(r));
-      if (!rep) return step_failed(rep.status());
-      nodes_[r].counters = rep->counters;
-      if (smp) parts.push_back(std::move(rep->cand));
-    }
-    const net::ByteCounters bc = t_->counters();
-    rc.bytes_sent = bc.bytes_sent;
-    rc.bytes_received = bc.bytes_received;
-  }
+  std::vector<StepReply> replies;
+  RETURN_IF_ERROR(collect_replies(&replies));
+  for (auto& rep : replies)
+    if (smp) parts.push_back(std::move(rep.cand));
   return smp ? smp->sample(parts) : -1;
+}
+
+Expected<std::vector<double>> Cluster::score(const int32_t* tokens, int n, int pos, const int32_t* targets) {
+  RETURN_IF_ERROR(check_tokens(m_.config, tokens, n));
+  for (int b = 0; b < n; ++b)
+    if (targets[b] >= m_.config.n_vocab)
+      return Status::error("target id " + std::to_string(targets[b]) + " is outside the vocabulary");
+  const bool any = std::any_of(targets, targets + n, [](int32_t t) { return t >= 0; });
+  Step s;
+  s.pos = pos;
+  s.want = any ? Want::kScores : Want::kNothing;
+  if (any) s.targets.assign(targets, targets + n);
+  RETURN_IF_ERROR(send_step(tokens, n, s));
+  RETURN_IF_ERROR(root_forward(tokens, n, pos, any, true));
+  const model::Partition& part = root_slice_.part;
+  std::vector<StepReply> replies;
+  RETURN_IF_ERROR(collect_replies(&replies));
+  std::vector<double> nll;
+  std::vector<RowScore> pieces;
+  size_t k = 0;  // index of the scored row in every reply
+  for (int b = 0; b < n; ++b) {
+    if (targets[b] < 0) continue;
+    pieces.assign(1, local_row_score(&logits_[size_t(b) * part.n_vocab], part.vocab_begin, part.n_vocab, targets[b]));
+    for (size_t r = 0; r < replies.size(); ++r) {
+      if (k >= replies[r].scores.size())
+        return step_failed(Status::error(t_->peer_name(int(r) + 1) + " returned too few row scores"));
+      pieces.push_back(replies[r].scores[k]);
+    }
+    auto v = combine_row_scores(pieces);
+    if (!v) return step_failed(v.status());
+    nll.push_back(*v);
+    ++k;
+  }
+  return nll;
 }
 
 std::vector<NodeStats> Cluster::stats() const { return nodes_; }

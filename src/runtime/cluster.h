@@ -39,6 +39,7 @@ struct ClusterOptions {
   std::string software_version = "dev";
   int ctx = 4096;
   model::KvType kv_type = model::KvType::kF16;
+  model::AttentionMode attention = model::AttentionMode::kExact;
   int batch = 32;
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // weight streaming progress on stderr
@@ -60,6 +61,12 @@ class Cluster {
   util::Expected<int32_t> step(const int32_t* tokens, int n, int pos, sampler::DistributedSampler* smp,
                                const std::vector<int32_t>& history);
 
+  // Evaluates tokens[0..n) at pos..pos+n-1 like step() and returns, for every row b with
+  // targets[b] >= 0, -log p(targets[b]) from that row's logits (in row order). Workers
+  // send per row only their vocabulary range's (max, sum of exp) and the target's logit
+  // (runtime/scoring.h), never whole logit rows.
+  util::Expected<std::vector<double>> score(const int32_t* tokens, int n, int pos, const int32_t* targets);
+
   int n_nodes() const { return int(nodes_.size()); }
   const plan::Plan& plan() const { return plan_; }
   // Totals per node (root first) since start; workers' as of their last reply.
@@ -78,6 +85,11 @@ class Cluster {
   };
   util::Status stream_slices(const std::vector<bool>& have);
   util::Status stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog, const std::atomic<bool>& abort);
+  // step()'s halves: send every worker the step; compute the root's rows (logits into
+  // logits_ when logits is set); collect the workers' replies into *replies.
+  util::Status send_step(const int32_t* tokens, int n, Step& s);
+  util::Status root_forward(const int32_t* tokens, int n, int pos, bool logits, bool all_logits);
+  util::Status collect_replies(std::vector<StepReply>* replies);
 
   const model::LoadedModel& m_;
   util::ThreadPool& pool_;
@@ -90,7 +102,7 @@ class Cluster {
   std::unique_ptr<AutoCollective> coll_;
   std::unique_ptr<model::Transformer> tf_;
   std::vector<NodeStats> nodes_;
-  std::vector<float> logits_;       // [n_vocab local] root's logits range
+  std::vector<float> logits_;       // [n_vocab local] root's logits range ([n][...] when scoring)
   std::vector<uint8_t> rows_;       // [n][row bytes] embedding rows of a step
 };
 

@@ -90,6 +90,7 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   w.put_i32(s.ctx);
   w.put_i32(s.batch);
   w.put_u8(uint8_t(s.kv_type));
+  w.put_u8(uint8_t(s.attention));
   put_f64(w, s.step_timeout_s);
   return w.take();
 }
@@ -136,7 +137,11 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   RETURN_IF_ERROR(r.get_i32(&s.ctx));
   RETURN_IF_ERROR(r.get_i32(&s.batch));
   RETURN_IF_ERROR(r.get_u8(&u));
-  s.kv_type = u ? model::KvType::kF32 : model::KvType::kF16;
+  if (u > uint8_t(model::KvType::kQ8_0)) return Status::error(what + " names an unknown KV cache type");
+  s.kv_type = model::KvType(u);
+  RETURN_IF_ERROR(r.get_u8(&u));
+  if (u > uint8_t(model::AttentionMode::kFlash)) return Status::error(what + " names an unknown attention mode");
+  s.attention = model::AttentionMode(u);
   RETURN_IF_ERROR(get_f64(r, &s.step_timeout_s));
   RETURN_IF_ERROR(r.finish());
   const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
@@ -147,6 +152,8 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
       (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return Status::error(what + " has an inconsistent shape or slice");
+  if (std::string why = model::attention_unsupported(c, s.kv_type, s.attention); !why.empty())
+    return Status::error(what + ": " + why);
   return s;
 }
 
@@ -202,6 +209,8 @@ std::vector<uint8_t> encode_step(const Step& s) {
     w.put_i32(id);
     w.put_i32(count);
   }
+  w.put_u32(uint32_t(s.targets.size()));
+  for (int32_t t : s.targets) w.put_i32(t);
   return w.take();
 }
 
@@ -229,8 +238,14 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
     RETURN_IF_ERROR(r.get_i32(&id));
     RETURN_IF_ERROR(r.get_i32(&count));
   }
+  uint32_t nt = 0;
+  RETURN_IF_ERROR(r.get_u32(&nt));
+  if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");
+  s.targets.resize(nt);
+  for (int32_t& t : s.targets) RETURN_IF_ERROR(r.get_i32(&t));
   RETURN_IF_ERROR(r.finish());
-  if (s.pos < 0 || s.n <= 0 || want > 1 || s.k < 1) return Status::error(what + " is malformed");
+  if (s.pos < 0 || s.n <= 0 || want > 2 || s.k < 1 || (want == 2 && nt != uint32_t(s.n)))
+    return Status::error(what + " is malformed");
   s.want = Want(want);
   return s;
 }
@@ -251,6 +266,13 @@ std::vector<uint8_t> encode_step_reply(const StepReply& rep) {
     w.put_f32(c.logit);
   }
   w.put_f32(rep.lse);
+  w.put_u32(uint32_t(rep.scores.size()));
+  for (const RowScore& x : rep.scores) {
+    w.put_f32(x.max);
+    put_f64(w, x.sum);
+    w.put_f32(x.target);
+    w.put_u8(x.owns);
+  }
   w.put_u64(rep.counters.bytes_sent);
   w.put_u64(rep.counters.bytes_received);
   put_f64(w, rep.counters.compute_s);
@@ -272,6 +294,15 @@ util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std
     RETURN_IF_ERROR(r.get_f32(&c.logit));
   }
   RETURN_IF_ERROR(r.get_f32(&rep.lse));
+  RETURN_IF_ERROR(r.get_u32(&n));
+  if (n > r.remaining() / 17) return Status::error(what + " lists more row scores than it carries");
+  rep.scores.resize(n);
+  for (RowScore& x : rep.scores) {
+    RETURN_IF_ERROR(r.get_f32(&x.max));
+    RETURN_IF_ERROR(get_f64(r, &x.sum));
+    RETURN_IF_ERROR(r.get_f32(&x.target));
+    RETURN_IF_ERROR(get_bool(r, &x.owns));
+  }
   RETURN_IF_ERROR(r.get_u64(&rep.counters.bytes_sent));
   RETURN_IF_ERROR(r.get_u64(&rep.counters.bytes_received));
   RETURN_IF_ERROR(get_f64(r, &rep.counters.compute_s));

@@ -3,13 +3,15 @@
 // little-endian with net::Writer and read back with bounds-checked net::Reader; a parse
 // error names the message and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
-//                measurements (α, β) or a forced algorithm, ctx, KV type, batch, timeouts
+//                measurements (α, β) or a forced algorithm, ctx, KV type, attention mode,
+//                batch, timeouts
 //   setup-reply  worker -> root: whether it already holds the slice (cache or --model)
 //   tensor       root -> worker: one chunk (<= 64 MiB) of one tensor of the slice
 //   weights-done root -> worker: tensor count; the worker answers ready (or an error)
 //   step         root -> worker: pos, n rows, the token embedding rows in their file type,
-//                what to return (nothing / top-k candidates / whole range), penalties
-//   step-reply   worker -> root: candidates + local log-sum-exp, and its counters
+//                what to return (nothing / top-k candidates / row scores for targets), penalties
+//   step-reply   worker -> root: candidates + local log-sum-exp, or per scored row its
+//                local (max, sum of exp) and the target's logit if owned; its counters
 //   shutdown     root -> worker: the session ends normally
 // Deliberately no I/O here: runtime/cluster.cc (root) and worker.cc send and receive.
 #pragma once
@@ -20,9 +22,11 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/transformer.h"
 #include "net/collectives.h"
 #include "net/wire.h"
 #include "plan/plan.h"
+#include "runtime/scoring.h"
 #include "sampler/distributed.h"
 #include "util/status.h"
 
@@ -45,6 +49,7 @@ struct Setup {
   double alpha_us = 50, beta_gbps = 1;
   int32_t ctx = 0, batch = 32;
   model::KvType kv_type = model::KvType::kF16;
+  model::AttentionMode attention = model::AttentionMode::kExact;
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
 };
@@ -60,7 +65,8 @@ struct TensorChunk {
 std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c);
 util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer);
 
-enum class Want : uint8_t { kNothing = 0, kCandidates = 1 };
+// kScores: every row whose target is >= 0 is scored (perplexity), see scoring.h.
+enum class Want : uint8_t { kNothing = 0, kCandidates = 1, kScores = 2 };
 struct Step {
   int32_t pos = 0, n = 0;
   tensor::Type embd_type = tensor::Type::F32;
@@ -69,6 +75,7 @@ struct Step {
   int32_t k = 1;                  // candidates to return (n_vocab: the whole range)
   sampler::PenaltyCounts penalties;
   float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;
+  std::vector<int32_t> targets;   // kScores: [n] target id per row, -1: not scored
 };
 std::vector<uint8_t> encode_step(const Step& s);
 util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer);
@@ -85,6 +92,7 @@ struct NodeCounters {
 struct StepReply {
   std::vector<sampler::Candidate> cand;
   float lse = 0;
+  std::vector<RowScore> scores;   // kScores: one per scored row, in row order
   NodeCounters counters;
 };
 std::vector<uint8_t> encode_step_reply(const StepReply& r);

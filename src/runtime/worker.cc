@@ -186,14 +186,14 @@ Status Worker::session(net::Transport& t) {
   AutoCollective coll(t, s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, held->config.dim, s.step_timeout_s,
                       s.batch);
   model::Transformer tf(held->config, held->node.weights, pool_, s.ctx, s.kv_type, s.batch, held->node.part,
-                        &coll);
+                        &coll, s.attention);
   RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
   t.reset_counters();
 
   const int D = held->config.dim;
   const model::Partition& part = held->node.part;
   std::vector<float> x;       // [n][dim] embedded rows of the step
-  std::vector<float> logits(part.n_vocab);  // [n_vocab local]
+  std::vector<float> logits(part.n_vocab);  // [n_vocab local], or [n][n_vocab local] when scoring
   NodeCounters counters;
   for (;;) {
     auto m = t.recv(0, o_.idle_timeout_s);
@@ -213,9 +213,14 @@ Status Worker::session(net::Transport& t) {
       tensor::dequantize_row(st->embd_type, st->rows.data() + b * rb, &x[size_t(b) * D], D);
     util::Timer timer;
     const double sync0 = coll.seconds();
-    const bool want = st->want == Want::kCandidates;
-    RETURN_IF_ERROR(tf.forward_embedded(x.data(), st->n, st->pos, want ? logits.data() : nullptr));
+    const bool want = st->want == Want::kCandidates, score = st->want == Want::kScores;
+    if (score) logits.resize(size_t(st->n) * part.n_vocab);
+    RETURN_IF_ERROR(tf.forward_embedded(x.data(), st->n, st->pos, want || score ? logits.data() : nullptr, score));
     StepReply rep;
+    for (int b = 0; score && b < st->n; ++b)
+      if (st->targets[b] >= 0)
+        rep.scores.push_back(
+            local_row_score(&logits[size_t(b) * part.n_vocab], part.vocab_begin, part.n_vocab, st->targets[b]));
     if (want) {
       sampler::Params sp;
       sp.repeat_penalty = st->repeat_penalty;

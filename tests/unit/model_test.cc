@@ -1,7 +1,9 @@
 // model_test.cc: config and weight binding errors, and forward-pass invariants on
 // synthetic random-weight models of each architecture (llama, qwen2, qwen3): batched
-// evaluation equals token-by-token evaluation, thread counts agree, F32 and F16 KV caches
-// agree closely. (Agreement with llama.cpp is golden_test's job.)
+// evaluation equals token-by-token evaluation (exact and flash attention), thread counts
+// agree, F32 / F16 / Q8_0 KV caches agree closely, and with flash attention every row's
+// logits are bit-identical whatever the batch split and thread count, on the toys and on
+// SmolLM2. (Agreement with llama.cpp is golden_test's and test_perplexity.py's job.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,9 +36,10 @@ std::string make(const std::string& shape, tensor::Type type) {
 }
 
 std::vector<float> run(const model::LoadedModel& m, const std::vector<int32_t>& toks, int threads, int batch,
-                       model::KvType kv = model::KvType::kF16) {
+                       model::KvType kv = model::KvType::kF16,
+                       model::AttentionMode mode = model::AttentionMode::kExact) {
   util::ThreadPool pool(threads);
-  model::Transformer tf(m.config, m.weights, pool, 64, kv, batch);
+  model::Transformer tf(m.config, m.weights, pool, 64, kv, batch, mode);
   std::vector<float> logits(m.config.n_vocab);
   for (size_t i = 0; i < toks.size(); i += batch) {
     const int n = std::min<int>(batch, static_cast<int>(toks.size() - i));
@@ -71,6 +74,104 @@ TEST_P(ArchTest, BatchedEqualsTokenByToken) {
   EXPECT_EQ(sampler::argmax(one.data(), (int)one.size()), sampler::argmax(big.data(), (int)big.size()));
   const auto f32kv = run(**m, toks, 2, 4, model::KvType::kF32);
   EXPECT_LT(max_rel_diff(one, f32kv), 5e-2);  // F16 rounding of K, V, Q and probabilities
+  // Flash attention: batch-split invariant (bit-identical), close to the exact path (no
+  // F16 rounding of the probabilities), and a Q8_0 cache close to F16.
+  const auto flash1 = run(**m, toks, 1, 1, model::KvType::kF16, model::AttentionMode::kFlash);
+  const auto flash4 = run(**m, toks, 2, 4, model::KvType::kF16, model::AttentionMode::kFlash);
+  EXPECT_EQ(flash1, flash4);
+  EXPECT_LT(max_rel_diff(one, flash4), 5e-2);
+  const auto q8kv = run(**m, toks, 2, 4, model::KvType::kQ8_0, model::AttentionMode::kFlash);
+  EXPECT_LT(max_rel_diff(flash4, q8kv), 5e-2);
+}
+
+// Every row's logits of a prompt evaluated in batches of `batch` (all_logits), and the
+// greedy continuation after it (n_gen tokens, one at a time).
+struct EvalRun {
+  std::vector<float> logits;  // [n][n_vocab]
+  std::vector<int32_t> gen;
+};
+EvalRun run_all(const model::LoadedModel& m, const std::vector<int32_t>& toks, int threads, int batch,
+            model::AttentionMode mode, int n_gen, model::KvType kv = model::KvType::kF16) {
+  util::ThreadPool pool(threads);
+  const int n = int(toks.size()), V = m.config.n_vocab;
+  model::Transformer tf(m.config, m.weights, pool, n + n_gen + 1, kv, batch, mode);
+  EvalRun r;
+  r.logits.resize(size_t(n) * V);
+  EXPECT_TRUE(tf.forward(toks.data(), n, 0, r.logits.data(), /*all_logits=*/true).ok());
+  std::vector<float> last(r.logits.end() - V, r.logits.end());
+  for (int i = 0; i < n_gen; ++i) {
+    const int32_t id = sampler::argmax(last.data(), V);
+    r.gen.push_back(id);
+    EXPECT_TRUE(tf.forward(&id, 1, n + i, last.data()).ok());
+  }
+  return r;
+}
+
+// A prompt longer than flash attention's 256-position chunks, in token ids below the toy
+// vocabulary.
+std::vector<int32_t> long_prompt(int n, int vocab) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 7919 + 13) % vocab;
+  return t;
+}
+
+// With flash attention every row is bit-identical whatever the batch split (1 = token by
+// token, which on 2 threads takes flash decoding past 512 positions) and thread count, so
+// the last row and the greedy continuation are too.
+TEST(FlashAttention, AnyBatchSplitGivesIdenticalLogits) {
+  for (const char* shape : {"toy", "toy-qwen3"}) {
+    auto m = model::load_model(make(shape, tensor::Type::Q4_0));
+    ASSERT_TRUE(m.ok()) << m.error();
+    const auto toks = long_prompt(600, (*m)->config.n_vocab);
+    const EvalRun ref = run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 8);
+    for (auto [threads, batch] : {std::pair{1, 1}, {2, 1}, {2, 7}, {1, 256}, {2, 600}}) {
+      const EvalRun r = run_all(**m, toks, threads, batch, model::AttentionMode::kFlash, 8);
+      EXPECT_TRUE(r.logits == ref.logits) << shape << " threads " << threads << " batch " << batch
+                                          << " max rel diff " << max_rel_diff(r.logits, ref.logits);
+      EXPECT_EQ(r.gen, ref.gen) << shape << " threads " << threads << " batch " << batch;
+    }
+    // The exact path: same per-row order in a batch, so also identical across splits on one
+    // thread count; and within tolerance of flash.
+    const EvalRun e1 = run_all(**m, toks, 2, 5, model::AttentionMode::kExact, 8);
+    const EvalRun e64 = run_all(**m, toks, 2, 64, model::AttentionMode::kExact, 8);
+    EXPECT_TRUE(e1.logits == e64.logits) << shape << " max rel diff " << max_rel_diff(e1.logits, e64.logits);
+    EXPECT_LT(max_rel_diff(e64.logits, ref.logits), 5e-2) << shape;
+  }
+}
+
+// SmolLM2 (the real model): a 64-token prompt in one batch vs token by token. Flash: the
+// last row's logits are equal to the bit and so is the greedy continuation. Exact path:
+// the same. Flash vs exact: last-token logits within 1.5 (measured 0.96 at 300 tokens: the
+// exact path rounds probabilities to F16 as llama.cpp's, and the activation quantization
+// before every matmul amplifies such differences, as runtime_test's kSmolLogitTol notes);
+// their greedy tokens may part at a near-tie (this synthetic prompt parts at token 3), so
+// that is not asserted.
+TEST(FlashAttention, SmolLM2BatchedPrefillEqualsTokenByToken) {
+  auto m = model::load_model(SHARDLM_DEFAULT_MODEL);
+  if (!m.ok()) GTEST_SKIP() << m.error();
+  const int V = (*m)->config.n_vocab;
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 64; ++i) toks.push_back(1000 + (i % 50) * 17 + (i / 50));
+  auto last = [&](const EvalRun& r) { return std::vector<float>(r.logits.end() - V, r.logits.end()); };
+  std::vector<EvalRun> batched;
+  for (auto mode : {model::AttentionMode::kFlash, model::AttentionMode::kExact}) {
+    batched.push_back(run_all(**m, toks, 2, 64, mode, 4));
+    const EvalRun single = run_all(**m, toks, 2, 1, mode, 4);
+    EXPECT_TRUE(last(batched.back()) == last(single)) << model::attention_mode_name(mode) << " max rel diff "
+                                                      << max_rel_diff(last(batched.back()), last(single));
+    EXPECT_EQ(batched.back().gen, single.gen) << model::attention_mode_name(mode);
+  }
+  float d = 0;
+  for (int i = 0; i < V; ++i) d = std::max(d, std::fabs(last(batched[0])[i] - last(batched[1])[i]));
+  EXPECT_LT(d, 1.5f);
+}
+
+TEST(FlashAttention, Q8CacheNeedsFlashAndIsReported) {
+  auto m = model::load_model(make("toy", tensor::Type::Q8_0));
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_NE(model::attention_unsupported((*m)->config, model::KvType::kQ8_0, model::AttentionMode::kExact)
+                .find("flash"), std::string::npos);
+  EXPECT_EQ(model::attention_unsupported((*m)->config, model::KvType::kQ8_0, model::AttentionMode::kFlash), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(

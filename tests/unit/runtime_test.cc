@@ -25,6 +25,8 @@
 #include "net/transport.h"
 #include "plan/plan.h"
 #include "runtime/net_collective.h"
+#include "runtime/protocol.h"
+#include "runtime/scoring.h"
 #include "runtime/slicer.h"
 #include "sampler/distributed.h"
 #include "sampler/sampler.h"
@@ -362,6 +364,74 @@ TEST(DistributedSampler, LocalLogSumExpsMergeToTheGlobalOne) {
   for (int c : {0, 100, 250})
     lses.push_back(sampler::local_candidates(l.data() + c, c, c == 250 ? 50 : (c == 0 ? 100 : 150), 3).lse);
   EXPECT_NEAR(sampler::merge_lse(lses), std::log(sum), 1e-4);
+}
+
+// Perplexity across nodes: each node's (max, sum of exp) over its vocabulary range plus the
+// owner's target logit combine to the whole row's -log p (double-precision reference).
+TEST(Scoring, SlicedRowScoresCombineToTheWholeRow) {
+  auto l = random_logits(1000, 4);
+  for (int target : {0, 417, 999}) {
+    double sum = 0;
+    for (float v : l) sum += std::exp(double(v));
+    const double want = std::log(sum) - l[target];
+    for (std::vector<int> cuts : {std::vector<int>{0, 1000}, {0, 300, 1000}, {0, 1, 500, 1000}}) {
+      std::vector<runtime::RowScore> parts;
+      for (size_t i = 0; i + 1 < cuts.size(); ++i)
+        parts.push_back(runtime::local_row_score(l.data() + cuts[i], cuts[i], cuts[i + 1] - cuts[i], target));
+      auto got = runtime::combine_row_scores(parts);
+      ASSERT_TRUE(got.ok()) << got.error();
+      EXPECT_NEAR(*got, want, 1e-5) << "target " << target << " nodes " << parts.size();
+    }
+    // No owner (or two) is an error, not a number.
+    runtime::RowScore none = runtime::local_row_score(l.data(), 0, 10, 999);
+    EXPECT_FALSE(runtime::combine_row_scores(std::vector<runtime::RowScore>{none}).ok());
+  }
+}
+
+TEST(Protocol, ScoreStepAndReplyRoundTrip) {
+  runtime::Step s;
+  s.pos = 7;
+  s.n = 3;
+  s.want = runtime::Want::kScores;
+  s.targets = {-1, 5, 9};
+  auto p = runtime::parse_step(runtime::encode_step(s), "test");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->targets, s.targets);
+  EXPECT_EQ(p->want, runtime::Want::kScores);
+  s.targets = {1};  // a target per row is required
+  EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
+  runtime::StepReply r;
+  r.scores = {{1.5f, 2.25, 0.5f, true}, {-3.0f, 10.0, 0.0f, false}};
+  auto q = runtime::parse_step_reply(runtime::encode_step_reply(r), "test");
+  ASSERT_TRUE(q.ok()) << q.error();
+  ASSERT_EQ(q->scores.size(), 2u);
+  EXPECT_EQ(q->scores[0].max, 1.5f);
+  EXPECT_EQ(q->scores[0].sum, 2.25);
+  EXPECT_TRUE(q->scores[0].owns);
+  EXPECT_FALSE(q->scores[1].owns);
+}
+
+TEST(Protocol, SetupCarriesAttentionModeAndKvType) {
+  auto m = model::load_model(toy_model("toy", tensor::Type::Q8_0));
+  ASSERT_TRUE(m.ok()) << m.error();
+  runtime::Setup s;
+  s.model_hash = "abc";
+  s.config = (*m)->config;
+  s.slice.heads = {0, 1};
+  s.slice.kv_heads = {0, 1};
+  s.slice.ff = {0, 8};
+  s.slice.vocab = {0, 16};
+  s.ctx = 64;
+  s.kv_type = model::KvType::kQ8_0;
+  s.attention = model::AttentionMode::kFlash;
+  auto p = runtime::parse_setup(runtime::encode_setup(s), "test");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->kv_type, model::KvType::kQ8_0);
+  EXPECT_EQ(p->attention, model::AttentionMode::kFlash);
+  s.attention = model::AttentionMode::kExact;  // a Q8_0 cache without flash is refused, by name
+  auto bad = runtime::parse_setup(runtime::encode_setup(s), "test");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("flash"), std::string::npos) << bad.error();
 }
 
 }  // namespace
