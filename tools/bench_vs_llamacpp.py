@@ -7,7 +7,9 @@ per call; logits are not copied out), so a few tens of microseconds of Python pe
 counted against it. shardlm's come from
 `shardlm bench --json`. Prints a Markdown table for docs/BENCHMARKS.md.
 
-Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3]
+Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3] [-b N]
+-b is shardlm's prompt batch (default: the whole prompt in one step, as llama.cpp gets it
+here); -n 0 measures prompt speed only.
 """
 import argparse
 import json
@@ -36,14 +38,14 @@ def llama_cpp_run(path, threads, n_prompt, n_gen):
         llm.eval([prompt[i % n_prompt]])
     t2 = time.perf_counter()
     pp = n_prompt / (t1 - t0)
-    tg = n_gen / (t2 - t1)
+    tg = n_gen / (t2 - t1) if n_gen else 0.0
     del llm
     return pp, tg
 
 
-def shardlm_run(binary, path, threads, n_prompt, n_gen, bandwidth=False):
+def shardlm_run(binary, path, threads, n_prompt, n_gen, batch, bandwidth=False):
     cmd = [binary, "bench", "-m", path, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen), "-r", "1",
-           "--json"]
+           "-b", str(batch), "--json"]
     if bandwidth:
         cmd.append("--bandwidth")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -58,6 +60,7 @@ def main():
     ap.add_argument("-p", type=int, default=64)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("-b", type=int, default=0, help="shardlm prompt batch (default: -p)")
     args = ap.parse_args()
     rows = []
     for path in args.models:
@@ -66,7 +69,7 @@ def main():
             bw = 0.0
             weight_gb = 0.0
             for r in range(args.r):
-                j = shardlm_run(args.binary, path, t, args.p, args.n, bandwidth=(r == 0))
+                j = shardlm_run(args.binary, path, t, args.p, args.n, args.b or args.p, bandwidth=(r == 0))
                 bw = max(bw, j["read_bw_gbps"])
                 weight_gb = j["weight_gb"]
                 ours_pp.append(j["pp_tps"])
@@ -83,7 +86,8 @@ def main():
           f"tg{args.n} llama.cpp | ratio | shardlm GB/s | read BW GB/s | % of BW |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t, opp, rpp, otg, rtg, gbs, bw in rows:
-        print(f"| {name} | {t} | {opp:.1f} | {rpp:.1f} | {opp / rpp:.2f} | {otg:.2f} | {rtg:.2f} | {otg / rtg:.2f} |"
+        tg_ratio = f"{otg / rtg:.2f}" if rtg else "-"
+        print(f"| {name} | {t} | {opp:.1f} | {rpp:.1f} | {opp / rpp:.2f} | {otg:.2f} | {rtg:.2f} | {tg_ratio} |"
               f" {gbs:.2f} | {bw:.2f} | {100 * gbs / bw:.0f}% |")
 
 

@@ -101,7 +101,7 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   for (int c = 0; c < RN; ++c) {
     float m[(RM + 3) / 4 * 4];
     for (int g = 0; g < (RM + 3) / 4; ++g) _mm_storeu_ps(m + 4 * g, acc_m[c][g]);
-    for (int r = 0; r < RM; ++r) y[c * ys + r] = hsum(acc[r][c]) + m[r];
+    for (int r = 0; r < RM; ++r) y[c * ys + r] = D::kHasMin ? hsum(acc[r][c]) + m[r] : hsum(acc[r][c]);
   }
 }
 
@@ -239,15 +239,13 @@ inline void gemm_tile_q(int64_t nb, GemmRows& w, const GemmActs& a, int64_t nc, 
   const Quants32* __restrict ao = a.qoff.data() + c0;
   const float* __restrict ad = a.d.data() + c0;
   const float* __restrict as = a.s.data() + c0;
-  // prod[(b * RN + c) * 4 + r] = dw[r] * da[c] of block b, as the scalar products would be;
-  // read back by broadcast loads (precomputed so the compiler keeps them in memory).
+  // prod[c * 4 + r] = dw[r] * da[c] of block b, as the scalar products would be; stored and
+  // read back by broadcast loads (load ports are idle here, the FP pipes are not).
   float* __restrict prod = w.prod.data();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m128 vdw = _mm_load_ps(wd + 4 * b);
+  for (int64_t b = 0; b < nb; ++b, wq += kGemmRows, wd += 4, wm += 4, aq += nc, ao += nc, ad += nc, as += nc) {
+    const __m128 vdw = _mm_load_ps(wd);
     #pragma GCC unroll 4
-    for (int c = 0; c < RN; ++c) _mm_store_ps(prod + (b * RN + c) * 4, _mm_mul_ps(vdw, _mm_set1_ps(ad[b * nc + c])));
-  }
-  for (int64_t b = 0; b < nb; ++b, wq += kGemmRows, wm += 4, aq += nc, ao += nc, as += nc, prod += RN * 4) {
+    for (int c = 0; c < RN; ++c) _mm_store_ps(prod + c * 4, _mm_mul_ps(vdw, _mm_set1_ps(ad[c])));
     #pragma GCC unroll 4
     for (int r = 0; r < RM; ++r) {
       const __m256i qw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq[r].q));
@@ -271,7 +269,7 @@ inline void gemm_tile_q(int64_t nb, GemmRows& w, const GemmActs& a, int64_t nc, 
     alignas(16) float m[4];
     _mm_store_ps(m, acc_m[c]);
     #pragma GCC unroll 4
-    for (int r = 0; r < RM; ++r) y[c * ys + r] = hsum(acc[r][c]) + m[r];
+    for (int r = 0; r < RM; ++r) y[c * ys + r] = D::kHasMin ? hsum(acc[r][c]) + m[r] : hsum(acc[r][c]);
   }
 }
 
