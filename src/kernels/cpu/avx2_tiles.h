@@ -146,7 +146,9 @@ float vec_dot_q(int64_t n, const void* w, const void* x) {
 // Integer dots are exact, so the only float operations per element are ggml's.
 constexpr int kGemmRows = 4;          // weight rows per tile (one __m128 of scales)
 constexpr int64_t kGemmMinBatch = 4;  // smaller batches take the decode tiles (memory-bound)
-constexpr size_t kGemmChunkBytes = 256 * 1024;  // packed activations per column chunk
+constexpr size_t kGemmChunkBytes = 256 * 1024;  // packed activations per column chunk (L2)
+constexpr int64_t kGemmMinChunkTiles = 8;  // at least this many column tiles per chunk, so a
+                                           // decoded weight tile is reused enough (long rows)
 
 // Columns per tile: 12 accumulators for the unsigned-operand types; Q8_0's signed dot needs
 // two registers per weight block (|w| and w), so it gets 8.
@@ -281,7 +283,7 @@ void gemm_q(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, con
   thread_local GemmActs acts;
   thread_local GemmRows rows;
   const size_t col_bytes = size_t(nb) * (sizeof(Quants32) + (D::kOff > 0 ? 32 : 0) + 8);
-  const int64_t chunk = std::max<int64_t>(RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
+  const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
   for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
     const int64_t nc = std::min(chunk, n_batch - c0);
     gemm_pack_acts<D, Dot>(nb, x + c0 * xs, xs, nc, acts);
