@@ -1,12 +1,12 @@
 // kernels_bench.cc: Google Benchmark for the kernels: matrix x vector per weight type
 // (GB/s of weights streamed, 1 thread) on 4096x4096 and 14336x4096, a batch-32 matmul
-// (GFLOP/s), and this machine's plain streaming-read bandwidth (AVX2 sum over 1 GiB) to
-// compare the matvec GB/s with. Not a test: no assertions on timing.
+// (GFLOP/s), batch-128 matmuls of prompt-processing shapes, and this machine's plain
+// streaming-read bandwidth (AVX2 sum over 1 GiB) to compare the matvec GB/s with. Not a test: no assertions on timing.
 //
-// Build by hand after building kernels_test (cmake --build build/kernels --target kernels_test):
-//   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cc build/kernels/libshardlm_kernels.a \
-//     build/kernels/libshardlm_tensor.a build/kernels/libshardlm_util.a -lbenchmark -lpthread \
-//     -o build/kernels/kernels_bench
+// Build by hand after building kernels_test (cmake --build build/release --target kernels_test):
+//   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cc build/release/libshardlm_kernels.a \
+//     build/release/libshardlm_tensor.a build/release/libshardlm_util.a -lbenchmark -lpthread \
+//     -o build/release/kernels_bench
 // Run: build/kernels/kernels_bench [--benchmark_filter=Matvec] (SHARDLM_ISA=scalar|avx2 to compare)
 #include <benchmark/benchmark.h>
 
@@ -119,6 +119,15 @@ int register_all = [] {
   for (Type t : kTypes) {
     const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/4096x4096/batch32";
     benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 4096, 4096, 32)->Unit(benchmark::kMillisecond);
+  }
+  // Prompt-processing shapes: SmolLM2's FFN (1536 x 576) and Llama 3.2 1B's (8192 x 2048),
+  // a 128-token batch.
+  for (Type t : kTypes) {
+    for (auto [rows, n] : {std::pair<int64_t, int64_t>{1536, 576}, {8192, 2048}}) {
+      const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/" + std::to_string(rows) + "x" +
+                               std::to_string(n) + "/batch128";
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows, n, 128)->Unit(benchmark::kMillisecond);
+    }
   }
   return 0;
 }();

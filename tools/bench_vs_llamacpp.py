@@ -10,9 +10,10 @@ counted against it. shardlm's come from
 The decode figure is measured right after the prompt, so `-p 4096 -n 16` is decode at
 context ~4096 and `-p 128 -n 16` at ~128 (flash decoding should keep the drop small).
 `--shardlm-args "--flash-attn off --kv-type q8_0"` passes options to `shardlm bench`;
-`--llama-flash` turns on llama.cpp's flash attention.
+`--llama-flash` turns on llama.cpp's flash attention. -b is shardlm's prompt batch (default:
+the whole prompt in one step, as llama.cpp gets it here); -n 0 measures prompt speed only.
 
-Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3]
+Usage: python3 tools/bench_vs_llamacpp.py MODEL [MODEL...] [--threads 1,2] [-p 64] [-n 32] [-r 3] [-b N]
            [--shardlm-args "..."] [--llama-flash] [--no-bandwidth]
 """
 import shlex
@@ -43,14 +44,14 @@ def llama_cpp_run(path, threads, n_prompt, n_gen, flash=False):
         llm.eval([prompt[i % n_prompt]])
     t2 = time.perf_counter()
     pp = n_prompt / (t1 - t0)
-    tg = n_gen / (t2 - t1)
+    tg = n_gen / (t2 - t1) if n_gen else 0.0
     del llm
     return pp, tg
 
 
-def shardlm_run(binary, path, threads, n_prompt, n_gen, bandwidth=False, extra=()):
+def shardlm_run(binary, path, threads, n_prompt, n_gen, batch, bandwidth=False, extra=()):
     cmd = [binary, "bench", "-m", path, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen), "-r", "1",
-           "--json"] + list(extra)
+           "-b", str(batch), "--json"] + list(extra)
     if bandwidth:
         cmd.append("--bandwidth")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--shardlm-args", default="", help="extra options for shardlm bench")
     ap.add_argument("--llama-flash", action="store_true", help="llama.cpp with flash attention")
     ap.add_argument("--no-bandwidth", action="store_true", help="skip the read-bandwidth measurement")
+    ap.add_argument("-b", type=int, default=0, help="shardlm prompt batch (default: -p)")
     args = ap.parse_args()
     extra = shlex.split(args.shardlm_args)
     rows = []
@@ -77,8 +79,8 @@ def main():
             bw = 0.0
             weight_gb = 0.0
             for r in range(args.r):
-                j = shardlm_run(args.binary, path, t, args.p, args.n, bandwidth=(r == 0 and not args.no_bandwidth),
-                                extra=extra)
+                j = shardlm_run(args.binary, path, t, args.p, args.n, args.b or args.p,
+                                bandwidth=(r == 0 and not args.no_bandwidth), extra=extra)
                 bw = max(bw, j["read_bw_gbps"])
                 weight_gb = j["weight_gb"]
                 ours_pp.append(j["pp_tps"])
@@ -95,7 +97,8 @@ def main():
           f"tg{args.n} llama.cpp | ratio | shardlm GB/s | read BW GB/s | % of BW |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t, opp, rpp, otg, rtg, gbs, bw in rows:
-        print(f"| {name} | {t} | {opp:.1f} | {rpp:.1f} | {opp / rpp:.2f} | {otg:.2f} | {rtg:.2f} | {otg / rtg:.2f} |"
+        tg_ratio = f"{otg / rtg:.2f}" if rtg else "-"
+        print(f"| {name} | {t} | {opp:.1f} | {rpp:.1f} | {opp / rpp:.2f} | {otg:.2f} | {rtg:.2f} | {tg_ratio} |"
               f" {gbs:.2f} | {bw:.2f} | {100 * gbs / bw if bw else 0:.0f}% |")
 
 

@@ -2,8 +2,8 @@
 // chosen at run time by dispatch.cc: vec_dot and matmul for every supported weight type,
 // and the activation quantizers. The float types' kernels are here; the 32-element quant
 // types' register-tiled loops are in avx2_tiles.h, the K-quants in avx2_kquants.h.
-// Deliberately no threading (callers split rows) and no repacking of
-// weights into interleaved layouts.
+// Deliberately no threading (callers split rows) and no repacking of the stored weights
+// into interleaved layouts (the batched path decodes weight tiles into scratch per call).
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cmath>
 

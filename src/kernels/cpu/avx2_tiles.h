@@ -4,8 +4,13 @@
 // loop structure. Matmul tiles are kTileRows weight rows x kTileCols activation rows: each
 // weight block is decoded once per tile, each activation block loaded once per kTileRows
 // rows; rows are the outer loop so weights stream from memory once while the activations
-// stay in cache. Include only from files compiled with AVX2 flags.
+// stay in cache. Batches of kGemmMinBatch or more (prompt processing) take gemm_q instead:
+// packed activation chunks and decoded weight tiles, same per-element arithmetic.
+// Include only from files compiled with AVX2 flags.
 #pragma once
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cpu/avx2_common.h"
 
 namespace kernels::cpu::avx2 {
@@ -96,7 +101,7 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   for (int c = 0; c < RN; ++c) {
     float m[(RM + 3) / 4 * 4];
     for (int g = 0; g < (RM + 3) / 4; ++g) _mm_storeu_ps(m + 4 * g, acc_m[c][g]);
-    for (int r = 0; r < RM; ++r) y[c * ys + r] = hsum(acc[r][c]) + m[r];
+    for (int r = 0; r < RM; ++r) y[c * ys + r] = D::kHasMin ? hsum(acc[r][c]) + m[r] : hsum(acc[r][c]);
   }
 }
 
@@ -125,12 +130,183 @@ float vec_dot_q(int64_t n, const void* w, const void* x) {
   return hsum(_mm256_add_ps(acc0, acc1)) + summ;
 }
 
+// ---- batched products (prompt processing): compute-bound, so organised for arithmetic --------
+//
+// Same per-element float arithmetic as tile_q (block b ascending: acc = fma(dw * da,
+// float(int dot), acc); then hsum, plus the min terms), with everything that does not
+// depend on the (row, column) pair taken out of the inner loop:
+//  * columns go in chunks that fit in L2; a chunk is packed once per call into block-major
+//    order (the quants of block b of all its columns adjacent), with the fp16 scales
+//    converted to float and, for the offset types, the kOff correction precomputed;
+//  * each tile of kGemmRows weight rows is decoded once per chunk into 32-byte quants and
+//    float scales (L1-resident), then used for every column of the chunk;
+//  * the inner tile is kGemmRows x RN (up to 12 accumulators in registers); the RM x RN
+//    scale products dw * da of a block are RN 4-wide multiplies (the same single-precision
+//    products as the scalar dw * da) read back as broadcast loads.
+// Integer dots are exact, so the only float operations per element are ggml's.
+constexpr int kGemmRows = 4;          // weight rows per tile (one __m128 of scales)
+constexpr int64_t kGemmMinBatch = 4;  // smaller batches take the decode tiles (memory-bound)
+constexpr size_t kGemmChunkBytes = 256 * 1024;  // packed activations per column chunk (L2)
+constexpr int64_t kGemmMinChunkTiles = 8;  // at least this many column tiles per chunk, so a
+                                           // decoded weight tile is reused enough (long rows)
+
+// Columns per tile: 12 accumulators for the unsigned-operand types; Q8_0's signed dot needs
+// two registers per weight block (|w| and w), so it gets 8.
+template <class D>
+constexpr int gemm_cols() { return D::kSigned && D::kOff == 0 ? 2 : 3; }
+
+struct alignas(32) Quants32 { int8_t q[32]; };
+
+// A chunk of nc activation columns, block-major: element [b * nc + c].
+struct GemmActs {
+  std::vector<Quants32> qs;    // the 32 int8 quants
+  std::vector<Quants32> qoff;  // Dot::u8(kOff, qs) for the offset types (8 int32)
+  std::vector<float> d, s;     // scale, and sum term (Q8_1)
+};
+
+// A tile of rm weight rows, block-major: q[b * kGemmRows + r]; d / m[b * 4 + r] (rows
+// past rm are zero).
+struct GemmRows {
+  std::vector<Quants32> q;
+  std::vector<float> d, m;
+  std::vector<float> prod;  // scratch for gemm_tile_q: nb * 4 * RN scale products
+};
+
+template <class D, class Dot>
+void gemm_pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, GemmActs& p) {
+  using A = typename D::A;
+  const size_t n = size_t(nb * nc);
+  if (p.qs.size() < n) {
+    p.qs.resize(n);
+    p.qoff.resize(n);
+    p.d.resize(n);
+    p.s.resize(n);
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    const A* ab = reinterpret_cast<const A*>(x + c * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t i = size_t(b * nc + c);
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.qs[i].q), q);
+      if constexpr (D::kOff > 0)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p.qoff[i].q), Dot::u8(_mm256_set1_epi8(D::kOff), q));
+      p.d[i] = fp16(ab[b].d);
+      if constexpr (D::kHasMin) p.s[i] = act_s(ab[b]);
+    }
+  }
+}
+
+template <class D>
+void gemm_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, GemmRows& p) {
+  using W = typename D::W;
+  const size_t n = size_t(nb * kGemmRows);
+  if (p.q.size() < n) {
+    p.q.resize(n);
+    p.d.resize(n);
+    p.m.resize(n);
+    p.prod.resize(n * 4);
+  }
+  for (int r = 0; r < kGemmRows; ++r) {
+    const W* wr = reinterpret_cast<const W*>(w + r * ws);
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t i = size_t(b * kGemmRows + r);
+      if (r >= rm) {
+        p.d[i] = p.m[i] = 0.0f;
+        continue;
+      }
+      const __m256i q = D::kOff > 0 ? D::quants_u(wr[b]) : D::quants(wr[b]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[i].q), q);
+      p.d[i] = fp16(wr[b].d);
+      p.m[i] = D::kHasMin ? D::m(wr[b]) : 0.0f;
+    }
+  }
+}
+
+// y[c * ys + r] for r < RM, c < RN: packed rows w, packed columns c0..c0+RN of a chunk of nc.
+template <class D, class Dot, int RM, int RN>
+inline void gemm_tile_q(int64_t nb, GemmRows& w, const GemmActs& a, int64_t nc, int64_t c0, float* y,
+                        int64_t ys) {
+  __m256 acc[RM][RN];
+  __m128 acc_m[RN];
+  #pragma GCC unroll 4
+  for (int c = 0; c < RN; ++c) {
+    acc_m[c] = _mm_setzero_ps();
+    #pragma GCC unroll 4
+    for (int r = 0; r < RM; ++r) acc[r][c] = _mm256_setzero_ps();
+  }
+  const Quants32* __restrict wq = w.q.data();
+  const float* __restrict wd = w.d.data();
+  const float* __restrict wm = w.m.data();
+  const Quants32* __restrict aq = a.qs.data() + c0;
+  const Quants32* __restrict ao = a.qoff.data() + c0;
+  const float* __restrict ad = a.d.data() + c0;
+  const float* __restrict as = a.s.data() + c0;
+  // prod[c * 4 + r] = dw[r] * da[c] of block b, as the scalar products would be; stored and
+  // read back by broadcast loads (load ports are idle here, the FP pipes are not).
+  float* __restrict prod = w.prod.data();
+  for (int64_t b = 0; b < nb; ++b, wq += kGemmRows, wd += 4, wm += 4, aq += nc, ao += nc, ad += nc, as += nc) {
+    const __m128 vdw = _mm_load_ps(wd);
+    #pragma GCC unroll 4
+    for (int c = 0; c < RN; ++c) _mm_store_ps(prod + c * 4, _mm_mul_ps(vdw, _mm_set1_ps(ad[c])));
+    #pragma GCC unroll 4
+    for (int r = 0; r < RM; ++r) {
+      const __m256i qw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wq[r].q));
+      #pragma GCC unroll 4
+      for (int c = 0; c < RN; ++c) {
+        const __m256i qa = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[c].q));
+        __m256i q;
+        if constexpr (D::kOff > 0) q = _mm256_sub_epi32(Dot::u8(qw, qa), _mm256_load_si256(reinterpret_cast<const __m256i*>(ao[c].q)));
+        else q = dot_block<D, Dot>(qw, qa);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(prod + c * 4 + r), _mm256_cvtepi32_ps(q), acc[r][c]);
+      }
+    }
+    if constexpr (D::kHasMin) {
+      const __m128 vmw = _mm_load_ps(wm);
+      #pragma GCC unroll 4
+      for (int c = 0; c < RN; ++c) acc_m[c] = _mm_fmadd_ps(vmw, _mm_set1_ps(as[c]), acc_m[c]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int c = 0; c < RN; ++c) {
+    alignas(16) float m[4];
+    _mm_store_ps(m, acc_m[c]);
+    #pragma GCC unroll 4
+    for (int r = 0; r < RM; ++r) y[c * ys + r] = D::kHasMin ? hsum(acc[r][c]) + m[r] : hsum(acc[r][c]);
+  }
+}
+
+// Rows [r0, r1) x n_batch columns: column chunks outer, row tiles inner.
+template <class D, class Dot>
+void gemm_q(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x, size_t xs,
+            int64_t n_batch, float* y, int64_t ys) {
+  constexpr int RN = gemm_cols<D>();
+  thread_local GemmActs acts;
+  thread_local GemmRows rows;
+  const size_t col_bytes = size_t(nb) * (sizeof(Quants32) + (D::kOff > 0 ? 32 : 0) + 8);
+  const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
+  for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
+    const int64_t nc = std::min(chunk, n_batch - c0);
+    gemm_pack_acts<D, Dot>(nb, x + c0 * xs, xs, nc, acts);
+    auto row_tile = [&]<int RM>(int64_t r) {
+      gemm_pack_rows<D>(nb, w + r * ws, ws, RM, rows);
+      float* yr = y + c0 * ys + r;
+      int64_t c = 0;
+      for (; c + RN <= nc; c += RN) gemm_tile_q<D, Dot, RM, RN>(nb, rows, acts, nc, c, yr + c * ys, ys);
+      for (; c < nc; ++c) gemm_tile_q<D, Dot, RM, 1>(nb, rows, acts, nc, c, yr + c * ys, ys);
+    };
+    int64_t r = r0;
+    for (; r + kGemmRows <= r1; r += kGemmRows) row_tile.template operator()<kGemmRows>(r);
+    for (; r < r1; ++r) row_tile.template operator()<1>(r);
+  }
+}
+
 template <class D, class Dot = MaddubsDot>
 void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   const auto* w = static_cast<const uint8_t*>(W);
   const auto* x = static_cast<const uint8_t*>(xq);
   const int64_t nb = n / kQK;
+  if (n_batch >= kGemmMinBatch) return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
   for_each_tile<kTileRows>(r0, r1, n_batch, [&]<int RM>(int64_t r, int64_t nbatch) {
     const uint8_t* wr = w + r * row_stride;
     int64_t c = 0;
