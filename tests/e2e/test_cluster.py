@@ -17,6 +17,7 @@
 Every process runs with -t 1. Deliberately no timing assertions beyond the 5 s failure bound.
 """
 import os
+import re
 import signal
 import socket
 import struct
@@ -66,6 +67,12 @@ def generate(workers=(), extra=(), n=N_PREDICT, timeout=240):
     return r
 
 
+# The protocol version this build speaks (src/net/wire.h) and another one.
+PROTOCOL = int(re.search(r"kProtocolVersion = (\d+);", open(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "net", "wire.h")).read()).group(1))
+OTHER = PROTOCOL + 1
+
+
 def frame(version, mtype, payload, seq=0, length=None):
     """A frame header (wire.h: magic, version u16, type u16, flags u32, seq u64, length u64)
     followed by the payload, little-endian."""
@@ -105,14 +112,14 @@ class FakeWorker:
 
 
 def fake_peer_cases():
-    v1_hello = frame(1, HELLO, hello(1, WORKER))
+    good_hello = frame(PROTOCOL, HELLO, hello(PROTOCOL, WORKER))
     cases = [
-        ("another protocol version", frame(2, HELLO, hello(2, WORKER)), 3, "protocol"),
-        ("a truncated frame, then silence", v1_hello[:40], 30, ""),
-        ("a truncated frame, then a closed connection", v1_hello[:20], 0, ""),
-        ("an oversized frame", frame(1, HELLO, b"x" * 16, length=1 << 40), 30, ""),
+        ("another protocol version", frame(OTHER, HELLO, hello(OTHER, WORKER)), 3, "protocol"),
+        ("a truncated frame, then silence", good_hello[:40], 30, ""),
+        ("a truncated frame, then a closed connection", good_hello[:20], 0, ""),
+        ("an oversized frame", frame(PROTOCOL, HELLO, b"x" * 16, length=1 << 40), 30, ""),
         # After a good hello the frame limit is 1 GiB (the handshake's is 64 KiB).
-        ("a good hello, then an oversized frame", v1_hello + frame(1, 7, b"", seq=1, length=1 << 40), 30,
+        ("a good hello, then an oversized frame", good_hello + frame(PROTOCOL, 7, b"", seq=1, length=1 << 40), 30,
          "over this node's limit"),
     ]
     for what, data, linger, word in cases:
@@ -132,7 +139,7 @@ def fake_peer_cases():
     w, waddr = start_worker()
     host, port = waddr.rsplit(":", 1)
     c = socket.create_connection((host, int(port)))
-    c.sendall(frame(2, HELLO, hello(2, ROOT)))
+    c.sendall(frame(OTHER, HELLO, hello(OTHER, ROOT)))
     c.settimeout(10)
     try:
         back = c.recv(4096)  # its own hello, perhaps an error frame, then a close
@@ -146,7 +153,7 @@ def fake_peer_cases():
           "the next root (rc %d)" % r.returncode)
     w.kill()
     _, werr = w.communicate()
-    check("speaks protocol 2" in werr, "worker names the refused peer and its protocol (%s)" %
+    check("speaks protocol %d" % OTHER in werr, "worker names the refused peer and its protocol (%s)" %
           werr.strip()[:300])
 
 
