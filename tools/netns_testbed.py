@@ -137,11 +137,13 @@ def stop(ps):
 
 
 def model_sync_ms(args, model, n_nodes, latency_us, algo):
-    """Predicted sync ms per token of `algo` from `shardlm plan`'s all-reduce table."""
+    """Predicted ms per token of `algo`'s all-reduces (`shardlm plan`'s all-reduce table),
+    and of the step message + sampling reply (its "step" term)."""
     r = sh(args.bin, "plan", "-m", model, "--nodes", str(n_nodes), "--link-latency-us", str(latency_us),
            "--link-gbps", str(args.gbps))
     m = re.search(r"^\s+%s\s.*?([\d.]+) ms/tok" % re.escape(algo), r.stdout, re.M)
-    return float(m.group(1)) if m else float("nan")
+    st = re.search(r"\+ step ([\d.]+) ms", r.stdout)
+    return (float(m.group(1)) if m else float("nan")), (float(st.group(1)) if st else 0.0)
 
 
 def bench(args, model, n_nodes, n_prompt=None, n_gen=None, reps=None):
@@ -189,9 +191,9 @@ def main():
     build_network(max(node_counts), args.gbps, args.burst)
 
     results = []
-    print("| model | N | latency | algorithm | compute ms (root / max) | sync ms (root / max) | model sync ms | "
-          "measured / model | TTFT ms | probed alpha, beta |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | N | latency | algorithm | ms/token | compute ms (root / max) | sync ms (root / max) | model sync "
+          "ms | root sync / model | token - max compute | / (model sync + step) | TTFT ms | probed alpha, beta |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in args.model:
         for n in node_counts:
             workers = start_workers(args, n)
@@ -221,17 +223,25 @@ def main():
                 sync = [x["tg_sync_ms"] for x in nodes] or [0]
                 m = re.search(r"alpha (\d+) us, beta ([\d.]+) Gbit/s: decode ([\w-]+)", b.get("cluster", ""))
                 algo = m.group(3) if m else "-"
-                pred = model_sync_ms(args, model, n, lat, algo) if m else 0.0
+                pred, step = model_sync_ms(args, model, n, lat, algo) if m else (0.0, 0.0)
                 ratio = sync[0] / pred if pred else float("nan")
+                token_ms = 1e3 / b["tg_tps"] if b["tg_tps"] else float("nan")
+                # Wall time per token not explained by the slowest node's compute, against
+                # the model's all-reduces + step message and reply.
+                rest = token_ms - max(comp)
+                ratio2 = rest / (pred + step) if pred else float("nan")
                 ttft = 1e3 * args.n_prompt / b["pp_tps"] if args.n_prompt and b["pp_tps"] else float("nan")
                 row = dict(model=os.path.basename(model), nodes=n, latency_us=lat, algo=algo, compute_ms=comp[0],
                            compute_max_ms=max(comp), sync_ms=sync[0], sync_max_ms=max(sync), model_sync_ms=pred,
-                           ratio=ratio, ttft_ms=ttft, tg_tps=b["tg_tps"], pp_tps=b["pp_tps"],
+                           ratio=ratio, token_ms=token_ms, rest_ms=rest, model_step_ms=step, ratio_rest=ratio2,
+                           ttft_ms=ttft, tg_tps=b["tg_tps"], pp_tps=b["pp_tps"],
                            probe=("%s us, %s Gbit/s" % (m.group(1), m.group(2))) if m else "-")
                 results.append(row)
-                print("| %s | %d | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s | %s | %s |" % (
-                    row["model"], n, "%g ms" % (lat / 1000) if n > 1 else "-", algo, comp[0], max(comp), sync[0],
-                    max(sync), "%.2f" % pred if n > 1 else "-", "%.2f" % ratio if n > 1 else "-",
+                dash = lambda fmt, v: fmt % v if n > 1 and args.n_gen else "-"
+                print("| %s | %d | %s | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s | %s | %s | %s | %s |" % (
+                    row["model"], n, "%g ms" % (lat / 1000) if n > 1 else "-", algo,
+                    "%.2f" % token_ms if args.n_gen else "-", comp[0], max(comp), sync[0], max(sync),
+                    dash("%.2f", pred), dash("%.2f", ratio), dash("%.2f", rest), dash("%.2f", ratio2),
                     "%.0f" % ttft if args.n_prompt else "-", row["probe"]), flush=True)
             stop(workers)
     if args.json_out:
