@@ -166,7 +166,8 @@ def main():
     ap.add_argument("--nodes", default="1,2,4")
     ap.add_argument("--latency-us", default="100,1000", help="one-way latency added per message")
     ap.add_argument("--gbps", type=float, default=1.0, help="rate of every node's upload and download")
-    ap.add_argument("--burst", type=int, default=4096, help="tbf bucket bytes (>= MTU)")
+    ap.add_argument("--burst", type=int, default=16384,
+                    help="tbf bucket bytes (>= MTU; 16 KiB = 131 us at 1 Gbit/s: smaller buckets lose rate to timer wake-ups)")
     ap.add_argument("-t", "--threads", type=int, default=1)
     ap.add_argument("-p", "--n-prompt", type=int, default=0)
     ap.add_argument("-n", "--n-gen", type=int, default=32)
