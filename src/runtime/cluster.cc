@@ -165,7 +165,7 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
     const double s = p.done ? p.seconds.load() : timer.seconds();
     const double sent = double(p.sent), total = double(p.total);
     const double mbs = s > 0 ? sent / s / 1e6 : 0;
-    const double eta = mbs > 0 ? (total - sent) / 1e6 / mbs : 0;
+    const double eta = sent > 0 && mbs > 0 ? (total - sent) / 1e6 / mbs : 0;  // 0 until data flows
     char buf[256];
     std::snprintf(buf, sizeof buf, "weights to %s: %.1f / %.1f MB, %.1f MB/s, %s %.1f s", t_->peer_name(r).c_str(),
                   sent / 1e6, total / 1e6, mbs, p.done ? "took" : "ETA", p.done ? s : eta);
