@@ -145,13 +145,18 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
   std::vector<StreamProgress> prog(n);
   std::vector<Status> result(n);
   std::atomic<bool> abort{false};
+  std::atomic<int> first_failed{-1};  // its error is the one to report, not "stopped"
   std::vector<std::thread> threads;
   for (int r = 1; r < n; ++r) {
     if (have[r]) continue;
     prog[r].active = true;
     threads.emplace_back([&, r] {
       result[r] = stream_slice(r, plan_.nodes[r], &prog[r], abort);
-      if (!result[r].ok()) abort = true;
+      if (!result[r].ok()) {
+        int none = -1;
+        first_failed.compare_exchange_strong(none, r);
+        abort = true;
+      }
       prog[r].done = true;
     });
   }
@@ -193,9 +198,7 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
     if (!all_done) std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 50));
   }
   for (auto& th : threads) th.join();
-  for (int r = 1; r < n; ++r)
-    if (!result[r].ok()) return result[r];
-  return util::ok_status();
+  return first_failed >= 0 ? result[first_failed] : util::ok_status();
 }
 
 Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog,
