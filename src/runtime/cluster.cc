@@ -167,6 +167,8 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
   std::vector<bool> reported(n, false);
   auto line = [&](int r) {
     const StreamProgress& p = prog[r];
+    if (p.done && !result[r].ok())
+      return "weights to " + t_->peer_name(r) + ": stopped after " + std::to_string(p.sent / 1000000) + " MB";
     const double s = p.done ? p.seconds.load() : timer.seconds();
     const double sent = double(p.sent), total = double(p.total);
     const double mbs = s > 0 ? sent / s / 1e6 : 0;
