@@ -19,7 +19,10 @@ For each model, N and latency it runs `shardlm bench --json` in the root's names
 (decode, and optionally a prompt for time to first token) and prints, per configuration,
 ms per token split into compute and sync (the root's, and the largest over nodes), the
 all-reduce algorithm the cluster chose, and the sync the latency/bandwidth model predicts
-for that algorithm (`shardlm plan --link-latency-us L --link-gbps B`), with their ratio.
+for that algorithm (`shardlm plan --link-latency-us L --link-gbps B`), with their ratio;
+also the token time beyond the compute floor (the slowest node's compute, or with more
+nodes than cores the sum of all nodes' compute / cores) against the model's sync + step
+message and reply.
 
 Every namespace is deleted on exit (atexit and SIGINT/SIGTERM), also after a failure.
 Needs root (ip netns, tc). Example:
@@ -53,11 +56,13 @@ def sh(*cmd, check=True):
     return r
 
 
-RT = []  # ["chrt", "-f", "10"] with --rt
+RT = []        # ["chrt", "-f", "10"] with --rt: root and workers
+RT_RELAY = []  # ["chrt", "-f", "20"] with --rt: the relays stand for the network, which
+               # does not wait for a node's CPU, so they preempt the nodes
 
 
-def ns_exec(ns, *cmd):
-    return ["ip", "netns", "exec", ns] + RT + list(cmd)
+def ns_exec(ns, *cmd, rt=None):
+    return ["ip", "netns", "exec", ns] + (RT if rt is None else rt) + list(cmd)
 
 
 def cleanup():
@@ -102,8 +107,8 @@ def build_network(n_nodes, gbps, burst):
                         "latency", "100ms"))
 
 
-def start(cmd, ns):
-    p = subprocess.Popen(ns_exec(ns, *cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(cmd, ns, rt=None):
+    p = subprocess.Popen(ns_exec(ns, *cmd, rt=rt), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs.append(p)
     return p
 
@@ -124,7 +129,7 @@ def start_relays(args, n_nodes, latency_us):
     relays = []
     for i in range(1, n_nodes):
         relays.append(start([args.relay, SUBNET + "%d:%d" % (i + 1, RELAY_PORT), "127.0.0.1:%d" % WORKER_PORT,
-                             str(latency_us)], node_ns(i)))
+                             str(latency_us)], node_ns(i), rt=RT_RELAY))
     time.sleep(0.2)
     for r in relays:
         if r.poll() is not None:
@@ -181,11 +186,12 @@ def main():
                     help="add the whole latency in the relay (default: only what the stack does not already cost)")
     ap.add_argument("--json-out", help="also write every result to this file")
     ap.add_argument("--rt", action="store_true",
-                    help="run root, workers and relays SCHED_FIFO, so that other users' load on a shared machine "
-                         "does not land in the measured times (the kernel still keeps 5%% of the CPU for others)")
+                    help="run root and workers SCHED_FIFO (relays at a higher priority), so that other users' load "
+                         "on a shared machine does not land in the measured times (the kernel keeps 5%% for others)")
     args = ap.parse_args()
     if args.rt:
         RT.extend(["chrt", "-f", "10"])
+        RT_RELAY.extend(["chrt", "-f", "20"])
     if os.geteuid() != 0:
         sys.exit("netns_testbed.py needs root (ip netns, tc)")
     for f in (args.bin, args.relay):
@@ -201,7 +207,7 @@ def main():
 
     results = []
     print("| model | N | latency | algorithm | ms/token | compute ms (root / max) | sync ms (root / max) | model sync "
-          "ms | root sync / model | token - max compute | / (model sync + step) | TTFT ms | probed alpha, beta |")
+          "ms | root sync / model | token - compute floor | / (model sync + step) | TTFT ms | probed alpha, beta |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in args.model:
         for n in node_counts:
@@ -237,7 +243,9 @@ def main():
                 token_ms = 1e3 / b["tg_tps"] if b["tg_tps"] else float("nan")
                 # Wall time per token not explained by the slowest node's compute, against
                 # the model's all-reduces + step message and reply.
-                rest = token_ms - max(comp)
+                # With more nodes than cores the nodes cannot all compute at once: the
+                # compute floor is then the sum over nodes / cores.
+                rest = token_ms - max(max(comp), sum(comp) / (os.cpu_count() or 1))
                 ratio2 = rest / (pred + step) if pred else float("nan")
                 ttft = 1e3 * args.n_prompt / b["pp_tps"] if args.n_prompt and b["pp_tps"] else float("nan")
                 row = dict(model=os.path.basename(model), nodes=n, latency_us=lat, algo=algo, compute_ms=comp[0],
