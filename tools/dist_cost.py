@@ -8,7 +8,7 @@ with `shardlm bench --json -r 1`; prints the median tokens/s of each and the rat
 for the 2-node decode the root's median compute and sync ms per token. The worker keeps
 its slice across rounds (it is streamed once).
 
-  tools/dist_cost.py -m MODEL [-m MODEL2] --rounds 5 [--spin-us 100]
+  tools/dist_cost.py -m MODEL [-m MODEL2] --rounds 5 [--spin-us 100] [--rt]
 """
 import argparse
 import json
@@ -19,7 +19,7 @@ import sys
 
 
 def bench(args, model, threads, extra, env):
-    cmd = [args.bin, "bench", "-m", model, "-t", str(threads), "-r", "1", "--json"] + extra
+    cmd = args.prefix + [args.bin, "bench", "-m", model, "-t", str(threads), "-r", "1", "--json"] + extra
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     if r.returncode != 0:
         raise RuntimeError("bench failed: " + r.stderr.strip()[-500:])
@@ -33,8 +33,11 @@ def main():
     ap.add_argument("--n-prompt", type=int, default=512)
     ap.add_argument("--n-gen", type=int, default=32)
     ap.add_argument("--spin-us", help="SHARDLM_SPIN_US for root and worker (default: the built-in)")
+    ap.add_argument("--rt", action="store_true",
+                    help="run every process SCHED_FIFO (chrt), so other users' load does not land in the numbers")
     ap.add_argument("--bin", default="build/release/shardlm")
     args = ap.parse_args()
+    args.prefix = ["chrt", "-f", "10"] if args.rt else []
     env = dict(os.environ)
     if args.spin_us is not None:
         env["SHARDLM_SPIN_US"] = args.spin_us
@@ -42,7 +45,7 @@ def main():
           "2x1 decode root compute / sync ms |" % args.n_prompt)
     print("|---|---|---|---|---|---|")
     for model in args.model:
-        w = subprocess.Popen([args.bin, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"],
+        w = subprocess.Popen(args.prefix + [args.bin, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         try:
             addr = w.stdout.readline().strip().split()[-1]

@@ -19,7 +19,10 @@ For each model, N and latency it runs `shardlm bench --json` in the root's names
 (decode, and optionally a prompt for time to first token) and prints, per configuration,
 ms per token split into compute and sync (the root's, and the largest over nodes), the
 all-reduce algorithm the cluster chose, and the sync the latency/bandwidth model predicts
-for that algorithm (`shardlm plan --link-latency-us L --link-gbps B`), with their ratio.
+for that algorithm (`shardlm plan --link-latency-us L --link-gbps B`), with their ratio;
+also the token time beyond the compute floor (the slowest node's compute, or with more
+nodes than cores the sum of all nodes' compute / cores) against the model's sync + step
+message and reply.
 
 Every namespace is deleted on exit (atexit and SIGINT/SIGTERM), also after a failure.
 Needs root (ip netns, tc). Example:
@@ -53,8 +56,13 @@ def sh(*cmd, check=True):
     return r
 
 
-def ns_exec(ns, *cmd):
-    return ["ip", "netns", "exec", ns] + list(cmd)
+RT = []        # ["chrt", "-f", "10"] with --rt: root and workers
+RT_RELAY = []  # ["chrt", "-f", "20"] with --rt: the relays stand for the network, which
+               # does not wait for a node's CPU, so they preempt the nodes
+
+
+def ns_exec(ns, *cmd, rt=None):
+    return ["ip", "netns", "exec", ns] + (RT if rt is None else rt) + list(cmd)
 
 
 def cleanup():
@@ -99,8 +107,8 @@ def build_network(n_nodes, gbps, burst):
                         "latency", "100ms"))
 
 
-def start(cmd, ns):
-    p = subprocess.Popen(ns_exec(ns, *cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(cmd, ns, rt=None):
+    p = subprocess.Popen(ns_exec(ns, *cmd, rt=rt), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs.append(p)
     return p
 
@@ -121,7 +129,7 @@ def start_relays(args, n_nodes, latency_us):
     relays = []
     for i in range(1, n_nodes):
         relays.append(start([args.relay, SUBNET + "%d:%d" % (i + 1, RELAY_PORT), "127.0.0.1:%d" % WORKER_PORT,
-                             str(latency_us)], node_ns(i)))
+                             str(latency_us)], node_ns(i), rt=RT_RELAY))
     time.sleep(0.2)
     for r in relays:
         if r.poll() is not None:
@@ -137,11 +145,13 @@ def stop(ps):
 
 
 def model_sync_ms(args, model, n_nodes, latency_us, algo):
-    """Predicted sync ms per token of `algo` from `shardlm plan`'s all-reduce table."""
+    """Predicted ms per token of `algo`'s all-reduces (`shardlm plan`'s all-reduce table),
+    and of the step message + sampling reply (its "step" term)."""
     r = sh(args.bin, "plan", "-m", model, "--nodes", str(n_nodes), "--link-latency-us", str(latency_us),
            "--link-gbps", str(args.gbps))
     m = re.search(r"^\s+%s\s.*?([\d.]+) ms/tok" % re.escape(algo), r.stdout, re.M)
-    return float(m.group(1)) if m else float("nan")
+    st = re.search(r"\+ step ([\d.]+) ms", r.stdout)
+    return (float(m.group(1)) if m else float("nan")), (float(st.group(1)) if st else 0.0)
 
 
 def bench(args, model, n_nodes, n_prompt=None, n_gen=None, reps=None):
@@ -164,7 +174,8 @@ def main():
     ap.add_argument("--nodes", default="1,2,4")
     ap.add_argument("--latency-us", default="100,1000", help="one-way latency added per message")
     ap.add_argument("--gbps", type=float, default=1.0, help="rate of every node's upload and download")
-    ap.add_argument("--burst", type=int, default=4096, help="tbf bucket bytes (>= MTU)")
+    ap.add_argument("--burst", type=int, default=16384,
+                    help="tbf bucket bytes (>= MTU; 16 KiB = 131 us at 1 Gbit/s: smaller buckets lose rate to timer wake-ups)")
     ap.add_argument("-t", "--threads", type=int, default=1)
     ap.add_argument("-p", "--n-prompt", type=int, default=0)
     ap.add_argument("-n", "--n-gen", type=int, default=32)
@@ -174,7 +185,13 @@ def main():
     ap.add_argument("--no-calibrate", action="store_true",
                     help="add the whole latency in the relay (default: only what the stack does not already cost)")
     ap.add_argument("--json-out", help="also write every result to this file")
+    ap.add_argument("--rt", action="store_true",
+                    help="run root and workers SCHED_FIFO (relays at a higher priority), so that other users' load "
+                         "on a shared machine does not land in the measured times (the kernel keeps 5%% for others)")
     args = ap.parse_args()
+    if args.rt:
+        RT.extend(["chrt", "-f", "10"])
+        RT_RELAY.extend(["chrt", "-f", "20"])
     if os.geteuid() != 0:
         sys.exit("netns_testbed.py needs root (ip netns, tc)")
     for f in (args.bin, args.relay):
@@ -189,9 +206,9 @@ def main():
     build_network(max(node_counts), args.gbps, args.burst)
 
     results = []
-    print("| model | N | latency | algorithm | compute ms (root / max) | sync ms (root / max) | model sync ms | "
-          "measured / model | TTFT ms | probed alpha, beta |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | N | latency | algorithm | ms/token | compute ms (root / max) | sync ms (root / max) | model sync "
+          "ms | root sync / model | token - compute floor | / (model sync + step) | TTFT ms | probed alpha, beta |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in args.model:
         for n in node_counts:
             workers = start_workers(args, n)
@@ -221,17 +238,27 @@ def main():
                 sync = [x["tg_sync_ms"] for x in nodes] or [0]
                 m = re.search(r"alpha (\d+) us, beta ([\d.]+) Gbit/s: decode ([\w-]+)", b.get("cluster", ""))
                 algo = m.group(3) if m else "-"
-                pred = model_sync_ms(args, model, n, lat, algo) if m else 0.0
+                pred, step = model_sync_ms(args, model, n, lat, algo) if m else (0.0, 0.0)
                 ratio = sync[0] / pred if pred else float("nan")
+                token_ms = 1e3 / b["tg_tps"] if b["tg_tps"] else float("nan")
+                # Wall time per token not explained by the slowest node's compute, against
+                # the model's all-reduces + step message and reply.
+                # With more nodes than cores the nodes cannot all compute at once: the
+                # compute floor is then the sum over nodes / cores.
+                rest = token_ms - max(max(comp), sum(comp) / (os.cpu_count() or 1))
+                ratio2 = rest / (pred + step) if pred else float("nan")
                 ttft = 1e3 * args.n_prompt / b["pp_tps"] if args.n_prompt and b["pp_tps"] else float("nan")
                 row = dict(model=os.path.basename(model), nodes=n, latency_us=lat, algo=algo, compute_ms=comp[0],
                            compute_max_ms=max(comp), sync_ms=sync[0], sync_max_ms=max(sync), model_sync_ms=pred,
-                           ratio=ratio, ttft_ms=ttft, tg_tps=b["tg_tps"], pp_tps=b["pp_tps"],
+                           ratio=ratio, token_ms=token_ms, rest_ms=rest, model_step_ms=step, ratio_rest=ratio2,
+                           ttft_ms=ttft, tg_tps=b["tg_tps"], pp_tps=b["pp_tps"],
                            probe=("%s us, %s Gbit/s" % (m.group(1), m.group(2))) if m else "-")
                 results.append(row)
-                print("| %s | %d | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s | %s | %s |" % (
-                    row["model"], n, "%g ms" % (lat / 1000) if n > 1 else "-", algo, comp[0], max(comp), sync[0],
-                    max(sync), "%.2f" % pred if n > 1 else "-", "%.2f" % ratio if n > 1 else "-",
+                dash = lambda fmt, v: fmt % v if n > 1 and args.n_gen else "-"
+                print("| %s | %d | %s | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s | %s | %s | %s | %s |" % (
+                    row["model"], n, "%g ms" % (lat / 1000) if n > 1 else "-", algo,
+                    "%.2f" % token_ms if args.n_gen else "-", comp[0], max(comp), sync[0], max(sync),
+                    dash("%.2f", pred), dash("%.2f", ratio), dash("%.2f", rest), dash("%.2f", ratio2),
                     "%.0f" % ttft if args.n_prompt else "-", row["probe"]), flush=True)
             stop(workers)
     if args.json_out:

@@ -211,7 +211,14 @@ Status TcpTransport::send(int peer, MessageType type, std::span<const uint8_t> p
   return link(peer).send(type, payload, timeout_s);
 }
 
-Expected<Message> TcpTransport::recv(int peer, double timeout_s) { return link(peer).recv(timeout_s); }
+Expected<Message> TcpTransport::recv(int peer, double timeout_s) {
+  Connection& c = link(peer);
+  // As in exchange(): a step message or a reply usually follows within microseconds.
+  pollfd p{c.fd(), POLLIN, 0};
+  for (const double spin_end = util::now_seconds() + spin_s_; util::now_seconds() < spin_end; sched_yield())
+    if (::poll(&p, 1, 0) != 0) break;
+  return c.recv(timeout_s);
+}
 
 Status TcpTransport::exchange(std::span<const SendItem> sends, std::span<const RecvItem> recvs, double timeout_s) {
   const double deadline = util::now_seconds() + timeout_s;

@@ -27,8 +27,8 @@ struct TcpOptions {
   double handshake_timeout_s = 5.0;
   double setup_timeout_s = 30.0;           // mesh formation, from bootstrap to ready
   uint64_t max_frame_bytes = kDefaultMaxFrameBytes;
-  // exchange() busy-polls this long before it sleeps in poll() (the environment variable
-  // SHARDLM_SPIN_US overrides it, for measurements).
+  // exchange() and recv() busy-poll this long (yielding the core between polls) before
+  // they sleep in poll(); the environment variable SHARDLM_SPIN_US overrides it.
   double spin_us = 100;
 };
 

@@ -155,13 +155,18 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
   std::vector<StreamProgress> prog(n);
   std::vector<Status> result(n);
   std::atomic<bool> abort{false};
+  std::atomic<int> first_failed{-1};  // its error is the one to report, not "stopped"
   std::vector<std::thread> threads;
   for (int r = 1; r < n; ++r) {
     if (have[r]) continue;
     prog[r].active = true;
     threads.emplace_back([&, r] {
       result[r] = stream_slice(r, plan_.nodes[r], &prog[r], abort);
-      if (!result[r].ok()) abort = true;
+      if (!result[r].ok()) {
+        int none = -1;
+        first_failed.compare_exchange_strong(none, r);
+        abort = true;
+      }
       prog[r].done = true;
     });
   }
@@ -172,10 +177,12 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
   std::vector<bool> reported(n, false);
   auto line = [&](int r) {
     const StreamProgress& p = prog[r];
+    if (p.done && !result[r].ok())
+      return "weights to " + t_->peer_name(r) + ": stopped after " + std::to_string(p.sent / 1000000) + " MB";
     const double s = p.done ? p.seconds.load() : timer.seconds();
     const double sent = double(p.sent), total = double(p.total);
     const double mbs = s > 0 ? sent / s / 1e6 : 0;
-    const double eta = mbs > 0 ? (total - sent) / 1e6 / mbs : 0;
+    const double eta = sent > 0 && mbs > 0 ? (total - sent) / 1e6 / mbs : 0;  // 0 until data flows
     char buf[256];
     std::snprintf(buf, sizeof buf, "weights to %s: %.1f / %.1f MB, %.1f MB/s, %s %.1f s", t_->peer_name(r).c_str(),
                   sent / 1e6, total / 1e6, mbs, p.done ? "took" : "ETA", p.done ? s : eta);
@@ -203,9 +210,7 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
     if (!all_done) std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 50));
   }
   for (auto& th : threads) th.join();
-  for (int r = 1; r < n; ++r)
-    if (!result[r].ok()) return result[r];
-  return util::ok_status();
+  return first_failed >= 0 ? result[first_failed] : util::ok_status();
 }
 
 Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog,
