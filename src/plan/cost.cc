@@ -46,12 +46,14 @@ double allreduce_us(AllReduce a, int n, double bytes, const Link& link) {
   return 0;
 }
 
-AllReduce choose_allreduce(int n, double bytes, double alpha_us, double beta_gbps, bool shared_medium) {
+AllReduce choose_allreduce(int n, double bytes, double alpha_us, double beta_gbps, bool shared_medium,
+                           bool quantized) {
   const Link link{alpha_us, beta_gbps, shared_medium};
   AllReduce best = AllReduce::kAllGather;
   double best_us = allreduce_us(best, n, bytes, link);
   for (AllReduce a : kAllReduces) {
-    const double t = allreduce_us(a, n, bytes, link);
+    double t = allreduce_us(a, n, bytes, link);
+    if (a == AllReduce::kRing && quantized) t *= kQuantizedRingHandicap;
     if (t < best_us * (1 - 1e-12)) {
       best = a;
       best_us = t;
@@ -146,7 +148,8 @@ NodeCost node_cost(const Plan& p, int node, const CostParams& c) {
     return nc;
   }
   const double msg_bytes = double(tensor::row_bytes(c.sync_type, values));
-  nc.algo = choose_allreduce(n, msg_bytes, c.link.alpha_us, c.link.beta_gbps, c.link.shared_medium);
+  nc.algo = choose_allreduce(n, msg_bytes, c.link.alpha_us, c.link.beta_gbps, c.link.shared_medium,
+                             c.sync_type == tensor::Type::Q8_0);
   nc.compute_ms = double(nc.weight_bytes) / (mem_gbps_of(c, node, n) * 1e9) * 1e3;
   nc.sync_ms = n_allreduce * allreduce_us(nc.algo, n, msg_bytes, c.link) / 1e3;
   return nc;

@@ -38,8 +38,12 @@ double allreduce_us(AllReduce a, int n, double bytes, const Link& link);
 
 // The fastest algorithm for one all-reduce of `bytes` (a batch of B rows: B * row bytes)
 // on n nodes under the measured α (µs) and β (Gbit/s). Ties go to all-gather, then star.
+// quantized (Q8_0 on the wire): the ring re-encodes each running sum at every hop, which
+// costs accuracy (SmolLM2 perplexity at N = 3: +0.79 % from one node against +0.36 % for
+// all-gather), so it is chosen only when predicted kQuantizedRingHandicap times faster.
+constexpr double kQuantizedRingHandicap = 1.5;
 AllReduce choose_allreduce(int n, double bytes, double alpha_us, double beta_gbps,
-                           bool shared_medium = false);
+                           bool shared_medium = false, bool quantized = false);
 
 struct Traffic {
   uint64_t sent = 0, received = 0;

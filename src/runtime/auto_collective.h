@@ -32,7 +32,8 @@ class AutoCollective : public model::Collective {
   net::AllReduceAlgo algo_for(size_t n) const {
     if (forced_ >= 0) return net::AllReduceAlgo(forced_);
     const plan::AllReduce a =
-        plan::choose_allreduce(t_.size(), double(net::encoded_bytes(sync_, n)), alpha_, beta_);
+        plan::choose_allreduce(t_.size(), double(net::encoded_bytes(sync_, n)), alpha_, beta_, false,
+                               sync_ == net::SyncType::kQ8_0);
     return a == plan::AllReduce::kRing ? net::AllReduceAlgo::kRing
            : a == plan::AllReduce::kStar ? net::AllReduceAlgo::kStar
                                          : net::AllReduceAlgo::kAllGather;

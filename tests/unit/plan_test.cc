@@ -369,6 +369,14 @@ TEST(Cost, ChooseAllReduce) {
   // A shared medium: star beats an all-gather that floods it.
   EXPECT_EQ(choose_allreduce(8, row, 50, 1, true), AllReduce::kStar);
   EXPECT_EQ(choose_allreduce(1, row, 50, 1), AllReduce::kAllGather);
+  // Q8_0 on the wire: the ring must win by kQuantizedRingHandicap. At N = 3 on a fast link
+  // its gain is small (all-gather instead); at N = 8 on gigabit it stays the choice.
+  const Link fast{20, 10};
+  const double b3 = 512 * 576 * 34.0 / 32;
+  ASSERT_LT(allreduce_us(AllReduce::kRing, 3, b3, fast), allreduce_us(AllReduce::kAllGather, 3, b3, fast));
+  EXPECT_EQ(choose_allreduce(3, b3, 20, 10), AllReduce::kRing);
+  EXPECT_EQ(choose_allreduce(3, b3, 20, 10, false, /*quantized=*/true), AllReduce::kAllGather);
+  EXPECT_EQ(choose_allreduce(8, 512 * row, 100, 1, false, true), AllReduce::kRing);
   // Times follow the formulas.
   const Link link{50, 1};
   EXPECT_DOUBLE_EQ(allreduce_us(AllReduce::kAllGather, 8, 1000, link), 50 + 7 * 8.0);
