@@ -233,19 +233,25 @@ Status Collectives::all_reduce(std::span<float> x, AllReduceAlgo algo, SyncType 
   return Status::error("unknown all-reduce algorithm");
 }
 
+Status Collectives::send_to_all_receive_from_all(std::span<const uint8_t> mine, std::vector<Message>* msgs) {
+  const int n_nodes = t_.size(), me = t_.rank();
+  std::vector<SendItem> sends;
+  std::vector<RecvItem> recvs;
+  msgs->assign(n_nodes, Message{});
+  for (int p = 0; p < n_nodes; ++p) {
+    if (p == me) continue;
+    sends.push_back({p, MessageType::kAllReduce, mine});
+    recvs.push_back({p, MessageType::kAllReduce, &(*msgs)[p]});
+  }
+  return t_.exchange(sends, recvs, opt_.timeout_s);
+}
+
 Status Collectives::all_gather_sum(std::span<float> x, SyncType sync) {
   const int n_nodes = t_.size(), me = t_.rank();
   const CHeader h{Op::kAllGather, sync, 0, 0, static_cast<uint32_t>(x.size())};
   const std::vector<uint8_t> mine = make_payload(h, x);
-  std::vector<SendItem> sends;
-  std::vector<RecvItem> recvs;
-  std::vector<Message> msgs(n_nodes);
-  for (int p = 0; p < n_nodes; ++p) {
-    if (p == me) continue;
-    sends.push_back({p, MessageType::kAllReduce, mine});
-    recvs.push_back({p, MessageType::kAllReduce, &msgs[p]});
-  }
-  RETURN_IF_ERROR(t_.exchange(sends, recvs, opt_.timeout_s));
+  std::vector<Message> msgs;
+  RETURN_IF_ERROR(send_to_all_receive_from_all(mine, &msgs));
   std::vector<const uint8_t*> enc(n_nodes);
   for (int p = 0; p < n_nodes; ++p) {
     if (p == me) { enc[p] = mine.data() + kCollectiveHeaderBytes; continue; }
@@ -362,15 +368,8 @@ Status Collectives::all_gather_rows(uint8_t* buf, size_t n_rows, size_t row_byte
   mine.resize(kCollectiveHeaderBytes + n_rows * len);
   for (size_t r = 0; r < n_rows; ++r)
     std::memcpy(mine.data() + kCollectiveHeaderBytes + r * len, buf + r * row_bytes + offset, len);
-  std::vector<SendItem> sends;
-  std::vector<RecvItem> recvs;
-  std::vector<Message> msgs(n_nodes);
-  for (int p = 0; p < n_nodes; ++p) {
-    if (p == me) continue;
-    sends.push_back({p, MessageType::kAllReduce, mine});
-    recvs.push_back({p, MessageType::kAllReduce, &msgs[p]});
-  }
-  RETURN_IF_ERROR(t_.exchange(sends, recvs, opt_.timeout_s));
+  std::vector<Message> msgs;
+  RETURN_IF_ERROR(send_to_all_receive_from_all(mine, &msgs));
   std::vector<std::pair<size_t, size_t>> segs{{offset, len}};
   for (int p = 0; p < n_nodes; ++p) {
     if (p == me) continue;

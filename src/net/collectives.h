@@ -85,6 +85,8 @@ class Collectives {
   static uint64_t all_reduce_bytes_received(AllReduceAlgo a, SyncType t, int n_nodes, int rank, size_t n);
 
  private:
+  // One-shot exchange: `mine` to every peer, (*msgs)[p] from every peer p (own slot empty).
+  Status send_to_all_receive_from_all(std::span<const uint8_t> mine, std::vector<Message>* msgs);
   Status all_gather_sum(std::span<float> x, SyncType sync);
   Status star(std::span<float> x, SyncType sync);
   Status ring(std::span<float> x, SyncType sync);

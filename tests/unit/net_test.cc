@@ -726,5 +726,41 @@ TEST(AllReduce, TcpLoopbackLatencyReport) {
   }
 }
 
+
+// Exact sync's row gather: every node fills its byte segment of each row; afterwards every
+// row is whole on every node. Segments that leave a gap or overlap are refused by name.
+TEST(GatherRows, SegmentsTileTheRowOnEveryNode) {
+  const size_t rows = 5, row_bytes = 103;  // odd sizes, uneven segments
+  const std::vector<size_t> cut = {0, 40, 41, 103};
+  Cluster c = make_in_process_cluster(3);
+  std::vector<std::vector<uint8_t>> buf(3, std::vector<uint8_t>(rows * row_bytes, 0));
+  Status st[3];
+  run_nodes(c, [&](int r) {
+    for (size_t i = 0; i < rows; ++i)
+      for (size_t b = cut[r]; b < cut[r + 1]; ++b) buf[r][i * row_bytes + b] = uint8_t(i * 31 + b * 7 + 1);
+    Collectives coll(*c[r], {SyncType::kF32, AllReduceAlgo::kAllGather, 5.0});
+    st[r] = coll.all_gather_rows(buf[r].data(), rows, row_bytes, cut[r], cut[r + 1] - cut[r]);
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(st[r].ok()) << st[r].message();
+    for (size_t i = 0; i < rows; ++i)
+      for (size_t b = 0; b < row_bytes; ++b) ASSERT_EQ(buf[r][i * row_bytes + b], uint8_t(i * 31 + b * 7 + 1));
+  }
+}
+
+TEST(GatherRows, GapOrOverlapIsRefused) {
+  Cluster c = make_in_process_cluster(2);
+  std::vector<std::vector<uint8_t>> buf(2, std::vector<uint8_t>(64, 0));
+  Status st[2];
+  run_nodes(c, [&](int r) {
+    Collectives coll(*c[r], {SyncType::kF32, AllReduceAlgo::kAllGather, 5.0});
+    st[r] = coll.all_gather_rows(buf[r].data(), 2, 32, r == 0 ? 0 : 10, 16);  // [0,16) and [10,26)
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(st[r].ok());
+    EXPECT_NE(st[r].message().find("do not tile the row"), std::string::npos) << st[r].message();
+  }
+}
+
 }  // namespace
 }  // namespace net
