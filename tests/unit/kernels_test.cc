@@ -256,8 +256,10 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
   std::mt19937 rng(31 + static_cast<int>(wt));
   const int64_t n = block_size(wt) == 256 ? 5 * 256 : 257 * 32;
   const int64_t rows = 13, max_batch = 40;
-  const size_t row_stride = tensor::row_bytes(wt, n) + 2;  // padded, unaligned rows
-  const size_t xq_stride = activation_bytes(at, n) + 6;
+  // Padded rows, off the SIMD alignment but on the block structs' natural one (4 bytes:
+  // F32 values, Q8_K's float scale), as in a GGUF file or a slice.
+  const size_t row_stride = tensor::row_bytes(wt, n) + 4;
+  const size_t xq_stride = activation_bytes(at, n) + 12;
   std::vector<uint8_t> W(rows * row_stride), X(max_batch * xq_stride);
   for (int64_t r = 0; r < rows; ++r) {
     const auto row = quantized_row(rng, wt, n, false);
