@@ -49,9 +49,11 @@ build:
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
+# Under the sanitizers only the unit tests run (CMakePresets.json), so only they are built.
+UNIT_TESTS := $(basename $(notdir $(wildcard tests/unit/*_test.cc)))
 build-asan:
 	cmake --preset asan >/dev/null
-	cmake --build --preset asan -j $(JOBS)
+	cmake --build --preset asan -j $(JOBS) --target $(UNIT_TESTS)
 
 fuzz:
 	tools/fuzz_gguf.sh 60

@@ -5,11 +5,8 @@
 // and GFLOP/s (4 * head_dim flops per query-head-position) for prefill. Not a test: no
 // assertions on timing.
 //
-// Build by hand after building attention_test (cmake --build build/attn --target attention_test):
-//   g++ -std=c++20 -O2 -Isrc bench/attention_bench.cc build/attn/libshardlm_kernels.a \
-//     build/attn/libshardlm_tensor.a build/attn/libshardlm_util.a -lbenchmark -lpthread \
-//     -o build/attn/attention_bench
-// Run: build/attn/attention_bench [--benchmark_filter=Decode] (SHARDLM_ISA=scalar|avx2 to compare)
+// Built with the release preset: cmake --build build/release --target attention_bench
+// Run: build/release/attention_bench [--benchmark_filter=Decode] (SHARDLM_ISA=scalar|avx2 to compare)
 #include <benchmark/benchmark.h>
 
 #include <cmath>

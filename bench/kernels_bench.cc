@@ -3,11 +3,8 @@
 // (GFLOP/s), batch-128 matmuls of prompt-processing shapes, and this machine's plain
 // streaming-read bandwidth (AVX2 sum over 1 GiB) to compare the matvec GB/s with. Not a test: no assertions on timing.
 //
-// Build by hand after building kernels_test (cmake --build build/release --target kernels_test):
-//   g++ -std=c++20 -O2 -Isrc bench/kernels_bench.cc build/release/libshardlm_kernels.a \
-//     build/release/libshardlm_tensor.a build/release/libshardlm_util.a -lbenchmark -lpthread \
-//     -o build/release/kernels_bench
-// Run: build/kernels/kernels_bench [--benchmark_filter=Matvec] (SHARDLM_ISA=scalar|avx2 to compare)
+// Built with the release preset: cmake --build build/release --target kernels_bench
+// Run: build/release/kernels_bench [--benchmark_filter=Matvec] (SHARDLM_ISA=scalar|avx2 to compare)
 #include <benchmark/benchmark.h>
 
 #include <cstring>
