@@ -468,15 +468,19 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
+// Saturate instead of overflowing: callers compare against the file's size, and a
+// corrupt header may hold any dimensions.
 int64_t TensorInfo::n_elements() const {
   int64_t n = 1;
-  for (int64_t d : ne) n *= d;
+  for (int64_t d : ne)
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
   return n;
 }
 
 int64_t TensorInfo::rows() const {
   int64_t n = 1;
-  for (size_t i = 1; i < ne.size(); ++i) n *= ne[i];
+  for (size_t i = 1; i < ne.size(); ++i)
+    if (__builtin_mul_overflow(n, ne[i], &n)) return INT64_MAX;
   return n;
 }
 

@@ -152,8 +152,6 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
       (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return Status::error(what + " has an inconsistent shape or slice");
-  if (std::string why = model::attention_unsupported(c, s.kv_type, s.attention); !why.empty())
-    return Status::error(what + ": " + why);
   return s;
 }
 

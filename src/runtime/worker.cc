@@ -158,6 +158,8 @@ Status Worker::session(net::Transport& t) {
     if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
     auto p = parse_setup(m->payload, root);
     if (!p) return p.status();
+    if (std::string why = model::attention_unsupported(p->config, p->kv_type, p->attention); !why.empty())
+      return util::Status::error("session setup from " + root + ": " + why);
     s = std::move(*p);
     break;
   }
