@@ -249,9 +249,8 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
 }
 
 Status check_step_fits(const Step& s, int dim, int ctx, const std::string& peer) {
-  const uint64_t rb = tensor::row_bytes(s.embd_type, dim);
-  if (dim % tensor::traits(s.embd_type).block_size != 0 || s.rows.size() != rb * uint64_t(s.n) ||
-      int64_t(s.pos) + s.n > ctx)
+  if (dim % tensor::traits(s.embd_type).block_size != 0 ||  // before row_bytes, which CHECKs it
+      s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(s.n) || int64_t(s.pos) + s.n > ctx)
     return Status::error("step from " + peer + " does not fit (rows or context)");
   return util::ok_status();
 }
