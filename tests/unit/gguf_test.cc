@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "scratch.h"
 
 namespace {
 
@@ -22,7 +23,7 @@ using gguf::Value;
 using gguf::ValueType;
 using gguf::Writer;
 
-std::string tmp_path(const std::string& name) { return testing::TempDir() + "gguf_test_" + name + ".gguf"; }
+std::string tmp_path(const std::string& name) { return shardlm_test::scratch_path(name + ".gguf"); }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -295,7 +296,8 @@ TEST(GgufWriter, Alignment64) {
 TEST(GgufWriter, ProducerOfWrongSizeIsACheckFailure) {
   Writer w;
   w.add_tensor("x", {4}, tensor::Type::F32, [](std::vector<uint8_t>& out) { out.push_back(1); });
-  EXPECT_DEATH((void)w.write(tmp_path("badproducer")), "n_bytes");
+  const std::string path = tmp_path("badproducer");  // named here: the dying child never cleans up
+  EXPECT_DEATH((void)w.write(path), "n_bytes");
 }
 
 TEST(GgufWriter, UnwritablePathIsAStatus) {

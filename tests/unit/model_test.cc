@@ -16,15 +16,11 @@
 #include "model/synthetic.h"
 #include "model/transformer.h"
 #include "sampler/sampler.h"
+#include "scratch.h"
 
 namespace {
 
-// Per process: ctest runs these tests in parallel processes, and rewriting a file another
-// process has mapped kills that process with SIGBUS.
-std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("shardlm_model_test_" + std::to_string(getpid()) + "_" + name)).string();
-}
+std::string tmp_path(const std::string& name) { return shardlm_test::scratch_path(name); }
 
 std::string make(const std::string& shape, tensor::Type type) {
   const std::string path = tmp_path(shape + "_" + tensor::type_name(type) + ".gguf");

@@ -30,6 +30,7 @@
 #include "runtime/slicer.h"
 #include "sampler/distributed.h"
 #include "sampler/sampler.h"
+#include "scratch.h"
 #include "tensor/quants.h"
 
 namespace {
@@ -37,10 +38,7 @@ namespace {
 constexpr float kLogitTol = 2e-3f;  // absolute, on logits of magnitude ~10-30
 
 std::string toy_model(const std::string& shape, tensor::Type type) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("shardlm_runtime_test_" + std::to_string(getpid()) + "_" + shape + "_" +
-                             tensor::type_name(type) + ".gguf"))
-                               .string();
+  const std::string path = shardlm_test::scratch_path(shape + "_" + tensor::type_name(type) + ".gguf");
   auto s = model::shape_by_name(shape);
   EXPECT_TRUE(s.has_value());
   util::Status st = model::write_synthetic_model(path, *s, type, 11);
