@@ -107,6 +107,19 @@ SHARDLM_AVX2 int64_t softmax_sum_avx2(float* x, int64_t n, float max, double* su
   return i;
 }
 
+// sum += exp(x - max) over whole groups of 8 (each group's lanes summed in float).
+SHARDLM_AVX2 int64_t sum_exp_avx2(const float* x, int64_t n, float max, double* sum) {
+  int64_t i = 0;
+  for (; i + 7 < n; i += 8) {
+    const __m256 val = v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
+    __m128 v2 = _mm_add_ps(_mm256_extractf128_ps(val, 1), _mm256_castps256_ps128(val));
+    v2 = _mm_add_ps(v2, _mm_movehl_ps(v2, v2));
+    v2 = _mm_add_ss(v2, _mm_movehdup_ps(v2));
+    *sum += static_cast<double>(_mm_cvtss_f32(v2));
+  }
+  return i;
+}
+
 SHARDLM_AVX2 float dot_f16_avx2(const uint16_t* x, const uint16_t* y, int64_t n) {
   const int64_t np = n & ~int64_t(31);
   __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -184,6 +197,28 @@ void softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j) x[j] *= inv;
+}
+
+float log_sum_exp(const float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+  if (max == -INFINITY || std::isnan(max)) return max;
+  double sum = 0.0;
+  int64_t i = 0;
+#if defined(__x86_64__)
+  if (use_avx2()) i = sum_exp_avx2(x, n, max, &sum);
+#endif
+  if (i == 0) {
+    for (; i + 7 < n; i += 8) {
+      float v[8];
+      for (int l = 0; l < 8; ++l) v[l] = expf_lane(x[i + l] - max);
+      float a[4];
+      for (int l = 0; l < 4; ++l) a[l] = v[l + 4] + v[l];
+      sum += static_cast<double>((a[0] + a[2]) + (a[1] + a[3]));
+    }
+  }
+  for (; i < n; ++i) sum += static_cast<double>(expf_lane(x[i] - max));
+  return static_cast<float>(max + std::log(sum));
 }
 
 float dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {

@@ -28,6 +28,13 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 // Matrix products over weight rows [r0, r1) of W (row_stride bytes apart, n elements):
 //   y[b * y_stride + r] = dot(W[r], xq[b])  for b in [0, n_batch)
 // xq rows are xq_stride bytes apart. n_batch = 1 is matrix x vector.
+// Every output is summed in ggml's vec_dot order (bit-identical to vec_dot and to
+// llama.cpp's matrix x vector), except Q4_0 with n_batch >= 4 on x86 SIMD: there each
+// output is one float, acc = fma(float(int dot of block b), dw * da, acc) for b
+// ascending ("lane order", as llama.cpp's repacked Q4_0 GEMM; about twice as fast), so
+// such a prompt batch differs from token-by-token decode in the last bits. Either way an
+// output depends only on its own row and column, never on the row range or the batch's
+// other columns (multi-node runs stay bit-identical to one node).
 void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
             const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
 
@@ -44,6 +51,8 @@ void swiglu(float* out, const float* gate, const float* up, int64_t n);
 void add(float* out, const float* a, const float* b, int64_t n);
 // In-place softmax of x[0..n), summed as ggml does (8-lane groups in double)
 void softmax(float* x, int64_t n);
+// log(sum(exp(x[i]))) over x[0..n), with ggml's vector exp (fast; -inf when n == 0)
+float log_sum_exp(const float* x, int64_t n);
 // ggml_v_expf for one value (bit-exact with ggml's AVX2 exp)
 float ggml_expf(float x);
 // F16 dot product in ggml's accumulation order (4 x 8 lanes, fused multiply-add).

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 
+#include "kernels/kernels.h"
+
 namespace sampler {
 
 namespace {
@@ -47,11 +49,7 @@ int request_k(const Params& p, int n_vocab) {
 
 LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k) {
   LocalCandidates out;
-  float mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - mx);
-  out.lse = n > 0 ? float(mx + std::log(sum)) : -INFINITY;
+  out.lse = kernels::log_sum_exp(logits, n);
   k = std::min(k, n);
   if (k == 1) {
     int best = 0;

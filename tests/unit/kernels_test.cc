@@ -177,7 +177,9 @@ void check_vec_dot(Type wt, int64_t n, const std::vector<uint8_t>& w, const std:
     set_isa(isa);
     const float got = vec_dot(wt, n, w.data(), x.data());
     EXPECT_NEAR(got, want, tol) << tensor::type_name(wt) << " n=" << n << " isa=" << isa_name(isa) << " " << what;
-    if (isa == Isa::kScalar) EXPECT_EQ(got, want);
+    if (isa == Isa::kScalar) {
+      EXPECT_EQ(got, want);
+    }
   }
 }
 
@@ -245,11 +247,30 @@ TEST_P(KernelsPerType, MatmulMatchesPerRowRef) {
   }
 }
 
+// Lane order, the contract of Q4_0 batches of 4 or more on x86 SIMD (kernels.h): one
+// float per output, acc = fma(float(int dot of block b), dw * da, acc), blocks ascending.
+// Written from the block layout, not from the kernel.
+float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ4_0*>(w);
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_0*>(x);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int isum = 0;
+    for (int j = 0; j < 16; ++j)
+      isum += ((wb[b].qs[j] & 15) - 8) * xb[b].qs[j] + ((wb[b].qs[j] >> 4) - 8) * xb[b].qs[j + 16];
+    acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
+  }
+  return acc;
+}
+
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. Batches cover the GEMM tiles' column tails and, with
-// 257 blocks per row, several column chunks; row ranges cover partial row tiles.
+// order, only scheduled differently. The one exception is Q4_0 on AVX2 / AVX-512 with 4
+// or more columns, which sums in lane order (as llama.cpp's repacked GEMM): those outputs
+// must equal lane_order_q4_0 exactly instead. Batches cover the GEMM tiles' column tails
+// and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
+// (8-row lane tiles included).
 TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
   const Type wt = GetParam();
   const Type at = act_type(wt);
@@ -273,11 +294,15 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
   for (Isa isa : supported_isas()) {
     set_isa(isa);
     for (int64_t n_batch : {2, 3, 4, 5, 7, 9, 40}) {
-      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}}) {
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
         std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
         matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
+        const bool lanes = wt == Type::Q4_0 && isa != Isa::kScalar && isa != Isa::kNeon && n_batch >= 4;
         for (int64_t b = 0; b < n_batch; ++b) {
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
+          if (lanes)
+            for (int64_t r = r0; r < r1; ++r)
+              want[r] = lane_order_q4_0(n, W.data() + r * row_stride, X.data() + b * xq_stride);
           for (int64_t r = r0; r < r1; ++r)
             ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)
                                                 << " n_batch=" << n_batch << " rows [" << r0 << "," << r1
@@ -377,6 +402,32 @@ TEST(KernelsQuantize, SimdEqualsRef) {
 }
 
 // ---- dispatch ----
+
+// log_sum_exp against a double-precision reference, on odd sizes, for every ISA; the
+// ISAs agree bit for bit (the scalar path repeats the vector lanes' operations).
+TEST(KernelsLogSumExp, MatchesDoubleReferenceOnEveryIsa) {
+  IsaGuard guard;
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 8, 9, 33, 1000, 24577}) {
+    std::vector<float> x = gaussian(rng, n, 8.0f);
+    double mx = -INFINITY, sum = 0;
+    for (float v : x) mx = std::max(mx, double(v));
+    for (float v : x) sum += std::exp(double(v) - mx);
+    const double want = mx + std::log(sum);
+    std::vector<float> got;
+    for (Isa isa : supported_isas()) {
+      set_isa(isa);
+      got.push_back(log_sum_exp(x.data(), n));
+      EXPECT_NEAR(got.back(), want, 1e-5 * std::max(1.0, std::fabs(want))) << isa_name(isa) << " n=" << n;
+      EXPECT_EQ(got.back(), got.front()) << isa_name(isa) << " n=" << n;
+    }
+  }
+  EXPECT_EQ(log_sum_exp(nullptr, 0), -INFINITY);
+  const float all_masked[3] = {-INFINITY, -INFINITY, -INFINITY};
+  EXPECT_EQ(log_sum_exp(all_masked, 3), -INFINITY);
+  const float one_masked[3] = {-INFINITY, 0.0f, 0.0f};
+  EXPECT_NEAR(log_sum_exp(one_masked, 3), std::log(2.0), 1e-6);
+}
 
 TEST(KernelsDispatch, IsaNamesAndSwitching) {
   EXPECT_STREQ(isa_name(Isa::kScalar), "scalar");

@@ -74,7 +74,10 @@ TEST_P(ArchTest, BatchedEqualsTokenByToken) {
   // F16 rounding of the probabilities), and a Q8_0 cache close to F16.
   const auto flash1 = run(**m, toks, 1, 1, model::KvType::kF16, model::AttentionMode::kFlash);
   const auto flash4 = run(**m, toks, 2, 4, model::KvType::kF16, model::AttentionMode::kFlash);
-  EXPECT_EQ(flash1, flash4);
+  if (type == tensor::Type::Q4_0)  // lane-order batches on x86 (kernels.h); see Q4_0LaneOrderBatches
+    EXPECT_LT(max_rel_diff(flash1, flash4), 2e-2);
+  else
+    EXPECT_EQ(flash1, flash4);
   EXPECT_LT(max_rel_diff(one, flash4), 5e-2);
   const auto q8kv = run(**m, toks, 2, 4, model::KvType::kQ8_0, model::AttentionMode::kFlash);
   EXPECT_LT(max_rel_diff(flash4, q8kv), 5e-2);
@@ -113,10 +116,11 @@ std::vector<int32_t> long_prompt(int n, int vocab) {
 
 // With flash attention every row is bit-identical whatever the batch split (1 = token by
 // token, which on 2 threads takes flash decoding past 512 positions) and thread count, so
-// the last row and the greedy continuation are too.
+// the last row and the greedy continuation are too. (Q8_0 weights: their batched matmul
+// keeps vec_dot's order; Q4_0's does not on x86, see Q4_0LaneOrderBatches.)
 TEST(FlashAttention, AnyBatchSplitGivesIdenticalLogits) {
   for (const char* shape : {"toy", "toy-qwen3"}) {
-    auto m = model::load_model(make(shape, tensor::Type::Q4_0));
+    auto m = model::load_model(make(shape, tensor::Type::Q8_0));
     ASSERT_TRUE(m.ok()) << m.error();
     const auto toks = long_prompt(600, (*m)->config.n_vocab);
     const EvalRun ref = run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 8);
@@ -133,6 +137,28 @@ TEST(FlashAttention, AnyBatchSplitGivesIdenticalLogits) {
     EXPECT_TRUE(e1.logits == e64.logits) << shape << " max rel diff " << max_rel_diff(e1.logits, e64.logits);
     EXPECT_LT(max_rel_diff(e64.logits, ref.logits), 5e-2) << shape;
   }
+}
+
+// Q4_0 batches of 4 or more columns sum in lane order on x86 (kernels.h): splits whose
+// chunks all have at least 4 rows stay bit-identical to each other; token by token
+// (vec_dot order) is within tolerance of them. The matmuls differ in the last bits only
+// (kernels_test checks both orders exactly), but on a random toy model the Q8_0
+// quantization of every activation turns a last-bit difference at a rounding boundary into
+// a whole quantization step: 0.9 % of the largest logit measured here.
+TEST(FlashAttention, Q4_0LaneOrderBatches) {
+  auto m = model::load_model(make("toy", tensor::Type::Q4_0));
+  ASSERT_TRUE(m.ok()) << m.error();
+  const auto toks = long_prompt(600, (*m)->config.n_vocab);
+  const EvalRun ref = run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 0);
+  for (auto [threads, batch] : {std::pair{2, 7}, {1, 256}, {2, 600}}) {  // 600 = 85 * 7 + 5
+    const EvalRun r = run_all(**m, toks, threads, batch, model::AttentionMode::kFlash, 0);
+    EXPECT_TRUE(r.logits == ref.logits) << " threads " << threads << " batch " << batch << " max rel diff "
+                                        << max_rel_diff(r.logits, ref.logits);
+  }
+  const EvalRun one = run_all(**m, toks, 2, 1, model::AttentionMode::kFlash, 0);
+  const double d = max_rel_diff(one.logits, ref.logits);
+  std::printf("Q4_0 toy, 600 rows: token by token vs batches of 64, max rel diff %.3g\n", d);
+  EXPECT_LT(d, 2e-2);
 }
 
 // SmolLM2 (the real model): a 64-token prompt in one batch vs token by token. Flash: the

@@ -9,6 +9,7 @@
 // Include only from files compiled with AVX2 flags.
 #pragma once
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/avx2_common.h"
@@ -300,13 +301,157 @@ void gemm_q(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, con
   }
 }
 
+// ---- Q4_0 batches in "lane order": one float per output ------------------------------------
+//
+// The GEMM above keeps ggml's vec_dot order, which costs a convert and an 8-lane FMA per
+// (row, column, block) and a horizontal sum per output. Here each output is one float
+// lane instead, summed block by block: acc = fma(float(int dot of block b), dw * da, acc)
+// (llama.cpp's repacked q4_0 GEMM sums in this order too). Eight weight rows share one
+// register: the packed tile holds, per block, eight vectors V[k] whose int32 lane r is
+// elements 4k..4k+3 of row r (unsigned nibbles 0..15); an activation column contributes
+// broadcasts of its own elements 4k..4k+3. Per (block, column) that is 8 maddubs into
+// int16 (at most 8 * 2 * 15 * 127 = 30480: no saturation), one madd to int32, the
+// offset correction 8 * sum(a), one convert and one FMA for all eight rows. The integer
+// dot is exact and the float operations per output do not depend on the other rows or
+// columns, so a row's result is the same in any row range or batch.
+
+struct LaneActs {                // a chunk of nc columns, block-major: [b * nc + c]
+  std::vector<Quants32> qs;      // the activation quants
+  std::vector<int32_t> off;      // 8 * sum of the block's quants
+  std::vector<float> d;          // scale
+};
+struct LaneRows {                // a tile of 8 rows: per block, V[0..8) then 8 scales
+  std::vector<Quants32> v;
+  std::vector<float> d;
+};
+
+inline void lane_pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, LaneActs& p) {
+  const size_t n = size_t(nb * nc);
+  if (p.qs.size() < n) {
+    p.qs.resize(n);
+    p.off.resize(n);
+    p.d.resize(n);
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    const BlockQ8_0* ab = reinterpret_cast<const BlockQ8_0*>(x + c * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t i = size_t(b * nc + c);
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.qs[i].q), q);
+      p.off[i] = hsum_i32(dot_u8(_mm256_set1_epi8(8), q));
+      p.d[i] = fp16(ab[b].d);
+    }
+  }
+}
+
+// Rows r..r+rm (rm <= 8; missing rows are zeros) of Q4_0 weights into the lane layout: an
+// 8 x 8 transpose of 32-bit groups per block.
+inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRows& p) {
+  if (p.v.size() < size_t(nb * 8)) {
+    p.v.resize(size_t(nb * 8));
+    p.d.resize(size_t(nb * 8));
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i R[8];
+    for (int r = 0; r < 8; ++r) {
+      if (r < rm) {
+        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w + r * ws)[b];
+        R[r] = DecQ4_0::quants_u(blk);
+        p.d[size_t(b * 8 + r)] = fp16(blk.d);
+      } else {
+        R[r] = _mm256_setzero_si256();
+        p.d[size_t(b * 8 + r)] = 0.0f;
+      }
+    }
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_epi32(R[2 * i], R[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_epi32(R[2 * i], R[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 0..3 (h = 0) and 4..7 (h = 1)
+      u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+      u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+      u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+      u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    Quants32* v = &p.v[size_t(b * 8)];
+    for (int k = 0; k < 4; ++k) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v[k].q), _mm256_permute2x128_si256(u[k], u[4 + k], 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v[k + 4].q), _mm256_permute2x128_si256(u[k], u[4 + k], 0x31));
+    }
+  }
+}
+
+// y[c * ys + r] for r < rm, c < RN: a packed 8-row tile times columns c0..c0+RN of a chunk.
+template <int RN>
+inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
+                      int64_t ys) {
+  __m256 acc[RN];
+  for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const Quants32* __restrict v = w.v.data();
+  const float* __restrict wd = w.d.data();
+  const Quants32* __restrict aq = a.qs.data() + c0;
+  const int32_t* __restrict ao = a.off.data() + c0;
+  const float* __restrict ad = a.d.data() + c0;
+  for (int64_t b = 0; b < nb; ++b, v += 8, wd += 8, aq += nc, ao += nc, ad += nc) {
+    const __m256 dw = _mm256_loadu_ps(wd);
+    __m256i V[8];
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) V[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(v[k].q));
+    #pragma GCC unroll 8
+    for (int c = 0; c < RN; ++c) {
+      const int32_t* q4 = reinterpret_cast<const int32_t*>(aq[c].q);
+      __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
+      #pragma GCC unroll 8
+      for (int k = 1; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k])));
+      const __m256i q = _mm256_sub_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(ao[c]));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw, _mm256_set1_ps(ad[c])), acc[c]);
+    }
+  }
+  for (int c = 0; c < RN; ++c) {
+    if (rm == 8) {
+      _mm256_storeu_ps(y + c * ys, acc[c]);
+    } else {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, acc[c]);
+      for (int r = 0; r < rm; ++r) y[c * ys + r] = t[r];
+    }
+  }
+}
+
+inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
+                            size_t xs, int64_t n_batch, float* y, int64_t ys) {
+  constexpr int RN = 4;
+  thread_local LaneActs acts;
+  thread_local LaneRows rows;
+  const size_t col_bytes = size_t(nb) * (sizeof(Quants32) + 8);
+  const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
+  for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
+    const int64_t nc = std::min(chunk, n_batch - c0);
+    lane_pack_acts(nb, x + c0 * xs, xs, nc, acts);
+    for (int64_t r = r0; r < r1; r += 8) {
+      const int rm = int(std::min<int64_t>(8, r1 - r));
+      lane_pack_rows(nb, w + r * ws, ws, rm, rows);
+      float* yr = y + c0 * ys + r;
+      int64_t c = 0;
+      for (; c + RN <= nc; c += RN) lane_tile<RN>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+      for (; c < nc; ++c) lane_tile<1>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+    }
+  }
+}
+
 template <class D, class Dot = MaddubsDot>
 void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   const auto* w = static_cast<const uint8_t*>(W);
   const auto* x = static_cast<const uint8_t*>(xq);
   const int64_t nb = n / kQK;
-  if (n_batch >= kGemmMinBatch) return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
+  if (n_batch >= kGemmMinBatch) {
+    if constexpr (std::is_same_v<D, DecQ4_0>)
+      return gemm_lanes_q4_0(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
+    return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
+  }
   for_each_tile<kTileRows>(r0, r1, n_batch, [&]<int RM>(int64_t r, int64_t nbatch) {
     const uint8_t* wr = w + r * row_stride;
     int64_t c = 0;
