@@ -24,7 +24,9 @@ struct RunOptions {
   // Flash by default: faster at long context, and a prompt's logits do not depend on its
   // batch split. `--flash-attn off` is llama.cpp's non-flash path to the bit.
   model::AttentionMode attention = model::AttentionMode::kFlash;
-  int batch = 32;
+  // 128: measured best or within noise of the best from 32 to 512 on SmolLM2 and the 1B
+  // shape, 1 and 2 threads (docs/BENCHMARKS.md); larger only adds buffer memory.
+  int batch = 128;
 };
 
 inline void add_run_options(CLI::App* cmd, RunOptions* o) {

