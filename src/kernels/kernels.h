@@ -29,12 +29,13 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 //   y[b * y_stride + r] = dot(W[r], xq[b])  for b in [0, n_batch)
 // xq rows are xq_stride bytes apart. n_batch = 1 is matrix x vector.
 // Every output is summed in ggml's vec_dot order (bit-identical to vec_dot and to
-// llama.cpp's matrix x vector), except Q4_0 with n_batch >= 4 on x86 SIMD: there each
-// output is one float, acc = fma(float(int dot of block b), dw * da, acc) for b
-// ascending ("lane order", as llama.cpp's repacked Q4_0 GEMM; about twice as fast), so
-// such a prompt batch differs from token-by-token decode in the last bits. Either way an
-// output depends only on its own row and column, never on the row range or the batch's
-// other columns (multi-node runs stay bit-identical to one node).
+// llama.cpp's matrix x vector), except Q4_0 and Q4_K with n_batch >= 4 on x86 SIMD: there
+// each output is one float, acc = fma(float(int dot of block b), dw * da, acc) for b
+// ascending (Q4_K: then acc = fma(float(min term), -(dmin * da), acc) per super-block)
+// ("lane order", as llama.cpp's repacked GEMMs; 1.5-2x faster), so such a prompt batch
+// differs from token-by-token decode in the last bits. Either way an output depends only
+// on its own row and column, never on the row range or the batch's other columns
+// (multi-node runs stay bit-identical to one node).
 void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
             const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
 

@@ -263,12 +263,42 @@ float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
   return acc;
 }
 
+// Lane order for Q4_K: per super-block, acc = fma(float(sumi), d * da, acc), then
+// acc = fma(float(summ), -(dmin * da), acc); sumi = sum over sub-blocks j of sc_j * (int dot
+// of the 32 quants), summ = sum of m_j * (bsums[2j] + bsums[2j+1]). From ggml's layout:
+// 6-bit scales and mins (get_scale_min_k4), quants of sub-blocks 2c / 2c+1 in the low /
+// high nibbles of qs[32c..32c+31].
+float lane_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ4_K*>(w);
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* q = wb[b].scales;
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+      const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = wb[b].qs[32 * (j / 2) + l];
+        dot += ((j % 2) ? byte >> 4 : byte & 15) * xb[b].qs[32 * j + l];
+      }
+      sumi += sc * dot;
+      summ += m * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
+    }
+    const float d = util::fp16_to_f32(wb[b].d), dmin = util::fp16_to_f32(wb[b].dmin);
+    acc = std::fma(float(sumi), d * xb[b].d, acc);
+    acc = std::fma(float(summ), -(dmin * xb[b].d), acc);
+  }
+  return acc;
+}
+
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. The one exception is Q4_0 on AVX2 / AVX-512 with 4
-// or more columns, which sums in lane order (as llama.cpp's repacked GEMM): those outputs
-// must equal lane_order_q4_0 exactly instead. Batches cover the GEMM tiles' column tails
+// order, only scheduled differently. The exceptions are Q4_0 and Q4_K on AVX2 / AVX-512
+// with 4 or more columns, which sum in lane order (as llama.cpp's repacked GEMMs): those
+// outputs must equal lane_order_q4_0 / lane_order_q4_k exactly instead. Batches cover the GEMM tiles' column tails
 // and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
 // (8-row lane tiles included).
 TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
@@ -297,12 +327,16 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
       for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
         std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
         matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
-        const bool lanes = wt == Type::Q4_0 && isa != Isa::kScalar && isa != Isa::kNeon && n_batch >= 4;
+        const bool lanes = (wt == Type::Q4_0 || wt == Type::Q4_K) && isa != Isa::kScalar && isa != Isa::kNeon &&
+                           n_batch >= 4;
         for (int64_t b = 0; b < n_batch; ++b) {
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
           if (lanes)
-            for (int64_t r = r0; r < r1; ++r)
-              want[r] = lane_order_q4_0(n, W.data() + r * row_stride, X.data() + b * xq_stride);
+            for (int64_t r = r0; r < r1; ++r) {
+              const uint8_t* wr = W.data() + r * row_stride;
+              const uint8_t* xr = X.data() + b * xq_stride;
+              want[r] = wt == Type::Q4_0 ? lane_order_q4_0(n, wr, xr) : lane_order_q4_k(n, wr, xr);
+            }
           for (int64_t r = r0; r < r1; ++r)
             ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)
                                                 << " n_batch=" << n_batch << " rows [" << r0 << "," << r1

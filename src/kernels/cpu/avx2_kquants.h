@@ -6,7 +6,11 @@
 // so results differ from kernels::ref only by float summation order.
 // Deliberately no Q2_K / Q3_K (unsupported types).
 #pragma once
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/avx2_tiles.h"
 
 namespace kernels::cpu::avx2 {
 // Internal linkage: these are compiled with different -m flags in different files, so
@@ -137,8 +141,154 @@ float vec_dot_k(int64_t n, const void* w, const void* x) {
   return hsum(acc);
 }
 
+// ---- Q4_K batches in lane order (the K-quant counterpart of gemm_lanes_q4_0) -----------
+//
+// Per output, per super-block: acc = fma(float(sumi), d * da, acc), then acc =
+// fma(float(summ), -(dmin * da), acc), with sumi = sum_j sc_j * (int dot of sub-block j)
+// and summ = sum_j m_j * (sum of the activations of sub-block j, from bsums). A tile of 8
+// rows holds per super-block: v[8 j + k], int32 lane r = quants 4k..4k+3 of sub-block j of
+// row r; sc[j] int16 lanes 2r, 2r+1 = sc_j of row r; mn[p] int16 lanes 2r, 2r+1 = m_2p,
+// m_2p+1 of row r; d and dmin per row. A column's sub-block j is 8 broadcasts of its own
+// 4-byte groups: 8 maddubs summed in int16 (|sum| <= 8 * 2 * 15 * 128 = 30720), one madd by
+// the scales; the min term is 4 madds of mn[p] by the column's bsum pairs.
+struct LaneActsK {
+  std::vector<BlockQ8_K> q;   // [b * nc + c], copied (qs aligned for broadcasts)
+  std::vector<int32_t> bs2;   // [(b * nc + c) * 4 + p] = int16 pair (bsum_2p, bsum_2p+1)
+};
+struct LaneRowsK {
+  std::vector<Quants32> v;    // [b * 64 + 8 j + k]
+  std::vector<Quants32> sc;   // [b * 8 + j]
+  std::vector<Quants32> mn;   // [b * 4 + p]
+  std::vector<float> d, dmin; // [b * 8 + r]
+};
+
+inline void lane_pack_acts_k(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, LaneActsK& p) {
+  const size_t n = size_t(nb * nc);
+  if (p.q.size() < n) {
+    p.q.resize(n);
+    p.bs2.resize(4 * n);
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(x + c * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      const size_t i = size_t(b * nc + c);
+      p.q[i] = ab[b];
+      int16_t pair[8];
+      for (int j = 0; j < 8; ++j) pair[j] = int16_t(ab[b].bsums[2 * j] + ab[b].bsums[2 * j + 1]);
+      std::memcpy(&p.bs2[4 * i], pair, sizeof pair);
+    }
+  }
+}
+
+inline void lane_pack_rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsK& p) {
+  if (p.v.size() < size_t(nb * 64)) {
+    p.v.resize(size_t(nb * 64));
+    p.sc.resize(size_t(nb * 8));
+    p.mn.resize(size_t(nb * 4));
+    p.d.resize(size_t(nb * 8));
+    p.dmin.resize(size_t(nb * 8));
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i q[8][8];               // [j][r]: quants of sub-block j of row r
+    int16_t sc[8][16], mn[4][16];  // [j or p][lane pair slot 2r, 2r+1]
+    for (int r = 0; r < 8; ++r) {
+      uint8_t s8[8] = {}, m8[8] = {};
+      if (r < rm) {
+        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * ws)[b];
+        for (int c = 0; c < 4; ++c) {
+          const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+          q[2 * c][r] = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+          q[2 * c + 1][r] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+        }
+        unpack_scales_k4(blk.scales, s8, m8);
+        p.d[size_t(b * 8 + r)] = fp16(blk.d);
+        p.dmin[size_t(b * 8 + r)] = fp16(blk.dmin);
+      } else {
+        for (int j = 0; j < 8; ++j) q[j][r] = _mm256_setzero_si256();
+        p.d[size_t(b * 8 + r)] = p.dmin[size_t(b * 8 + r)] = 0.0f;
+      }
+      for (int j = 0; j < 8; ++j) sc[j][2 * r] = sc[j][2 * r + 1] = s8[j];
+      for (int q = 0; q < 4; ++q) {
+        mn[q][2 * r] = m8[2 * q];
+        mn[q][2 * r + 1] = m8[2 * q + 1];
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      transpose_8x8_epi32(q[j], &p.v[size_t(b * 64 + 8 * j)]);
+      std::memcpy(p.sc[size_t(b * 8 + j)].q, sc[j], 32);
+    }
+    for (int q = 0; q < 4; ++q) std::memcpy(p.mn[size_t(b * 4 + q)].q, mn[q], 32);
+  }
+}
+
+// y[c * ys + r] for r < rm, c < RN: a packed 8-row Q4_K tile times columns c0..c0+RN.
+template <int RN>
+inline void lane_tile_k(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0,
+                        float* y, int64_t ys) {
+  __m256 acc[RN];
+  for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Quants32* v = &w.v[size_t(b * 64)];
+    const BlockQ8_K* ab = &a.q[size_t(b * nc + c0)];
+    __m256i sumi[RN];
+    for (int c = 0; c < RN; ++c) sumi[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i V[8];
+      #pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) V[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(v[8 * j + k].q));
+      const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.sc[size_t(b * 8 + j)].q));
+      #pragma GCC unroll 8
+      for (int c = 0; c < RN; ++c) {
+        const int32_t* q4 = reinterpret_cast<const int32_t*>(ab[c].qs + 32 * j);  // 4-byte aligned
+        __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
+        #pragma GCC unroll 8
+        for (int k = 1; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k])));
+        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, sc));
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(&w.d[size_t(b * 8)]);
+    const __m256 dmin = _mm256_loadu_ps(&w.dmin[size_t(b * 8)]);
+    const int32_t* bs2 = &a.bs2[size_t(b * nc + c0) * 4];
+    #pragma GCC unroll 8
+    for (int c = 0; c < RN; ++c) {
+      __m256i summ = _mm256_setzero_si256();
+      for (int q = 0; q < 4; ++q)
+        summ = _mm256_add_epi32(summ, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                           w.mn[size_t(b * 4 + q)].q)),
+                                                       _mm256_set1_epi32(bs2[4 * c + q])));
+      const __m256 da = _mm256_set1_ps(ab[c].d);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, da), acc[c]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, da)),
+                               acc[c]);
+    }
+  }
+  for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
+}
+
+inline void gemm_lanes_q4_k(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
+                            size_t xs, int64_t n_batch, float* y, int64_t ys) {
+  constexpr int RN = 4;
+  thread_local LaneActsK acts;
+  thread_local LaneRowsK rows;
+  const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
+  const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
+  for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
+    const int64_t nc = std::min(chunk, n_batch - c0);
+    lane_pack_acts_k(nb, x + c0 * xs, xs, nc, acts);
+    for (int64_t r = r0; r < r1; r += 8) {
+      const int rm = int(std::min<int64_t>(8, r1 - r));
+      lane_pack_rows_q4_k(nb, w + r * ws, ws, rm, rows);
+      float* yr = y + c0 * ys + r;
+      int64_t c = 0;
+      for (; c + RN <= nc; c += RN) lane_tile_k<RN>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+      for (; c < nc; ++c) lane_tile_k<1>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+    }
+  }
+}
+
 // Rows [r0, r1) x all n_batch activation rows. Each group of up to 4 weight rows is decoded
-// once per super-block and reused for up to kGroup activation rows.
+// once per super-block and reused for up to kGroup activation rows. (Q4_K batches of
+// kGemmMinBatch or more take gemm_lanes_q4_k.)
 template <class D>
 void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
@@ -149,6 +299,8 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
     for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_k<D>(n, w + r * row_stride, x);
     return;
   }
+  if constexpr (std::is_same_v<D, DecQ4_K>)
+    if (n_batch >= kGemmMinBatch) return gemm_lanes_q4_k(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
   constexpr int kRows = 4, kGroup = 16;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int rm = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);

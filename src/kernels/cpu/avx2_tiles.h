@@ -344,8 +344,38 @@ inline void lane_pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, 
   }
 }
 
-// Rows r..r+rm (rm <= 8; missing rows are zeros) of Q4_0 weights into the lane layout: an
-// 8 x 8 transpose of 32-bit groups per block.
+// out[k] int32 lane r = R[r] int32 lane k (8 x 8 transpose of 32-bit groups): out[k]
+// holds bytes 4k..4k+3 of all eight rows.
+inline void transpose_8x8_epi32(const __m256i R[8], Quants32* out) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(R[2 * i], R[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(R[2 * i], R[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0..3 (h = 0) and 4..7 (h = 1)
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out[k].q), _mm256_permute2x128_si256(u[k], u[4 + k], 0x20));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out[k + 4].q), _mm256_permute2x128_si256(u[k], u[4 + k], 0x31));
+  }
+}
+
+// y[0..rm) = the first rm lanes of v.
+inline void store_lanes(float* y, __m256 v, int rm) {
+  if (rm == 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  for (int r = 0; r < rm; ++r) y[r] = t[r];
+}
+
+// Rows r..r+rm (rm <= 8; missing rows are zeros) of Q4_0 weights into the lane layout.
 inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRows& p) {
   if (p.v.size() < size_t(nb * 8)) {
     p.v.resize(size_t(nb * 8));
@@ -363,22 +393,7 @@ inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Lane
         p.d[size_t(b * 8 + r)] = 0.0f;
       }
     }
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; ++i) {
-      t[2 * i] = _mm256_unpacklo_epi32(R[2 * i], R[2 * i + 1]);
-      t[2 * i + 1] = _mm256_unpackhi_epi32(R[2 * i], R[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; ++h) {  // rows 0..3 (h = 0) and 4..7 (h = 1)
-      u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-      u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-      u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-      u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-    }
-    Quants32* v = &p.v[size_t(b * 8)];
-    for (int k = 0; k < 4; ++k) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(v[k].q), _mm256_permute2x128_si256(u[k], u[4 + k], 0x20));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(v[k + 4].q), _mm256_permute2x128_si256(u[k], u[4 + k], 0x31));
-    }
+    transpose_8x8_epi32(R, &p.v[size_t(b * 8)]);
   }
 }
 
@@ -409,15 +424,7 @@ inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, 
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw, _mm256_set1_ps(ad[c])), acc[c]);
     }
   }
-  for (int c = 0; c < RN; ++c) {
-    if (rm == 8) {
-      _mm256_storeu_ps(y + c * ys, acc[c]);
-    } else {
-      alignas(32) float t[8];
-      _mm256_store_ps(t, acc[c]);
-      for (int r = 0; r < rm; ++r) y[c * ys + r] = t[r];
-    }
-  }
+  for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
 }
 
 inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
