@@ -293,12 +293,33 @@ float lane_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
   return acc;
 }
 
+// Lane order for Q6_K: per super-block, acc = fma(float(sumi), d * da, acc), sumi = sum of
+// sc[e / 16] * (q_e - 32) * a_e over the 256 elements. ggml's layout: per 128-element half
+// h, element 128h + 32i + l takes 4 bits of ql[64h + l + 32 (i % 2)] (low for i < 2, high
+// otherwise) and bits 2i, 2i+1 of qh[32h + l].
+float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ6_K*>(w);
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    int sumi = 0;
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, i = (e % 128) / 32, l = e % 32;
+      const uint8_t lo = wb[b].ql[64 * h + l + 32 * (i % 2)];
+      const int q = ((i < 2 ? lo & 15 : lo >> 4) | (((wb[b].qh[32 * h + l] >> (2 * i)) & 3) << 4)) - 32;
+      sumi += wb[b].scales[e / 16] * q * xb[b].qs[e];
+    }
+    acc = std::fma(float(sumi), util::fp16_to_f32(wb[b].d) * xb[b].d, acc);
+  }
+  return acc;
+}
+
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. The exceptions are Q4_0 and Q4_K on AVX2 / AVX-512
-// with 4 or more columns, which sum in lane order (as llama.cpp's repacked GEMMs): those
-// outputs must equal lane_order_q4_0 / lane_order_q4_k exactly instead. Batches cover the GEMM tiles' column tails
+// order, only scheduled differently. The exceptions are Q4_0, Q4_K and Q6_K on AVX2 /
+// AVX-512 with 4 or more columns, which sum in lane order (as llama.cpp's repacked GEMMs):
+// those outputs must equal lane_order_q4_0 / _q4_k / _q6_k exactly instead. Batches cover the GEMM tiles' column tails
 // and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
 // (8-row lane tiles included).
 TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
@@ -327,15 +348,17 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
       for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
         std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
         matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
-        const bool lanes = (wt == Type::Q4_0 || wt == Type::Q4_K) && isa != Isa::kScalar && isa != Isa::kNeon &&
-                           n_batch >= 4;
+        const bool lanes = (wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K) && isa != Isa::kScalar &&
+                           isa != Isa::kNeon && n_batch >= 4;
         for (int64_t b = 0; b < n_batch; ++b) {
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
           if (lanes)
             for (int64_t r = r0; r < r1; ++r) {
               const uint8_t* wr = W.data() + r * row_stride;
               const uint8_t* xr = X.data() + b * xq_stride;
-              want[r] = wt == Type::Q4_0 ? lane_order_q4_0(n, wr, xr) : lane_order_q4_k(n, wr, xr);
+              want[r] = wt == Type::Q4_0   ? lane_order_q4_0(n, wr, xr)
+                        : wt == Type::Q4_K ? lane_order_q4_k(n, wr, xr)
+                                           : lane_order_q6_k(n, wr, xr);
             }
           for (int64_t r = r0; r < r1; ++r)
             ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)

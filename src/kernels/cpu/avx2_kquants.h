@@ -265,11 +265,111 @@ inline void lane_tile_k(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK&
   for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
 }
 
-inline void gemm_lanes_q4_k(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
-                            size_t xs, int64_t n_batch, float* y, int64_t ys) {
+// ---- Q6_K batches in lane order -------------------------------------------------------------
+//
+// Per output, per super-block: acc = fma(float(sumi), d * da, acc), sumi = sum over the 16
+// sub-blocks s of sc_s * (int dot of the 16 quants, 0..63) - 32 * sum_s sc_s * bsums[s].
+// Tile per super-block: v[8 j + k] as for Q4_K (32-element chunk j; groups k < 4 are
+// sub-block 2j, k >= 4 sub-block 2j + 1); sc[s] int16 lanes 2r, 2r+1 = sc_s of row r;
+// scp[p] int16 lanes 2r, 2r+1 = sc_2p, sc_2p+1 of row r (for the bias); d per row. Quants
+// up to 63 allow only two maddubs per int16 sum (2 * 2 * 63 * 128 = 32256).
+struct LaneRowsQ6 {
+  std::vector<Quants32> v;    // [b * 64 + 8 j + k]
+  std::vector<Quants32> sc;   // [b * 16 + s]
+  std::vector<Quants32> scp;  // [b * 8 + p]
+  std::vector<float> d;       // [b * 8 + r]
+};
+
+inline void lane_pack_rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsQ6& p) {
+  if (p.v.size() < size_t(nb * 64)) {
+    p.v.resize(size_t(nb * 64));
+    p.sc.resize(size_t(nb * 16));
+    p.scp.resize(size_t(nb * 8));
+    p.d.resize(size_t(nb * 8));
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i q[8][8];                 // [j][r]
+    int16_t sc[16][16], scp[8][16];  // [s or p][lane pair slot 2r, 2r+1]
+    for (int r = 0; r < 8; ++r) {
+      int8_t s8[16] = {};
+      if (r < rm) {
+        const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * ws)[b];
+        DecodedK k;
+        DecQ6_K::decode(blk, k);
+        for (int j = 0; j < 8; ++j) q[j][r] = k.q[j];
+        std::memcpy(s8, blk.scales, 16);
+        p.d[size_t(b * 8 + r)] = fp16(blk.d);
+      } else {
+        for (int j = 0; j < 8; ++j) q[j][r] = _mm256_setzero_si256();
+        p.d[size_t(b * 8 + r)] = 0.0f;
+      }
+      for (int t = 0; t < 16; ++t) sc[t][2 * r] = sc[t][2 * r + 1] = s8[t];
+      for (int t = 0; t < 8; ++t) {
+        scp[t][2 * r] = s8[2 * t];
+        scp[t][2 * r + 1] = s8[2 * t + 1];
+      }
+    }
+    for (int j = 0; j < 8; ++j) transpose_8x8_epi32(q[j], &p.v[size_t(b * 64 + 8 * j)]);
+    for (int t = 0; t < 16; ++t) std::memcpy(p.sc[size_t(b * 16 + t)].q, sc[t], 32);
+    for (int t = 0; t < 8; ++t) std::memcpy(p.scp[size_t(b * 8 + t)].q, scp[t], 32);
+  }
+}
+
+template <int RN>
+inline void lane_tile_q6(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0,
+                         float* y, int64_t ys) {
+  __m256 acc[RN];
+  for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Quants32* v = &w.v[size_t(b * 64)];
+    const BlockQ8_K* ab = &a.q[size_t(b * nc + c0)];
+    __m256i sumi[RN];
+    for (int c = 0; c < RN; ++c) sumi[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i V[8];
+      #pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) V[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(v[8 * j + k].q));
+      const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.sc[size_t(b * 16 + 2 * j)].q));
+      const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.sc[size_t(b * 16 + 2 * j + 1)].q));
+      #pragma GCC unroll 8
+      for (int c = 0; c < RN; ++c) {
+        const int32_t* q4 = reinterpret_cast<const int32_t*>(ab[c].qs + 32 * j);  // 4-byte aligned
+        __m256i t[4];
+        #pragma GCC unroll 4
+        for (int h = 0; h < 4; ++h)
+          t[h] = _mm256_add_epi16(_mm256_maddubs_epi16(V[2 * h], _mm256_set1_epi32(q4[2 * h])),
+                                  _mm256_maddubs_epi16(V[2 * h + 1], _mm256_set1_epi32(q4[2 * h + 1])));
+        const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(t[0], s0), _mm256_madd_epi16(t[1], s0));
+        const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(t[2], s1), _mm256_madd_epi16(t[3], s1));
+        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(lo, hi));
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(&w.d[size_t(b * 8)]);
+    #pragma GCC unroll 8
+    for (int c = 0; c < RN; ++c) {
+      int32_t bp[8];
+      std::memcpy(bp, ab[c].bsums, sizeof bp);
+      __m256i bias = _mm256_setzero_si256();
+      for (int t = 0; t < 8; ++t)
+        bias = _mm256_add_epi32(bias, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                            w.scp[size_t(b * 8 + t)].q)),
+                                                        _mm256_set1_epi32(bp[t])));
+      const __m256i q = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(bias, 5));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(d, _mm256_set1_ps(ab[c].d)), acc[c]);
+    }
+  }
+  for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
+}
+
+// Rows [r0, r1) x n_batch columns of Q4_K or Q6_K in lane order: column chunks outer (L2),
+// 8-row tiles packed once per chunk.
+template <class Rows, void (*Pack)(int64_t, const uint8_t*, size_t, int, Rows&),
+          template <int> class Tile>
+inline void gemm_lanes_k(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
+                         size_t xs, int64_t n_batch, float* y, int64_t ys) {
   constexpr int RN = 4;
   thread_local LaneActsK acts;
-  thread_local LaneRowsK rows;
+  thread_local Rows rows;
   const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
   const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
   for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
@@ -277,18 +377,32 @@ inline void gemm_lanes_q4_k(int64_t nb, const uint8_t* w, size_t ws, int64_t r0,
     lane_pack_acts_k(nb, x + c0 * xs, xs, nc, acts);
     for (int64_t r = r0; r < r1; r += 8) {
       const int rm = int(std::min<int64_t>(8, r1 - r));
-      lane_pack_rows_q4_k(nb, w + r * ws, ws, rm, rows);
+      Pack(nb, w + r * ws, ws, rm, rows);
       float* yr = y + c0 * ys + r;
       int64_t c = 0;
-      for (; c + RN <= nc; c += RN) lane_tile_k<RN>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
-      for (; c < nc; ++c) lane_tile_k<1>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+      for (; c + RN <= nc; c += RN) Tile<RN>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+      for (; c < nc; ++c) Tile<1>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
     }
   }
 }
+template <int RN>
+struct TileQ4K {
+  static void run(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
+                  int64_t ys) {
+    lane_tile_k<RN>(nb, w, rm, a, nc, c0, y, ys);
+  }
+};
+template <int RN>
+struct TileQ6K {
+  static void run(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
+                  int64_t ys) {
+    lane_tile_q6<RN>(nb, w, rm, a, nc, c0, y, ys);
+  }
+};
 
 // Rows [r0, r1) x all n_batch activation rows. Each group of up to 4 weight rows is decoded
-// once per super-block and reused for up to kGroup activation rows. (Q4_K batches of
-// kGemmMinBatch or more take gemm_lanes_q4_k.)
+// once per super-block and reused for up to kGroup activation rows. (Q4_K and Q6_K batches
+// of kGemmMinBatch or more take gemm_lanes_k.)
 template <class D>
 void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
@@ -299,8 +413,14 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
     for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_k<D>(n, w + r * row_stride, x);
     return;
   }
-  if constexpr (std::is_same_v<D, DecQ4_K>)
-    if (n_batch >= kGemmMinBatch) return gemm_lanes_q4_k(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
+  if (n_batch >= kGemmMinBatch) {
+    if constexpr (std::is_same_v<D, DecQ4_K>)
+      return gemm_lanes_k<LaneRowsK, lane_pack_rows_q4_k, TileQ4K>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch,
+                                                                   y, y_stride);
+    if constexpr (std::is_same_v<D, DecQ6_K>)
+      return gemm_lanes_k<LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K>(nb, w, row_stride, r0, r1, x, xq_stride,
+                                                                    n_batch, y, y_stride);
+  }
   constexpr int kRows = 4, kGroup = 16;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int rm = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
