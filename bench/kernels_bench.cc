@@ -121,6 +121,7 @@ int register_all = [] {
   // a 128-token batch.
   for (Type t : kTypes) {
     for (auto [rows, n] : {std::pair<int64_t, int64_t>{1536, 576}, {8192, 2048}}) {
+      if (n % tensor::traits(t).block_size != 0) continue;  // 576 is not a K-quant row
       const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/" + std::to_string(rows) + "x" +
                                std::to_string(n) + "/batch128";
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows, n, 128)->Unit(benchmark::kMillisecond);

@@ -1,9 +1,10 @@
-// avx2_kquants.h: private to kernels/cpu, included only by avx2.cc (and avx512.cc): the
+// avx2_kquants.h: private to kernels/cpu, included only by avx2.cc: the
 // K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. Each weight super-block is first
 // decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted with
 // any number of Q8_K activation blocks; matmul decodes 4 rows once and reuses them for
-// every activation row, matvec decodes and consumes on the fly. Integer sums are exact,
-// so results differ from kernels::ref only by float summation order.
+// every activation row, matvec decodes and consumes on the fly. Prompt batches of Q4_K
+// and Q6_K take gemm_lanes_k (lane order, see kernels.h). Integer sums are exact, so
+// results differ from kernels::ref only by float summation order.
 // Deliberately no Q2_K / Q3_K (unsupported types).
 #pragma once
 #include <algorithm>
@@ -152,7 +153,7 @@ float vec_dot_k(int64_t n, const void* w, const void* x) {
 // 4-byte groups: 8 maddubs summed in int16 (|sum| <= 8 * 2 * 15 * 128 = 30720), one madd by
 // the scales; the min term is 4 madds of mn[p] by the column's bsum pairs.
 struct LaneActsK {
-  std::vector<BlockQ8_K> q;   // [b * nc + c], copied (qs aligned for broadcasts)
+  std::vector<BlockQ8_K> q;   // [b * nc + c]: the chunk's blocks, block-major
   std::vector<int32_t> bs2;   // [(b * nc + c) * 4 + p] = int16 pair (bsum_2p, bsum_2p+1)
 };
 struct LaneRowsK {
@@ -364,10 +365,9 @@ inline void lane_tile_q6(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActs
 // Rows [r0, r1) x n_batch columns of Q4_K or Q6_K in lane order: column chunks outer (L2),
 // 8-row tiles packed once per chunk.
 template <class Rows, void (*Pack)(int64_t, const uint8_t*, size_t, int, Rows&),
-          template <int> class Tile>
+          template <int> class Tile, int RN>
 inline void gemm_lanes_k(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
                          size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  constexpr int RN = 4;
   thread_local LaneActsK acts;
   thread_local Rows rows;
   const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
@@ -415,10 +415,10 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   }
   if (n_batch >= kGemmMinBatch) {
     if constexpr (std::is_same_v<D, DecQ4_K>)
-      return gemm_lanes_k<LaneRowsK, lane_pack_rows_q4_k, TileQ4K>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch,
+      return gemm_lanes_k<LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch,
                                                                    y, y_stride);
     if constexpr (std::is_same_v<D, DecQ6_K>)
-      return gemm_lanes_k<LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K>(nb, w, row_stride, r0, r1, x, xq_stride,
+      return gemm_lanes_k<LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K, 4>(nb, w, row_stride, r0, r1, x, xq_stride,
                                                                     n_batch, y, y_stride);
   }
   constexpr int kRows = 4, kGroup = 16;
