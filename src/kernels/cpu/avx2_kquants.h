@@ -3,7 +3,7 @@
 // decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted with
 // any number of Q8_K activation blocks; matmul decodes 4 rows once and reuses them for
 // every activation row, matvec decodes and consumes on the fly. Prompt batches of Q4_K
-// and Q6_K take gemm_lanes_k (lane order, see kernels.h). Integer sums are exact, so
+// and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
 // Deliberately no Q2_K / Q3_K (unsupported types).
 #pragma once
@@ -362,29 +362,6 @@ inline void lane_tile_q6(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActs
   for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
 }
 
-// Rows [r0, r1) x n_batch columns of Q4_K or Q6_K in lane order: column chunks outer (L2),
-// 8-row tiles packed once per chunk.
-template <class Rows, void (*Pack)(int64_t, const uint8_t*, size_t, int, Rows&),
-          template <int> class Tile, int RN>
-inline void gemm_lanes_k(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
-                         size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  thread_local LaneActsK acts;
-  thread_local Rows rows;
-  const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
-  const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
-  for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
-    const int64_t nc = std::min(chunk, n_batch - c0);
-    lane_pack_acts_k(nb, x + c0 * xs, xs, nc, acts);
-    for (int64_t r = r0; r < r1; r += 8) {
-      const int rm = int(std::min<int64_t>(8, r1 - r));
-      Pack(nb, w + r * ws, ws, rm, rows);
-      float* yr = y + c0 * ys + r;
-      int64_t c = 0;
-      for (; c + RN <= nc; c += RN) Tile<RN>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
-      for (; c < nc; ++c) Tile<1>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
-    }
-  }
-}
 template <int RN>
 struct TileQ4K {
   static void run(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
@@ -402,7 +379,7 @@ struct TileQ6K {
 
 // Rows [r0, r1) x all n_batch activation rows. Each group of up to 4 weight rows is decoded
 // once per super-block and reused for up to kGroup activation rows. (Q4_K and Q6_K batches
-// of kGemmMinBatch or more take gemm_lanes_k.)
+// of kGemmMinBatch or more take the lane-order gemm_lanes.)
 template <class D>
 void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
@@ -414,12 +391,13 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
     return;
   }
   if (n_batch >= kGemmMinBatch) {
+    const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
     if constexpr (std::is_same_v<D, DecQ4_K>)
-      return gemm_lanes_k<LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch,
-                                                                   y, y_stride);
+      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4>(
+          nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);
     if constexpr (std::is_same_v<D, DecQ6_K>)
-      return gemm_lanes_k<LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K, 4>(nb, w, row_stride, r0, r1, x, xq_stride,
-                                                                    n_batch, y, y_stride);
+      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K, 4>(
+          nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);
   }
   constexpr int kRows = 4, kGroup = 16;
   for (int64_t r = r0; r < r1; r += kRows) {

@@ -320,9 +320,9 @@ struct LaneActs {                // a chunk of nc columns, block-major: [b * nc 
   std::vector<int32_t> off;      // 8 * sum of the block's quants
   std::vector<float> d;          // scale
 };
-struct LaneRows {                // a tile of 8 rows: per block, V[0..8) then 8 scales
-  std::vector<Quants32> v;
-  std::vector<float> d;
+struct LaneRows {                // a tile of 8 rows
+  std::vector<Quants32> v;       // [b * 8 + k]: V[k] of block b
+  std::vector<float> d;          // [b * 8 + r]: scale of row r
 };
 
 inline void lane_pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, LaneActs& p) {
@@ -427,25 +427,42 @@ inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, 
   for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
 }
 
-inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
-                            size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  constexpr int RN = 4;
-  thread_local LaneActs acts;
-  thread_local LaneRows rows;
-  const size_t col_bytes = size_t(nb) * (sizeof(Quants32) + 8);
+// Rows [r0, r1) x n_batch columns in lane order: column chunks outer (packed once into L2,
+// col_bytes each), 8-row tiles packed once per chunk, RN-column register tiles
+// (Tile<RN>::run) inner. Shared by the Q4_0 and the K-quant lane GEMMs.
+template <class Acts, void (*PackActs)(int64_t, const uint8_t*, size_t, int64_t, Acts&), class Rows,
+          void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile, int RN>
+inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x, size_t xs,
+                       int64_t n_batch, float* y, int64_t ys, size_t col_bytes) {
+  thread_local Acts acts;
+  thread_local Rows rows;
   const int64_t chunk = std::max<int64_t>(kGemmMinChunkTiles * RN, int64_t(kGemmChunkBytes / col_bytes) / RN * RN);
   for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
     const int64_t nc = std::min(chunk, n_batch - c0);
-    lane_pack_acts(nb, x + c0 * xs, xs, nc, acts);
+    PackActs(nb, x + c0 * xs, xs, nc, acts);
     for (int64_t r = r0; r < r1; r += 8) {
       const int rm = int(std::min<int64_t>(8, r1 - r));
-      lane_pack_rows(nb, w + r * ws, ws, rm, rows);
+      PackRows(nb, w + r * ws, ws, rm, rows);
       float* yr = y + c0 * ys + r;
       int64_t c = 0;
-      for (; c + RN <= nc; c += RN) lane_tile<RN>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
-      for (; c < nc; ++c) lane_tile<1>(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+      for (; c + RN <= nc; c += RN) Tile<RN>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
+      for (; c < nc; ++c) Tile<1>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
     }
   }
+}
+
+template <int RN>
+struct TileQ4_0 {
+  static void run(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
+                  int64_t ys) {
+    lane_tile<RN>(nb, w, rm, a, nc, c0, y, ys);
+  }
+};
+
+inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
+                            size_t xs, int64_t n_batch, float* y, int64_t ys) {
+  gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows, TileQ4_0, 4>(
+      nb, w, ws, r0, r1, x, xs, n_batch, y, ys, size_t(nb) * (sizeof(Quants32) + 8));
 }
 
 template <class D, class Dot = MaddubsDot>
