@@ -1,6 +1,7 @@
 // golden_test.cc: our greedy continuations of SmolLM2 against llama.cpp's
 // (tests/data/golden_llamacpp.json, made by tools/make_golden.py with llama-cpp-python) on
-// the original Q4_1 file and on our own Q8_0, Q4_0 and Q6_K requantizations. Requires the
+// the original Q4_1 file and on our own Q8_0, Q4_0 and Q6_K requantizations, with the
+// prompt token by token (as llama.cpp made it) and in one batch. Requires the
 // same prompt tokens and the same generated ids, and reports the largest difference of
 // the top-5 logits while the sequences agree.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "model/loader.h"
@@ -48,10 +50,20 @@ std::string variant_path(const std::string& variant, const std::string& want_sha
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) {
+// Types whose prompt batches sum in lane order on x86 (kernels.h), and how far below
+// llama.cpp's best logit (among its top 5) the token such a prompt picks may be. Measured:
+// while the sequences agree, lane-order logits differ from llama.cpp's by up to 0.85 (Q4_0)
+// and 1.4 (Q6_K); the flips seen were at margins of 0.004-0.27.
+bool lane_order(const std::string& variant) { return variant == "Q4_0" || variant == "Q6_K"; }
+constexpr double kNearTie = 0.5;
+
+// Greedy continuations of every golden prompt against llama.cpp's. batched = false: the
+// prompt one token per step, as the golden was made (llama.cpp n_batch = 1). batched =
+// true: the whole prompt in one step (our prompt-processing path: for Q4_0 and Q6_K the
+// lane-order GEMM, not bit-identical to decode), then the same one-token steps.
+void check_variant(const std::string& variant, bool batched) {
   static const json golden = load_golden();
   ASSERT_FALSE(golden.is_null()) << "tests/data/golden_llamacpp.json is missing";
-  const std::string variant = GetParam();
   const json& g = golden["variants"][variant];
   const std::string path = variant_path(variant, g["sha256"]);
   auto sha = util::sha256_file(path);
@@ -67,7 +79,7 @@ TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) {
   util::ThreadPool pool(2);
   const int n_ctx = golden["n_ctx"];
   double max_diff = 0;
-  int mismatched_runs = 0;
+  int mismatched_runs = 0, near_ties = 0;
   for (const json& run : g["runs"]) {
     const std::string prompt = run["prompt"];
     const std::vector<int32_t> want_prompt = run["prompt_tokens"];
@@ -75,8 +87,8 @@ TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) {
     std::vector<int32_t> toks = (*tok)->encode(prompt, true, true);
     EXPECT_EQ(toks, want_prompt) << "prompt tokens differ for " << prompt;
     toks = want_prompt;
-    // One token per step, as the golden was made (llama.cpp n_batch = 1).
-    model::Transformer tf(cfg, (*m)->weights, pool, n_ctx, model::KvType::kF16, /*max_batch=*/1);
+    const int max_batch = batched ? static_cast<int>(toks.size()) : 1;
+    model::Transformer tf(cfg, (*m)->weights, pool, n_ctx, model::KvType::kF16, max_batch);
     std::vector<float> logits(cfg.n_vocab);
     tf.forward(toks.data(), static_cast<int>(toks.size()), 0, logits.data());
     std::vector<int32_t> got;
@@ -98,15 +110,36 @@ TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) {
       ++mismatched_runs;
       size_t first = 0;
       while (first < got.size() && got[first] == want[first]) ++first;
-      ADD_FAILURE() << variant << ": prompt '" << prompt << "' diverges at generated token " << first
-                    << " (ours " << got[first] << ", llama.cpp " << want[first] << "; llama.cpp top-2 "
-                    << run["top"][first][0] << " " << run["top"][first][1] << ")";
+      const json& top = run["top"][first];
+      std::ostringstream what;
+      what << variant << (batched ? " (batched prompt)" : "") << ": prompt '" << prompt
+           << "' diverges at generated token " << first << " (ours " << got[first] << ", llama.cpp "
+           << want[first] << "; llama.cpp top-2 " << top[0] << " " << top[1] << ")";
+      // A lane-order prompt (kernels.h) is not bit-identical to llama.cpp's token-by-token
+      // path; SmolLM2's per-activation Q8_0 quantization turns that into logit differences of
+      // tenths, so its greedy choice may flip where llama.cpp's best candidates are that
+      // close. Such flips are reported; anything else (a token outside llama.cpp's top 5 or
+      // more than kNearTie below its best) fails.
+      bool near_tie = false;
+      for (const json& t : top)
+        near_tie |= t[0].get<int32_t>() == got[first] && top[0][1].get<double>() - t[1].get<double>() < kNearTie;
+      if (batched && lane_order(variant) && near_tie) {
+        std::printf("INFO %s\n", what.str().c_str());
+        ++near_ties;
+      } else {
+        ADD_FAILURE() << what.str();
+      }
     }
   }
-  std::printf("[%s] %zu prompts, %d mismatched; max |logit - llama.cpp| over top-5: %.5f\n", variant.c_str(),
-              g["runs"].size(), mismatched_runs, max_diff);
-  RecordProperty("max_logit_diff", std::to_string(max_diff));
+  std::printf("[%s%s] %zu prompts, %d mismatched (%d at near-ties); max |logit - llama.cpp| over top-5 while "
+              "agreeing: %.5f\n",
+              variant.c_str(), batched ? ", batched prompt" : "", g["runs"].size(), mismatched_runs, near_ties,
+              max_diff);
+  ::testing::Test::RecordProperty("max_logit_diff", std::to_string(max_diff));
 }
+
+TEST_P(GoldenTest, SameGreedyTokensAsLlamaCpp) { check_variant(GetParam(), false); }
+TEST_P(GoldenTest, BatchedPromptSameGreedyTokens) { check_variant(GetParam(), true); }
 
 INSTANTIATE_TEST_SUITE_P(Variants, GoldenTest, ::testing::Values("Q4_1", "Q8_0", "Q4_0", "Q6_K"));
 

@@ -243,7 +243,9 @@ TEST(ChatTemplate, TruncatedAndMutatedTemplatesNeverCrash) {
       }
       ++parsed;
       auto out = t->render({{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "u2"}}, true, "<s>", "</s>");
-      if (!out.ok()) EXPECT_FALSE(out.error().empty());
+      if (!out.ok()) {
+        EXPECT_FALSE(out.error().empty());
+      }
     }
   }
   EXPECT_GT(parsed, 0);
