@@ -27,6 +27,8 @@ struct RunOptions {
   // 128: measured best or within noise of the best from 32 to 512 on SmolLM2 and the 1B
   // shape, 1 and 2 threads (docs/BENCHMARKS.md); larger only adds buffer memory.
   int batch = 128;
+  // Q4_0 / Q4_K / Q6_K prompt batches in vec_dot order (kernels::set_lane_order(false)).
+  bool exact_batches = false;
 };
 
 inline void add_run_options(CLI::App* cmd, RunOptions* o) {
@@ -43,6 +45,9 @@ inline void add_run_options(CLI::App* cmd, RunOptions* o) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, model::AttentionMode>{
           {"on", model::AttentionMode::kFlash}, {"off", model::AttentionMode::kExact}}, CLI::ignore_case));
   cmd->add_option("-b,--batch", o->batch, "prompt tokens evaluated per step")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_flag("--exact-batches", o->exact_batches,
+                "Q4_0/Q4_K/Q6_K prompt batches in the decode path's summation order: a prompt's logits "
+                "bit-identical to token-by-token evaluation (prompt processing up to 2x slower)");
 }
 
 // The context to allocate; an error message (non-empty) when --ctx exceeds the model's.
@@ -104,6 +109,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->kv_type = r.kv_type;
   out->attention = r.attention;
   out->batch = r.batch;
+  out->lane_order = !r.exact_batches;
   return "";
 }
 

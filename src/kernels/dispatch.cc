@@ -206,6 +206,13 @@ float vec_dot(Type wt, int64_t n, const void* w_row, const void* xq) {
   return fn(n, w_row, xq);
 }
 
+namespace {
+std::atomic<bool> g_lane_order{true};
+}  // namespace
+
+void set_lane_order(bool on) { g_lane_order.store(on, std::memory_order_relaxed); }
+bool lane_order() { return g_lane_order.load(std::memory_order_relaxed); }
+
 void matmul(Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
             const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   const auto fn = active().matmul[slot(wt)];

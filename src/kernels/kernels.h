@@ -36,6 +36,10 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 // differs from token-by-token decode in the last bits. Either way an output depends only
 // on its own row and column, never on the row range or the batch's other columns
 // (multi-node runs stay bit-identical to one node).
+// set_lane_order(false) turns lane order off process-wide (every batch in vec_dot order,
+// bit-identical to decode; `--exact-batches`); lane_order() tells which is in effect.
+void set_lane_order(bool on);
+bool lane_order();
 void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
             const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
 

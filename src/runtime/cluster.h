@@ -40,6 +40,7 @@ struct ClusterOptions {
   int ctx = 4096;
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
+  bool lane_order = true;            // kernels::set_lane_order, here and on every worker
   int batch = 128;
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // weight streaming progress on stderr

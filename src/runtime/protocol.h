@@ -50,6 +50,7 @@ struct Setup {
   int32_t ctx = 0, batch = 32;
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
+  bool lane_order = true;        // kernels::set_lane_order for the session
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
 };

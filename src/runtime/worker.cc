@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "kernels/kernels.h"
 #include "model/loader.h"
 #include "model/transformer.h"
 #include "net/tcp_transport.h"
@@ -185,6 +186,7 @@ Status Worker::session(net::Transport& t) {
   }
   remember(held);
 
+  kernels::set_lane_order(s.lane_order);  // the root's batch order, so shared rows agree
   AutoCollective coll(t, s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, held->config.dim, s.step_timeout_s,
                       s.batch);
   model::Transformer tf(held->config, held->node.weights, pool_, s.ctx, s.kv_type, s.batch, held->node.part,

@@ -342,28 +342,34 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
     std::memcpy(X.data() + b * xq_stride, row.data(), row.size());
   }
   IsaGuard guard;
+  struct LaneOrderGuard {
+    ~LaneOrderGuard() { set_lane_order(true); }
+  } lane_guard;
   for (Isa isa : supported_isas()) {
-    set_isa(isa);
-    for (int64_t n_batch : {2, 3, 4, 5, 7, 9, 40}) {
-      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
-        std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
-        matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
-        const bool lanes = (wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K) && isa != Isa::kScalar &&
-                           isa != Isa::kNeon && n_batch >= 4;
-        for (int64_t b = 0; b < n_batch; ++b) {
-          matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
-          if (lanes)
-            for (int64_t r = r0; r < r1; ++r) {
-              const uint8_t* wr = W.data() + r * row_stride;
-              const uint8_t* xr = X.data() + b * xq_stride;
-              want[r] = wt == Type::Q4_0   ? lane_order_q4_0(n, wr, xr)
-                        : wt == Type::Q4_K ? lane_order_q4_k(n, wr, xr)
-                                           : lane_order_q6_k(n, wr, xr);
-            }
-          for (int64_t r = r0; r < r1; ++r)
-            ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)
-                                                << " n_batch=" << n_batch << " rows [" << r0 << "," << r1
-                                                << ") r=" << r << " b=" << b;
+    for (bool lane_on : {true, false}) {  // set_lane_order(false): every type in vec_dot order
+      set_isa(isa);
+      set_lane_order(lane_on);
+      for (int64_t n_batch : {2, 3, 4, 5, 7, 9, 40}) {
+        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
+          std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
+          matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
+          const bool lanes = lane_on && (wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K) &&
+                             isa != Isa::kScalar && isa != Isa::kNeon && n_batch >= 4;
+          for (int64_t b = 0; b < n_batch; ++b) {
+            matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
+            if (lanes)
+              for (int64_t r = r0; r < r1; ++r) {
+                const uint8_t* wr = W.data() + r * row_stride;
+                const uint8_t* xr = X.data() + b * xq_stride;
+                want[r] = wt == Type::Q4_0   ? lane_order_q4_0(n, wr, xr)
+                          : wt == Type::Q4_K ? lane_order_q4_k(n, wr, xr)
+                                             : lane_order_q6_k(n, wr, xr);
+              }
+            for (int64_t r = r0; r < r1; ++r)
+              ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)
+                                                  << " lane order " << lane_on << " n_batch=" << n_batch
+                                                  << " rows [" << r0 << "," << r1 << ") r=" << r << " b=" << b;
+          }
         }
       }
     }

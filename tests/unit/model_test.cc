@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 #include "model/loader.h"
 #include "model/synthetic.h"
 #include "model/transformer.h"
@@ -159,6 +160,11 @@ TEST(FlashAttention, Q4_0LaneOrderBatches) {
   const double d = max_rel_diff(one.logits, ref.logits);
   std::printf("Q4_0 toy, 600 rows: token by token vs batches of 64, max rel diff %.3g\n", d);
   EXPECT_LT(d, 2e-2);
+  // --exact-batches (lane order off): batches in vec_dot order, equal to token by token.
+  kernels::set_lane_order(false);
+  const EvalRun exact = run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 0);
+  kernels::set_lane_order(true);
+  EXPECT_TRUE(exact.logits == one.logits) << "max rel diff " << max_rel_diff(exact.logits, one.logits);
 }
 
 // SmolLM2 (the real model): a 64-token prompt in one batch vs token by token. Flash: the

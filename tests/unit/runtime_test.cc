@@ -409,7 +409,7 @@ TEST(Protocol, ScoreStepAndReplyRoundTrip) {
   EXPECT_FALSE(q->scores[1].owns);
 }
 
-TEST(Protocol, SetupCarriesAttentionModeAndKvType) {
+TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   auto m = model::load_model(toy_model("toy", tensor::Type::Q8_0));
   ASSERT_TRUE(m.ok()) << m.error();
   runtime::Setup s;
@@ -426,6 +426,12 @@ TEST(Protocol, SetupCarriesAttentionModeAndKvType) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->kv_type, model::KvType::kQ8_0);
   EXPECT_EQ(p->attention, model::AttentionMode::kFlash);
+  EXPECT_TRUE(p->lane_order);
+  s.lane_order = false;
+  auto exact = runtime::parse_setup(runtime::encode_setup(s), "test");
+  ASSERT_TRUE(exact.ok()) << exact.error();
+  EXPECT_FALSE(exact->lane_order);
+  s.lane_order = true;
   // A Q8_0 cache without flash parses (the wire carries it faithfully); the worker refuses
   // it by name with model::attention_unsupported before building its model.
   s.attention = model::AttentionMode::kExact;

@@ -390,7 +390,7 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
     for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_k<D>(n, w + r * row_stride, x);
     return;
   }
-  if (n_batch >= kGemmMinBatch) {
+  if (n_batch >= kGemmMinBatch && ::kernels::lane_order()) {
     const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
     if constexpr (std::is_same_v<D, DecQ4_K>)
       return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4>(

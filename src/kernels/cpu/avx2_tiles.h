@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/avx2_common.h"
+#include "kernels/kernels.h"
 
 namespace kernels::cpu::avx2 {
 // Internal linkage: these are compiled with different -m flags in different files, so
@@ -473,7 +474,7 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   const int64_t nb = n / kQK;
   if (n_batch >= kGemmMinBatch) {
     if constexpr (std::is_same_v<D, DecQ4_0>)
-      return gemm_lanes_q4_0(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
+      if (::kernels::lane_order()) return gemm_lanes_q4_0(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
     return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
   }
   for_each_tile<kTileRows>(r0, r1, n_batch, [&]<int RM>(int64_t r, int64_t nbatch) {
