@@ -431,6 +431,11 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   auto exact = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(exact.ok()) << exact.error();
   EXPECT_FALSE(exact->lane_order);
+  std::vector<uint8_t> bad = runtime::encode_setup(s);
+  bad[bad.size() - 9] = 2;  // the flag byte, before the final f64 (step timeout)
+  auto refused = runtime::parse_setup(bad, "test");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("batch-order flag"), std::string::npos) << refused.error();
   s.lane_order = true;
   // A Q8_0 cache without flash parses (the wire carries it faithfully); the worker refuses
   // it by name with model::attention_unsupported before building its model.
