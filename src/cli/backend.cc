@@ -4,14 +4,29 @@
 
 #include <cstdio>
 
+#include "util/memory.h"
+
 #ifndef SHARDLM_VERSION
 #define SHARDLM_VERSION "dev"
 #endif
 
 namespace cli {
 
+std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots) {
+  if (n_slots < 1) return "--parallel must be at least 1 (the requests that run at once)";
+  if (n_slots > runtime::kMaxSlots) return "--parallel must be at most " + std::to_string(runtime::kMaxSlots);
+  const double bytes =
+      double(model::KvCache::bytes_per_position(c.n_layers, c.n_kv_heads, c.head_dim, o.kv_type)) * ctx * n_slots;
+  if (bytes > 0.8 * util::physical_memory_bytes())
+    return "--parallel " + std::to_string(n_slots) + " slots of " + std::to_string(ctx) + " positions need " +
+           std::to_string(int64_t(bytes / 1e6)) + " MB of KV cache on the root, more than this machine can hold (" +
+           std::to_string(int64_t(util::physical_memory_bytes() / 1e6)) +
+           " MB of memory); lower --parallel or --ctx, or use --kv-type q8_0";
+  return "";
+}
+
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
-                         Backend* b) {
+                         Backend* b, int n_slots) {
   auto m = model::load_model(o.model);
   if (!m) return m.error();
   b->model = std::move(*m);
@@ -21,16 +36,19 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   auto prompts = serve::PromptBuilder::create(*b->model->file, *b->tok, chat_template);
   if (!prompts) return prompts.error();
   b->prompts.emplace(std::move(*prompts));
-  const int ctx = resolve_ctx(o, b->model->config);
+  std::string ctx_error;
+  const int ctx = resolve_ctx(o, b->model->config, &ctx_error);
+  if (!ctx_error.empty()) return ctx_error;
+  if (std::string e = slots_unfit(b->model->config, o, ctx, n_slots); !e.empty()) return e;
   runtime::ClusterOptions copt;
-  if (std::string e = cluster_options(co, o, ctx, &copt); !e.empty()) return e;
+  if (std::string e = cluster_options(co, o, ctx, &copt, n_slots); !e.empty()) return e;
   copt.software_version = SHARDLM_VERSION;
   b->pool = std::make_unique<util::ThreadPool>(o.threads);
   auto cl = runtime::Cluster::start(*b->model, o.model, copt, *b->pool);
   if (!cl) return cl.error();
   b->cluster = std::move(*cl);
   if (b->cluster->n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", b->cluster->describe().c_str());
-  b->engine = std::make_unique<serve::Engine>(*b->cluster, *b->tok, b->model->config.n_vocab, ctx);
+  b->engine = std::make_unique<serve::Engine>(*b->cluster, *b->tok, o.batch);
   return "";
 }
 

@@ -30,8 +30,11 @@ inline void add_chat_template_option(CLI::App* cmd, std::string* choice) {
                   "(default: the model's tokenizer.chat_template)");
 }
 
-// Opens everything; an error message ("" on success).
+// Opens everything with n_slots KV slots of the resolved context each; an error message
+// ("" on success).
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
-                         Backend* b);
+                         Backend* b, int n_slots = 1);
+// Why n_slots slots of ctx positions cannot run this model here ("" when they can).
+std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots);
 
 }  // namespace cli

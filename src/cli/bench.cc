@@ -100,26 +100,27 @@ Runner add_bench(CLI::App& app) {
     runtime::Cluster& cluster = **cl;
     sampler::Params greedy;
     greedy.temperature = 0;
-    sampler::DistributedSampler smp(greedy, cfg.n_vocab);
-    const std::vector<int32_t> no_history;
-    auto warm = cluster.step(prompt.data(), 1, 0, &smp, no_history);  // warm-up: page in weights
+    runtime::Sequence seq(0, cfg.n_vocab);
+    seq.set_sampling(greedy);
+    auto warm = cluster.extend(seq, std::span<const int32_t>(prompt.data(), 1), true);  // warm-up: page in weights
     if (!warm) return fail(warm.error());
     std::vector<runtime::NodeStats> tg0, tg1;  // counters around the decode phases
     std::vector<runtime::NodeCounters> tg_sum(cluster.n_nodes());
     for (int r = 0; r < *reps; ++r) {
       if (*n_prompt > 0) {
         util::Timer t;
-        auto st = cluster.step(prompt.data(), *n_prompt, 0, &smp, no_history);
+        seq.truncate(0);
+        auto st = cluster.extend(seq, std::span<const int32_t>(prompt.data(), *n_prompt), true);
         if (!st) return fail(st.error());
         pp.push_back(*n_prompt / t.seconds());
       }
       if (*n_gen > 0) {
         int32_t tok = prompt[0];
-        const int start = *n_prompt > 0 ? *n_prompt : 0;
+        seq.truncate(*n_prompt > 0 ? *n_prompt : 0);
         tg0 = cluster.stats();
         util::Timer t;
         for (int i = 0; i < *n_gen; ++i) {
-          auto next = cluster.step(&tok, 1, start + i, &smp, no_history);
+          auto next = cluster.extend(seq, std::span<const int32_t>(&tok, 1), true);
           if (!next) return fail(next.error());
           tok = *next;
         }

@@ -3,6 +3,7 @@
 // --workers the model runs on a cluster (runtime::Cluster); one node otherwise. With
 // --stats: per token ms of compute and of sync, and bytes sent / received by each node.
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "cli/options.h"
 #include "model/loader.h"
 #include "runtime/cluster.h"
+#include "runtime/scheduler.h"
 #include "sampler/distributed.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
@@ -72,45 +74,47 @@ Runner add_generate(CLI::App& app) {
     if (!cl) return fail(cl.error());
     runtime::Cluster& cluster = **cl;
     if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
-    sampler::DistributedSampler smp(*s, cfg.n_vocab);
-
-    std::vector<int32_t> history = tokens;
-    const auto stats0 = cluster.stats();
-    util::Timer t_prompt;
-    auto next = cluster.step(tokens.data(), static_cast<int>(tokens.size()), 0, &smp, history);
-    if (!next) return fail(next.error());
-    const double prompt_s = t_prompt.seconds();
-    const auto stats1 = cluster.stats();
-
+    // The same scheduler as `serve`, with one job.
+    runtime::Scheduler sched(cluster, o->batch);
     tokenizer::StreamDecoder dec(**tok);
-    util::Timer t_gen;
-    int generated = 0, stepped = 0;
-    for (; generated < *n_predict; ++generated) {
-      const int32_t id = *next;
-      if ((*tok)->is_eog(id)) break;
-      history.push_back(id);
+    const tokenizer::Tokenizer& tk = **tok;
+    std::vector<runtime::NodeStats> stats0 = cluster.stats(), stats1, stats2;
+    runtime::JobEnd end;
+    std::promise<void> ended;
+    int generated = 0;
+    auto job = std::make_shared<runtime::Job>();
+    job->prompt = tokens;
+    job->params = *s;
+    job->max_tokens = std::max(1, *n_predict);
+    job->on_token = [&](int32_t id) {  // on the scheduler's thread
+      if (generated == 0) stats1 = cluster.stats();
+      if (*n_predict == 0 || tk.is_eog(id)) return false;
+      ++generated;
       const std::string text = dec.push(id);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
-      if (generated + 1 == *n_predict) { ++generated; break; }
-      next = cluster.step(&id, 1, static_cast<int>(history.size()) - 1, &smp, history);
-      if (!next) {
-        std::fputc('\n', stdout);
-        return fail(next.error());
-      }
-      ++stepped;
-    }
+      return true;
+    };
+    job->on_end = [&](const runtime::JobEnd& e) {
+      end = e;
+      stats2 = cluster.stats();
+      ended.set_value();
+    };
+    sched.submit(job);
+    ended.get_future().wait();
     const std::string rest = dec.flush();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
-    const double gen_s = t_gen.seconds();
-    std::fprintf(stderr, "prompt: %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(), prompt_s * 1e3,
-                 tokens.size() / prompt_s);
-    std::fprintf(stderr, "generation: %d tokens in %.1f ms (%.2f tokens/s)\n", generated, gen_s * 1e3,
-                 generated > 0 ? generated / gen_s : 0.0);
+    std::fflush(stdout);
+    if (!end.status.ok()) return fail(end.status.message());
+    if (stats1.empty()) stats1 = stats2;
+    std::fprintf(stderr, "prompt: %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(), end.prompt_s * 1e3,
+                 tokens.size() / end.prompt_s);
+    std::fprintf(stderr, "generation: %d tokens in %.1f ms (%.2f tokens/s)\n", generated, end.gen_s * 1e3,
+                 generated > 0 && end.gen_s > 0 ? generated / end.gen_s : 0.0);
     if (*stats) {
       print_node_stats(stats0, stats1, static_cast<int>(tokens.size()), "prompt");
-      print_node_stats(stats1, cluster.stats(), stepped, "generation");
+      print_node_stats(stats1, stats2, end.generated - 1, "generation");
     }
     return 0;
   };

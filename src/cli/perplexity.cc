@@ -67,6 +67,7 @@ Runner add_perplexity(CLI::App& app) {
     if (*chunks >= 0) n_chunk = std::min(n_chunk, *chunks);
     if (n_chunk < 1) return fail("--chunks must be at least 1");
     const bool add_bos = (*tok)->add_bos();
+    const int cfg_vocab = (*m)->config.n_vocab;
     const int32_t bos = (*tok)->bos();
 
     runtime::ClusterOptions copt;
@@ -85,6 +86,7 @@ Runner add_perplexity(CLI::App& app) {
     double nll = 0, nll2 = 0;
     long count = 0;
     std::vector<int32_t> chunk(n_ctx), targets(n_ctx);
+    runtime::Sequence seq(0, cfg_vocab);
     util::Timer t_all;
     for (int i = 0; i < n_chunk; ++i) {
       const size_t start = size_t(i) * n_ctx;
@@ -94,9 +96,11 @@ Runner add_perplexity(CLI::App& app) {
       for (int j = 0; j < n_ctx; ++j) targets[j] = j >= first && j < n_ctx - 1 ? tokens[start + j + 1] : -1;
       // Batches end at `first` too, so the unscored first half computes no logits (the
       // rows do not depend on the batch split, so this changes no result).
+      seq.truncate(0);
       for (int b = 0; b < n_ctx;) {
         const int n = std::min(ro.batch, (b < first ? first : n_ctx) - b);
-        auto v = cluster.score(chunk.data() + b, n, b, targets.data() + b);
+        auto v = cluster.score(seq, std::span<const int32_t>(chunk).subspan(b, n),
+                               std::span<const int32_t>(targets).subspan(b, n));
         if (!v) return fail(v.error());
         for (double x : *v) {
           nll += x;

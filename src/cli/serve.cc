@@ -19,6 +19,7 @@ Runner add_serve(CLI::App& app) {
   auto co = std::make_shared<ClusterCliOptions>();
   auto so = std::make_shared<serve::ServerOptions>();
   auto tmpl = std::make_shared<std::string>();
+  auto parallel = std::make_shared<int>(4);
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
   add_chat_template_option(cmd, tmpl.get());
@@ -28,8 +29,13 @@ Runner add_serve(CLI::App& app) {
                   "require 'Authorization: Bearer KEY' on /v1/ routes (default: $SHARDLM_API_KEY)");
   cmd->add_option("--max-body", so->max_body, "largest request body in bytes")->capture_default_str()
       ->check(CLI::Range(size_t(1024), size_t(1) << 30));
-  cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait; more get HTTP 429")->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--parallel", *parallel,
+                  "requests that run at once (continuous batching), each in its own KV slot of --ctx positions")
+      ->capture_default_str();
+  cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait for a slot; more get HTTP 429")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-tokens", so->default_max_tokens, "max_tokens of a request that gives none")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--model-name", so->model_name, "model id reported by /v1/models (default: the file name)");
   add_sampler_options(cmd, &so->defaults);
   return [=]() {
@@ -37,12 +43,12 @@ Runner add_serve(CLI::App& app) {
       if (const char* k = std::getenv("SHARDLM_API_KEY")) so->api_key = k;
     if (so->model_name == "shardlm") so->model_name = std::filesystem::path(o->model).stem().string();
     Backend b;
-    if (std::string e = open_backend(*o, *co, *tmpl, &b); !e.empty()) return fail(e);
+    if (std::string e = open_backend(*o, *co, *tmpl, &b, *parallel); !e.empty()) return fail(e);
     util::Status st = serve::run_server(*b.engine, *b.prompts, *so, [&](const std::string& url) {
       std::printf("listening on %s\n", url.c_str());
       std::fflush(stdout);
-      std::fprintf(stderr, "model %s, context %d tokens, %d node(s)%s\n", so->model_name.c_str(), b.engine->ctx(),
-                   b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
+      std::fprintf(stderr, "model %s, %d slots of %d tokens, %d node(s)%s\n", so->model_name.c_str(), *parallel,
+                   b.engine->ctx(), b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
     });
     if (!st.ok()) return fail(st.message());
     return 0;

@@ -406,6 +406,42 @@ void flash_attention(const AttentionArgs& a, util::ThreadPool& pool) {
   });
 }
 
+void flash_attention_batch(const AttentionArgs* segs, int n_segs, util::ThreadPool& pool) {
+  CHECK(n_segs >= 1);
+  struct Unit {
+    int seg, t0, t1, gi;
+  };
+  std::vector<Unit> units;
+  std::vector<Groups> groups(n_segs);
+  const int nth = pool.size();
+  for (int s = 0; s < n_segs; ++s) {
+    const AttentionArgs& a = segs[s];
+    check_args(a);
+    groups[s] = make_groups(a);
+    const int n_groups = int(groups[s].kv.size());
+    // The tiling of flash_attention; a row's result does not depend on it.
+    int tq = std::clamp(kRowsPerUnit / groups[s].max_size, 1, a.n_q);
+    while (tq > 1 && n_groups * ceil_div(a.n_q, tq) < 4 * nth) tq = ceil_div(tq, 2);
+    for (int t0 = 0; t0 < a.n_q; t0 += tq)
+      for (int gi = 0; gi < n_groups; ++gi) units.push_back({s, t0, std::min(a.n_q, t0 + tq), gi});
+  }
+  // Heaviest (latest positions) first.
+  std::stable_sort(units.begin(), units.end(), [&](const Unit& x, const Unit& y) {
+    return segs[x.seg].pos0 + x.t1 > segs[y.seg].pos0 + y.t1;
+  });
+  std::atomic<int> next{0};
+  const int n_units = int(units.size());
+  pool.run([&](int, int) {
+    for (int u = next.fetch_add(1); u < n_units; u = next.fetch_add(1)) {
+      const Unit& x = units[u];
+      const AttentionArgs& a = segs[x.seg];
+      const Groups& g = groups[x.seg];
+      run_unit(a, pick_kernels(a), g.kv[x.gi], g.heads.data() + g.begin[x.gi], g.begin[x.gi + 1] - g.begin[x.gi],
+               x.t0, x.t1, 0, a.pos0 + x.t1, nullptr, 0, 0);
+    }
+  });
+}
+
 void flash_decode(const AttentionArgs& a, util::ThreadPool& pool) {
   CHECK_MSG(a.n_q == 1, "flash_decode takes one query token");
   check_args(a);

@@ -49,6 +49,9 @@ void attention_ref(const AttentionArgs& a);
 // Tiled flash attention for a batch of queries, split across the pool's threads. Calls
 // flash_decode when n_q == 1, the pool has several threads and the context is long.
 void flash_attention(const AttentionArgs& a, util::ThreadPool& pool);
+// Several segments (one sequence's queries against its own KV views each) in one pass over
+// the pool; every row bit-identical to flash_attention of its segment alone.
+void flash_attention_batch(const AttentionArgs* segs, int n_segs, util::ThreadPool& pool);
 // n_q == 1 only: the context is split into chunks across threads; each chunk yields a
 // partial (max, sum, acc) per head, merged with log-sum-exp.
 void flash_decode(const AttentionArgs& a, util::ThreadPool& pool);

@@ -208,19 +208,22 @@ float vec_dot(Type wt, int64_t n, const void* w_row, const void* xq) {
 
 namespace {
 std::atomic<bool> g_lane_order{true};
+thread_local bool t_vec_dot = false;  // the order of the matmul running on this thread
 }  // namespace
 
 void set_lane_order(bool on) { g_lane_order.store(on, std::memory_order_relaxed); }
-bool lane_order() { return g_lane_order.load(std::memory_order_relaxed); }
+bool lane_order() { return !t_vec_dot && g_lane_order.load(std::memory_order_relaxed); }
 
 void matmul(Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
-            const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+            const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride, BatchOrder order) {
   const auto fn = active().matmul[slot(wt)];
   CHECK_MSG(fn != nullptr, tensor::type_name(wt));
   CHECK_MSG(n % tensor::traits(wt).block_size == 0, tensor::type_name(wt));
   CHECK(r0 >= 0 && r0 <= r1 && n_batch >= 0);
   if (r0 == r1 || n_batch == 0) return;
+  t_vec_dot = order == BatchOrder::kVecDot;
   fn(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  t_vec_dot = false;
 }
 
 }  // namespace kernels

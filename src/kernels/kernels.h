@@ -36,12 +36,17 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 // differs from token-by-token decode in the last bits. Either way an output depends only
 // on its own row and column, never on the row range or the batch's other columns
 // (multi-node runs stay bit-identical to one node).
-// set_lane_order(false) turns lane order off process-wide (every batch in vec_dot order,
-// bit-identical to decode; `--exact-batches`); lane_order() tells which is in effect.
+// order: kLanes allows lane order (taken for n_batch >= 4 where a type has it), kVecDot
+// forces vec_dot order for every output, bit-identical to matrix x vector whatever n_batch
+// (the runtime's decode rows in a batch of many sequences, and `--exact-batches`).
+// set_lane_order(false) is a process-wide veto for tests and tools (kLanes then acts as
+// kVecDot); lane_order() tells whether the matmul running on this thread may use lanes.
+enum class BatchOrder : uint8_t { kLanes = 0, kVecDot = 1 };
 void set_lane_order(bool on);
 bool lane_order();
 void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
-            const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
+            const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride,
+            BatchOrder order = BatchOrder::kLanes);
 
 namespace ref {
 float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);

@@ -1,7 +1,11 @@
 // kv_cache.h: per-layer key and value cache for the KV heads a node owns, F16 by default,
-// F32 or Q8_0 (blocks of 32, as ggml) optional. Layout [layer][kv_head][pos][row] so one
-// head's rows are contiguous (row_bytes apart), which is what kernels::KvHeadView reads.
-// Deliberately dumb storage: attention math lives in the transformer and kernels.
+// F32 or Q8_0 (blocks of 32, as ggml) optional, in n_slots independent slots of ctx
+// positions each (one slot per sequence that runs at once). Layout
+// [slot][layer][kv_head][pos][row] so one head's rows of one slot are contiguous (row_bytes
+// apart), which is what kernels::KvHeadView reads: a slot is exactly the cache one
+// sequence had alone, so attention reads the same bytes whatever else runs.
+// Deliberately dumb storage: attention math lives in the transformer and kernels; which
+// positions of a slot are valid is the runtime's sequence bookkeeping.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -26,23 +30,29 @@ inline kernels::KvFormat kv_format(KvType t) {
 class KvCache {
  public:
   // A Q8_0 cache needs head_dim % 32 == 0 (callers check and report it).
-  KvCache(int n_layers, int n_kv_heads, int head_dim, int ctx, KvType type)
-      : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), ctx_(ctx), type_(type),
+  KvCache(int n_layers, int n_kv_heads, int head_dim, int ctx, KvType type, int n_slots = 1)
+      : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), ctx_(ctx), n_slots_(n_slots), type_(type),
         row_bytes_(kernels::kv_row_bytes(kv_format(type), head_dim)) {
-    const size_t n = size_t(n_layers) * n_kv_heads * ctx * row_bytes_;
+    CHECK(n_slots >= 1);
+    const size_t n = size_t(n_slots) * n_layers * n_kv_heads * ctx * row_bytes_;
     k_.resize(n);
     v_.resize(n);
   }
-  int ctx() const { return ctx_; }
+  int ctx() const { return ctx_; }  // positions per slot
+  int n_slots() const { return n_slots_; }
   KvType type() const { return type_; }
   size_t row_bytes() const { return row_bytes_; }
-  // Byte offset of (layer, head, pos)'s row.
-  size_t offset(int layer, int head, int pos) const {
-    return ((size_t(layer) * n_kv_heads_ + head) * ctx_ + pos) * row_bytes_;
+  // Bytes of one position of one slot (all layers and local KV heads, K and V).
+  static size_t bytes_per_position(int n_layers, int n_kv_heads, int head_dim, KvType type) {
+    return size_t(2) * n_layers * n_kv_heads * kernels::kv_row_bytes(kv_format(type), head_dim);
   }
-  void store(int layer, int head, int pos, const float* k, const float* v) {
-    CHECK(pos >= 0 && pos < ctx_);
-    const size_t o = offset(layer, head, pos);
+  // Byte offset of (slot, layer, head, pos)'s row.
+  size_t offset(int slot, int layer, int head, int pos) const {
+    return (((size_t(slot) * n_layers_ + layer) * n_kv_heads_ + head) * ctx_ + pos) * row_bytes_;
+  }
+  void store(int slot, int layer, int head, int pos, const float* k, const float* v) {
+    CHECK(pos >= 0 && pos < ctx_ && slot >= 0 && slot < n_slots_);
+    const size_t o = offset(slot, layer, head, pos);
     if (type_ == KvType::kF16) {  // util's rounding: the exact path's (llama.cpp's) F16 cache
       auto* kd = reinterpret_cast<uint16_t*>(k_.data() + o);
       auto* vd = reinterpret_cast<uint16_t*>(v_.data() + o);
@@ -52,9 +62,9 @@ class KvCache {
       kernels::kv_store_row(kv_format(type_), v, v_.data() + o, head_dim_);
     }
   }
-  // One KV head's rows of a layer, for kernels::flash_attention.
-  kernels::KvHeadView view(int layer, int head) const {
-    const size_t o = offset(layer, head, 0);
+  // One KV head's rows of a layer in one slot, for kernels::flash_attention.
+  kernels::KvHeadView view(int slot, int layer, int head) const {
+    const size_t o = offset(slot, layer, head, 0);
     return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_};
   }
   // Element access of the exact (naive) path; o from offset().
@@ -66,7 +76,7 @@ class KvCache {
 
  private:
   // std::vector<uint8_t> storage from operator new: aligned for floats.
-  int n_layers_, n_kv_heads_, head_dim_, ctx_;
+  int n_layers_, n_kv_heads_, head_dim_, ctx_, n_slots_;
   KvType type_;
   size_t row_bytes_;
   std::vector<uint8_t> k_, v_;

@@ -24,20 +24,36 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
   return "";
 }
 
+namespace {
+RunConfig run_config(int ctx, KvType kv_type, int max_batch, AttentionMode attention) {
+  RunConfig rc;
+  rc.ctx = ctx;
+  rc.kv_type = kv_type;
+  rc.max_batch = max_batch;
+  rc.attention = attention;
+  return rc;
+}
+}  // namespace
+
 Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx,
                          KvType kv_type, int max_batch, const Partition& part, Collective* comm,
                          AttentionMode attention)
+    : Transformer(cfg, w, pool, run_config(ctx, kv_type, max_batch, attention), part, comm) {}
+
+Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, const RunConfig& rc,
+                         const Partition& part, Collective* comm)
     : cfg_(cfg),
       w_(w),
       pool_(pool),
       part_(part),
       comm_(comm),
-      kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, ctx, kv_type),
-      max_batch_(std::max(1, max_batch)),
+      kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, rc.ctx, rc.kv_type, rc.n_slots),
+      max_batch_(std::max(1, rc.max_batch)),
       q_dim_(part.n_heads * cfg.head_dim),
       kv_dim_(part.n_kv_heads * cfg.head_dim),
-      mode_(attention) {
-  const std::string why = attention_unsupported(cfg, kv_type, attention);
+      mode_(rc.attention),
+      lane_order_(rc.lane_order) {
+  const std::string why = attention_unsupported(cfg, rc.kv_type, rc.attention);
   CHECK_MSG(why.empty(), why.c_str());
   const int group = cfg.n_heads / cfg.n_kv_heads;
   for (int h = 0; h < part.n_heads; ++h) kv_of_head_.push_back((part.head_begin + h) / group - part.kv_begin);
@@ -51,8 +67,10 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
   gate_.resize(B * part.n_ff);
   up_.resize(B * part.n_ff);
   proj_.resize(B * cfg.dim);
-  if (mode_ == AttentionMode::kExact) scores_.resize(size_t(pool.size()) * (ctx + 8));
+  if (mode_ == AttentionMode::kExact) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
   rope_.resize(B * cfg.n_rot);
+  row_slot_.resize(B);
+  row_pos_.resize(B);
 }
 
 void Transformer::embed(int32_t token, float* x) const {
@@ -63,13 +81,11 @@ void Transformer::embed(int32_t token, float* x) const {
 
 util::Status Transformer::forward(const int32_t* tokens, int n, int pos, float* logits, bool all_logits) {
   CHECK(n >= 1 && pos >= 0 && pos + n <= ctx());
+  std::vector<float> x(size_t(std::min(n, max_batch_)) * cfg_.dim);
   for (int i = 0; i < n; i += max_batch_) {
     const int nb = std::min(max_batch_, n - i);
-    for (int b = 0; b < nb; ++b) embed(tokens[i + b], &x_[size_t(b) * cfg_.dim]);
-    float* out = nullptr;
-    if (logits && all_logits) out = logits + size_t(i) * part_.n_vocab;
-    if (logits && !all_logits && i + nb == n) out = logits;
-    RETURN_IF_ERROR(step(nb, pos + i, out, all_logits));
+    for (int b = 0; b < nb; ++b) embed(tokens[i + b], &x[size_t(b) * cfg_.dim]);
+    RETURN_IF_ERROR(forward_chunk(x.data(), nb, pos + i, logits, all_logits, i, n));
   }
   return util::ok_status();
 }
@@ -78,13 +94,49 @@ util::Status Transformer::forward_embedded(const float* x, int n, int pos, float
   CHECK(n >= 1 && pos >= 0 && pos + n <= ctx());
   for (int i = 0; i < n; i += max_batch_) {
     const int nb = std::min(max_batch_, n - i);
-    std::memcpy(x_.data(), x + size_t(i) * cfg_.dim, sizeof(float) * nb * cfg_.dim);
-    float* out = nullptr;
-    if (logits && all_logits) out = logits + size_t(i) * part_.n_vocab;
-    if (logits && !all_logits && i + nb == n) out = logits;
-    RETURN_IF_ERROR(step(nb, pos + i, out, all_logits));
+    RETURN_IF_ERROR(forward_chunk(x + size_t(i) * cfg_.dim, nb, pos + i, logits, all_logits, i, n));
   }
   return util::ok_status();
+}
+
+// One batch of the single-sequence calls above: rows [i, i + nb) of n.
+util::Status Transformer::forward_chunk(const float* x, int nb, int pos, float* logits, bool all_logits, int i,
+                                        int n) {
+  Segment seg{0, pos, nb, Logits::kNone};
+  float* out = nullptr;
+  if (logits && all_logits) out = logits + size_t(i) * part_.n_vocab, seg.logits = Logits::kAll;
+  if (logits && !all_logits && i + nb == n) out = logits, seg.logits = Logits::kLast;
+  return forward_batch(&seg, 1, x, out);
+}
+
+util::Status Transformer::forward_batch(const Segment* segs, int n_segs, const float* x, float* logits) {
+  int rows = 0;
+  for (int s = 0; s < n_segs; ++s) {
+    const Segment& g = segs[s];
+    CHECK(g.n >= 1 && g.pos >= 0 && g.pos + g.n <= ctx() && g.slot >= 0 && g.slot < n_slots());
+    for (int t = 0; t < s; ++t) CHECK_MSG(segs[t].slot != g.slot, "a slot appears twice in one batch");
+    for (int b = 0; b < g.n; ++b) row_slot_[rows + b] = g.slot, row_pos_[rows + b] = g.pos + b;
+    rows += g.n;
+    CHECK(rows <= max_batch_);
+  }
+  CHECK(rows >= 1);
+  std::memcpy(x_.data(), x, sizeof(float) * rows * cfg_.dim);
+  plan_runs(segs, n_segs);
+  return step(segs, n_segs, logits);
+}
+
+void Transformer::plan_runs(const Segment* segs, int n_segs) {
+  runs_.clear();
+  int row = 0;
+  for (int s = 0; s < n_segs; ++s) {
+    const kernels::BatchOrder o = lane_order_ && segs[s].n >= kLaneMinRows ? kernels::BatchOrder::kLanes
+                                                                           : kernels::BatchOrder::kVecDot;
+    if (!runs_.empty() && runs_.back().order == o)
+      runs_.back().n += segs[s].n;
+    else
+      runs_.push_back({row, segs[s].n, o});
+    row += segs[s].n;
+  }
 }
 
 const void* Transformer::quantized(const float* x, int n, int64_t cols, tensor::Type t) {
@@ -100,16 +152,23 @@ const void* Transformer::quantized(const float* x, int n, int64_t cols, tensor::
   return act_.data();
 }
 
-void Transformer::linear(const Matrix& w, const float* x, int n, float* y) {
+void Transformer::matmul_runs(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride,
+                              const std::vector<Run>& runs) {
+  const auto* xb = static_cast<const uint8_t*>(xq);
+  for (const Run& r : runs)
+    pool_.run([&](int ith, int nth) {
+      int64_t r0, r1;
+      util::split_range(w.rows, ith, nth, &r0, &r1);
+      if (r0 < r1)
+        kernels::matmul(w.type, w.cols, w.data, w.row_bytes, r0, r1, xb + size_t(r.row0) * xq_stride, xq_stride,
+                        r.n, y + int64_t(r.row0) * y_stride, y_stride, r.order);
+    });
+}
+
+void Transformer::linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs) {
   const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
   const void* xq = quantized(x, n, w.cols, vt);
-  const size_t xq_stride = kernels::activation_bytes(vt, w.cols);
-  pool_.run([&](int ith, int nth) {
-    int64_t r0, r1;
-    util::split_range(w.rows, ith, nth, &r0, &r1);
-    if (r0 < r1)
-      kernels::matmul(w.type, w.cols, w.data, w.row_bytes, r0, r1, xq, xq_stride, n, y, w.rows);
-  });
+  matmul_runs(w, xq, kernels::activation_bytes(vt, w.cols), y, w.rows, runs);
 }
 
 util::Status Transformer::gathered_linear(const Matrix& w, const float* x, int n, int col0, int cols, bool q8,
@@ -139,23 +198,20 @@ util::Status Transformer::gathered_linear(const Matrix& w, const float* x, int n
   }
   // This node's rows of W land in columns [row_begin, row_begin + n_rows) of y[n][dim].
   const int D = cfg_.dim;
-  float* yl = y + part_.row_begin;
-  pool_.run([&](int ith, int nth) {
-    int64_t r0, r1;
-    util::split_range(w.rows, ith, nth, &r0, &r1);
-    if (r0 < r1) kernels::matmul(w.type, w.cols, w.data, w.row_bytes, r0, r1, xq, xq_stride, n, yl, D);
-  });
+  matmul_runs(w, xq, xq_stride, y + part_.row_begin, D, runs_);
   act_src_ = nullptr;
   return comm_->all_gather_rows(reinterpret_cast<uint8_t*>(y), n, sizeof(float) * D, sizeof(float) * part_.row_begin,
                                 sizeof(float) * part_.n_rows);
 }
 
-util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
+util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
   const Config& c = cfg_;
   const int D = c.dim;
-  // rope_[b] = (cos, sin) pairs for position pos + b
+  int n = 0;  // rows
+  for (int s = 0; s < n_segs; ++s) n += segs[s].n;
+  // rope_[b] = (cos, sin) pairs for row b's position
   for (int b = 0; b < n; ++b)
-    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], pos + b, c.n_rot, c.rope_base, c.rope_freq_scale,
+    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale,
                         w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data());
 
   for (int l = 0; l < c.n_layers; ++l) {
@@ -167,7 +223,7 @@ util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
     linear(lw.wq, xn_.data(), n, q_.data());
     linear(lw.wk, xn_.data(), n, k_.data());
     linear(lw.wv, xn_.data(), n, v_.data());
-    attention(l, n, pos);
+    attention(l, segs, n_segs);
     // x += sum over nodes of (att Wo)
     act_src_ = nullptr;
     if (part_.exact) {
@@ -197,22 +253,43 @@ util::Status Transformer::step(int n, int pos, float* logits, bool all_logits) {
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
   }
   if (!logits) return util::ok_status();
-  // logits = norm(x) Wout, for the last token or all of them
-  const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
-  for (int b = first; b < n; ++b)
-    kernels::rmsnorm(&xn_[size_t(b - first) * D], &x_[size_t(b) * D], w_.output_norm.data(), D, c.rms_eps);
+  // logits = norm(x) Wout for the rows the segments ask for, packed in segment order. A
+  // segment's last row alone is one matrix x vector row; every row of a long segment keeps
+  // the segment's order.
+  std::vector<Run> out_runs;
+  int rows = 0, row = 0;
+  for (int s = 0; s < n_segs; ++s) {
+    const Segment& g = segs[s];
+    const int first = g.logits == Logits::kAll ? 0 : g.n - 1;
+    const int k = g.logits == Logits::kNone ? 0 : g.n - first;
+    for (int b = 0; b < k; ++b)
+      kernels::rmsnorm(&xn_[size_t(rows + b) * D], &x_[size_t(row + first + b) * D], w_.output_norm.data(), D,
+                       c.rms_eps);
+    if (k > 0) {
+      const kernels::BatchOrder o = lane_order_ && k >= kLaneMinRows ? kernels::BatchOrder::kLanes
+                                                                     : kernels::BatchOrder::kVecDot;
+      if (!out_runs.empty() && out_runs.back().order == o)
+        out_runs.back().n += k;
+      else
+        out_runs.push_back({rows, k, o});
+    }
+    rows += k;
+    row += g.n;
+  }
+  if (rows == 0) return util::ok_status();
   act_src_ = nullptr;
-  linear(w_.output, xn_.data(), rows, logits);
+  linear(w_.output, xn_.data(), rows, logits, out_runs);
   act_src_ = nullptr;
   return util::ok_status();
 }
 
-void Transformer::attention(int l, int n, int pos) {
+void Transformer::attention(int l, const Segment* segs, int n_segs) {
   const Config& c = cfg_;
   const LayerWeights& lw = w_.layers[l];
   const int hd = c.head_dim;
   const int n_heads = part_.n_heads, n_kv = part_.n_kv_heads;
+  int n = 0;  // rows
+  for (int s = 0; s < n_segs; ++s) n += segs[s].n;
   // Biases, per-head norms, rope; then append k, v to the cache.
   for (int b = 0; b < n; ++b) {
     float* q = &q_[size_t(b) * q_dim_];
@@ -229,29 +306,38 @@ void Transformer::attention(int l, int n, int pos) {
     for (int g = 0; g < n_kv; ++g) {
       if (!lw.k_norm.empty()) kernels::rmsnorm(k + g * hd, k + g * hd, lw.k_norm.data(), hd, c.rms_eps);
       kernels::rope_apply(k + g * hd, rc, c.n_rot, c.rope_neox);
-      kv_.store(l, g, pos + b, k + g * hd, v + g * hd);
+      kv_.store(row_slot_[b], l, g, row_pos_[b], k + g * hd, v + g * hd);
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (mode_ == AttentionMode::kFlash) {
-    // Tiled over the cache at absolute positions, online softmax, fixed reduction order:
-    // a row's output is independent of the batch split and of the threads.
-    std::vector<kernels::KvHeadView> views(n_kv);
-    for (int g = 0; g < n_kv; ++g) views[g] = kv_.view(l, g);
-    kernels::AttentionArgs a{};
-    a.n_q = n;
-    a.pos0 = pos;
-    a.n_heads = n_heads;
-    a.n_kv_heads = n_kv;
-    a.kv_of_head = kv_of_head_.data();
-    a.head_dim = hd;
-    a.scale = scale;
-    a.q = q_.data();
-    a.q_stride = q_dim_;
-    a.out = att_.data();
-    a.out_stride = q_dim_;
-    a.kv = views.data();
-    kernels::flash_attention(a, pool_);
+    // Tiled over each slot's cache at absolute positions, online softmax, fixed reduction
+    // order: a row's output is independent of the batch split, the threads and the other
+    // segments.
+    std::vector<kernels::KvHeadView> views(size_t(n_segs) * n_kv);
+    std::vector<kernels::AttentionArgs> args(n_segs);
+    int row = 0;
+    for (int s = 0; s < n_segs; ++s) {
+      for (int g = 0; g < n_kv; ++g) views[size_t(s) * n_kv + g] = kv_.view(segs[s].slot, l, g);
+      kernels::AttentionArgs& a = args[s];
+      a.n_q = segs[s].n;
+      a.pos0 = segs[s].pos;
+      a.n_heads = n_heads;
+      a.n_kv_heads = n_kv;
+      a.kv_of_head = kv_of_head_.data();
+      a.head_dim = hd;
+      a.scale = scale;
+      a.q = q_.data() + size_t(row) * q_dim_;
+      a.q_stride = q_dim_;
+      a.out = att_.data() + size_t(row) * q_dim_;
+      a.out_stride = q_dim_;
+      a.kv = views.data() + size_t(s) * n_kv;
+      row += segs[s].n;
+    }
+    if (n_segs == 1)
+      kernels::flash_attention(args[0], pool_);
+    else
+      kernels::flash_attention_batch(args.data(), n_segs, pool_);
     return;
   }
   // Exact path: causal attention per (token, head). With the F16 cache this follows llama.cpp's
@@ -267,15 +353,15 @@ void Transformer::attention(int l, int n, int pos) {
     std::vector<uint16_t> q16(hd), p16(ctx());
     for (int64_t j = j0; j < j1; ++j) {
       const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
-      const int g = kv_of_head_[h], n_ctx = pos + b + 1;
+      const int g = kv_of_head_[h], n_ctx = row_pos_[b] + 1, slot = row_slot_[b];
       const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
       float* out = &att_[size_t(b) * q_dim_ + size_t(h) * hd];
       if (f16) {
         for (int i = 0; i < hd; ++i) q16[i] = util::f32_to_fp16(q[i]);
-        for (int t = 0; t < n_ctx; ++t) s[t] = kernels::dot_f16(kv_.k16(kv_.offset(l, g, t)), q16.data(), hd) * scale;
+        for (int t = 0; t < n_ctx; ++t) s[t] = kernels::dot_f16(kv_.k16(kv_.offset(slot, l, g, t)), q16.data(), hd) * scale;
       } else {
         for (int t = 0; t < n_ctx; ++t) {
-          const float* kr = kv_.k32(kv_.offset(l, g, t));
+          const float* kr = kv_.k32(kv_.offset(slot, l, g, t));
           float dot = 0;
           for (int i = 0; i < hd; ++i) dot += q[i] * kr[i];
           s[t] = dot * scale;
@@ -286,11 +372,11 @@ void Transformer::attention(int l, int n, int pos) {
       kernels::softmax(s, n_pad);
       if (f16) {
         for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
-        kernels::weighted_sum_f16(kv_.v16(kv_.offset(l, g, 0)), hd, p16.data(), n_ctx, hd, out);
+        kernels::weighted_sum_f16(kv_.v16(kv_.offset(slot, l, g, 0)), hd, p16.data(), n_ctx, hd, out);
       } else {
         std::fill(out, out + hd, 0.0f);
         for (int t = 0; t < n_ctx; ++t) {
-          const float* vr = kv_.v32(kv_.offset(l, g, t));
+          const float* vr = kv_.v32(kv_.offset(slot, l, g, t));
           for (int i = 0; i < hd; ++i) out[i] += s[t] * vr[i];
         }
       }

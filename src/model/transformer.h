@@ -1,8 +1,9 @@
 // transformer.h: the forward pass of the llama family (llama, qwen2, qwen3) on one node:
 // embedding, then per layer attention and MLP with residual adds, then norm and logits.
-// It evaluates a batch of consecutive tokens at once (matrix x matrix for the weights,
-// causal attention against the KV cache). Deliberately no networking: a distributed
-// executor reuses the same steps with sliced weights and an all-reduce in between.
+// A batch carries rows of several sequences at once (segments: consecutive positions of
+// one KV slot), with matrix x matrix products for the weights and causal attention of each
+// segment against its own slot. Deliberately no networking and no sequence bookkeeping:
+// the runtime's node executor drives it with sliced weights and an all-reduce in between.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "kernels/kernels.h"
 #include "model/weights.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
@@ -60,6 +62,27 @@ class Collective {
 };
 
 enum class AttentionMode : uint8_t { kExact = 0, kFlash = 1 };
+
+// How a node runs the model (the same on every node of a cluster).
+struct RunConfig {
+  int ctx = 4096;        // positions per KV slot
+  int n_slots = 1;       // sequences that can be in the cache at once
+  int max_batch = 32;    // rows per forward_batch
+  KvType kv_type = KvType::kF16;
+  AttentionMode attention = AttentionMode::kExact;
+  // Q4_0 / Q4_K / Q6_K segments of >= kLaneMinRows rows in lane order (kernels.h); shorter
+  // segments (decode rows) always in vec_dot order, so a row's bits depend only on its own
+  // segment, never on the other sequences in the batch. false: everything in vec_dot order.
+  bool lane_order = true;
+};
+constexpr int kLaneMinRows = 4;
+
+// Rows [.., .. + n) of a batch: positions pos .. pos+n-1 of one sequence, in KV slot `slot`.
+enum class Logits : uint8_t { kNone = 0, kLast = 1, kAll = 2 };
+struct Segment {
+  int slot = 0, pos = 0, n = 0;
+  Logits logits = Logits::kNone;
+};
 inline const char* attention_mode_name(AttentionMode m) { return m == AttentionMode::kFlash ? "flash" : "exact"; }
 // Why (cfg, kv_type, mode) cannot run, or "" when it can.
 std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode);
@@ -77,8 +100,18 @@ class Transformer {
   Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, int ctx, KvType kv_type,
               int max_batch, const Partition& part, Collective* comm,
               AttentionMode attention = AttentionMode::kExact);
+  Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, const RunConfig& rc,
+              const Partition& part, Collective* comm);
 
-  // Evaluates tokens[0..n) at positions pos..pos+n-1, appending to the KV cache.
+  // Evaluates one batch: x[rows][dim] embedded rows of segs in order (rows = sum of n <=
+  // max_batch; a slot appears at most once, positions inside the context), appending to
+  // each segment's KV slot. logits (if not null) receives, segment after segment, the
+  // local n_vocab floats of the rows each asks for (kLast: its last row; kAll: every row).
+  // A row's result depends only on its own segment and slot. Fails only when the
+  // Collective does.
+  util::Status forward_batch(const Segment* segs, int n_segs, const float* x, float* logits);
+
+  // Evaluates tokens[0..n) at positions pos..pos+n-1 of slot 0, in batches of max_batch.
   // logits (if not null) receives the local n_vocab floats for the last token, or n rows
   // of them for every token when all_logits is set. Needs the token embedding.
   // Fails only when the Collective does (never on one node).
@@ -93,16 +126,30 @@ class Transformer {
   AttentionMode attention_mode() const { return mode_; }
   KvType kv_type() const { return kv_.type(); }
   int ctx() const { return kv_.ctx(); }
+  int n_slots() const { return kv_.n_slots(); }
+  int max_batch() const { return max_batch_; }
 
  private:
-  util::Status step(int n, int pos, float* logits, bool all_logits);  // input in x_
-  void attention(int layer, int n, int pos);
-  // y[b][rows] = W x[b], activations quantized once per (input, type).
-  void linear(const Matrix& w, const float* x, int n, float* y);
+  // Rows [row0, row0 + n) of a batch multiplied in one kernels::matmul call.
+  struct Run {
+    int row0, n;
+    kernels::BatchOrder order;
+  };
+  util::Status step(const Segment* segs, int n_segs, float* logits);  // input in x_
+  // Rows [i, i + nb) of a single-sequence call of n rows (slot 0).
+  util::Status forward_chunk(const float* x, int nb, int pos, float* logits, bool all_logits, int i, int n);
+  void attention(int layer, const Segment* segs, int n_segs);
+  // Adjacent segments of the same batch order merged into runs.
+  void plan_runs(const Segment* segs, int n_segs);
+  // y[b][rows] = W x[b] for the rows of runs, activations quantized once per (input, type).
+  void linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs);
+  void linear(const Matrix& w, const float* x, int n, float* y) { linear(w, x, n, y, runs_); }
   const void* quantized(const float* x, int n, int64_t cols, tensor::Type t);
   // Exact mode: y[b][dim] = W x for the whole input, from this node's input columns
   // [col0, col0 + cols) of x (local rows [n][cols]) and its rows of W (see Partition).
   util::Status gathered_linear(const Matrix& w, const float* x, int n, int col0, int cols, bool q8, float* y);
+  void matmul_runs(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride,
+                   const std::vector<Run>& runs);
 
   const Config& cfg_;
   const Weights& w_;
@@ -113,6 +160,9 @@ class Transformer {
   int max_batch_;
   int q_dim_, kv_dim_;  // local: n_heads * head_dim, n_kv_heads * head_dim
   AttentionMode mode_;
+  bool lane_order_;
+  std::vector<Run> runs_;      // of the batch being evaluated
+  std::vector<int> row_slot_, row_pos_;  // [B] each row's slot and position
   std::vector<int> kv_of_head_;  // [local heads] local KV head each query head reads
 
   // Scratch for one batch of up to max_batch_ tokens.

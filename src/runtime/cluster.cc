@@ -54,16 +54,13 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
     if (!a) return Status::error("--allreduce must be auto, all-gather, star or ring, not '" + o.algo + "'");
     c->forced_algo_ = int(*a);
   }
-  if (!o.exact && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
+  if (!o.exact && !o.auto_sync && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
   if (std::string why = model::attention_unsupported(m.config, o.kv_type, o.attention); !why.empty())
     return Status::error(why);
-  auto p = plan::make_plan(shape_of(m.config, m.weights), shares, o.exact && n > 1);
-  if (!p) return p.status();
-  c->plan_ = std::move(*p);
+  const plan::ModelShape shape = shape_of(m.config, m.weights);
   c->nodes_.push_back({"root", {}});
   if (n > 1) {
-    util::Timer th;
     auto hash = util::sha256_file_cached(model_path);
     if (!hash) return hash.status();
     net::TcpOptions topt;
@@ -73,17 +70,66 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
     if (!t) return t.status();
     c->t_ = std::move(*t);
     for (int r = 1; r < n; ++r) c->nodes_.push_back({c->t_->peer_name(r), {}});
-    if (c->forced_algo_ < 0) RETURN_IF_ERROR(c->probe_links());
+    if (c->forced_algo_ < 0 || o.auto_sync) RETURN_IF_ERROR(c->probe_links());
+    if (o.auto_sync) RETURN_IF_ERROR(c->choose_sync(shape, shares));
+    auto p = plan::make_plan(shape, shares, c->o_.exact);
+    if (!p) return p.status();
+    c->plan_ = std::move(*p);
     RETURN_IF_ERROR(c->setup_workers(*hash));
     c->t_->reset_counters();
-    c->coll_ = std::make_unique<AutoCollective>(*c->t_, o.sync, c->forced_algo_, c->alpha_us_, c->beta_gbps_,
+    c->coll_ = std::make_unique<AutoCollective>(*c->t_, c->o_.sync, c->forced_algo_, c->alpha_us_, c->beta_gbps_,
                                                 m.config.dim, o.step_timeout_s, o.batch);
+  } else {
+    c->o_.exact = false;
+    auto p = plan::make_plan(shape, shares, false);
+    if (!p) return p.status();
+    c->plan_ = std::move(*p);
   }
   c->root_slice_ = slice_weights(m.config, m.weights, c->plan_.nodes[0]);
-  c->tf_ = std::make_unique<model::Transformer>(m.config, c->root_slice_.weights, pool, o.ctx, o.kv_type, o.batch,
-                                                c->root_slice_.part, c->coll_.get(), o.attention);
-  c->logits_.resize(c->root_slice_.part.n_vocab);
+  c->exec_ = std::make_unique<NodeExecutor>(m.config, c->root_slice_.weights, c->root_slice_.part, pool,
+                                            c->run_config(), c->coll_.get());
   return c;
+}
+
+model::RunConfig Cluster::run_config() const {
+  model::RunConfig rc;
+  rc.ctx = o_.ctx;
+  rc.n_slots = o_.n_slots;
+  rc.max_batch = o_.batch;
+  rc.kv_type = o_.kv_type;
+  rc.attention = o_.attention;
+  rc.lane_order = o_.lane_order;
+  return rc;
+}
+
+// Exact sync gives one node's tokens; q8_0 all-reduces are cheaper on a slow link. Both
+// plans are costed under the measured link and an assumed modest memory bandwidth; q8_0
+// wins only when it saves kAutoSyncSaving of the predicted time per token.
+Status Cluster::choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares) {
+  auto exact = plan::make_plan(shape, shares, true);
+  if (!exact) return exact.status();
+  plan::CostParams cp;
+  cp.link.alpha_us = alpha_us_;
+  cp.link.beta_gbps = beta_gbps_;
+  cp.mem_gbps = {kAutoSyncMemGbps};
+  const double t_exact = plan::cluster_cost(*exact, cp).total_ms;
+  double t_q8 = 1e30;
+  if (m_.config.dim % 32 == 0) {
+    auto q8 = plan::make_plan(shape, shares, false);
+    if (!q8) return q8.status();
+    cp.sync_type = tensor::Type::Q8_0;
+    t_q8 = plan::cluster_cost(*q8, cp).total_ms;
+  }
+  const bool use_q8 = t_q8 <= (1 - kAutoSyncSaving) * t_exact;
+  o_.exact = !use_q8;
+  o_.sync = use_q8 ? net::SyncType::kQ8_0 : net::SyncType::kF32;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "sync auto chose %s: predicted %.2f ms per token exact, %.2f ms q8_0 (q8_0 is taken when it saves "
+                "%.0f%%; force one with --sync-type)",
+                use_q8 ? "q8_0" : "exact", t_exact, t_q8 < 1e29 ? t_q8 : 0.0, kAutoSyncSaving * 100);
+  sync_note_ = buf;
+  return util::ok_status();
 }
 
 Cluster::~Cluster() {
@@ -131,6 +177,7 @@ Status Cluster::setup_workers(const std::string& model_hash) {
     s.beta_gbps = beta_gbps_;
     s.ctx = o_.ctx;
     s.batch = o_.batch;
+    s.n_slots = o_.n_slots;
     s.kv_type = o_.kv_type;
     s.attention = o_.attention;
     s.lane_order = o_.lane_order;
@@ -255,12 +302,15 @@ Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress*
   return util::ok_status();
 }
 
-Status Cluster::send_step(const int32_t* tokens, int n, Step& s) {
+Status Cluster::send_step(const std::vector<SeqStep>& batch, Step& s) {
   if (!t_) return util::ok_status();
   const model::Matrix& embd = m_.weights.token_embd;
-  rows_.resize(embd.row_bytes * size_t(n));
-  for (int b = 0; b < n; ++b) std::memcpy(rows_.data() + b * embd.row_bytes, embd.row(tokens[b]), embd.row_bytes);
-  s.n = n;
+  size_t rows = 0;
+  for (const SeqStep& q : batch) rows += q.tokens.size();
+  rows_.resize(embd.row_bytes * rows);
+  size_t b = 0;
+  for (const SeqStep& q : batch)
+    for (int32_t id : q.tokens) std::memcpy(rows_.data() + embd.row_bytes * b++, embd.row(id), embd.row_bytes);
   s.embd_type = embd.type;
   s.rows = rows_;
   const std::vector<uint8_t> payload = encode_step(s);
@@ -268,20 +318,6 @@ Status Cluster::send_step(const int32_t* tokens, int n, Step& s) {
     Status st = t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s);
     if (!st.ok()) return step_failed(st);
   }
-  return util::ok_status();
-}
-
-Status Cluster::root_forward(const int32_t* tokens, int n, int pos, bool logits, bool all_logits) {
-  util::Timer timer;
-  const double sync0 = coll_ ? coll_->seconds() : 0;
-  if (logits) logits_.resize(size_t(all_logits ? n : 1) * root_slice_.part.n_vocab);
-  Status st = tf_->forward(tokens, n, pos, logits ? logits_.data() : nullptr, all_logits);
-  if (!st.ok()) return step_failed(st);
-  NodeCounters& rc = nodes_[0].counters;
-  const double sync = coll_ ? coll_->seconds() - sync0 : 0;
-  rc.sync_s += sync;
-  rc.compute_s += timer.seconds() - sync;
-  rc.steps++;
   return util::ok_status();
 }
 
@@ -302,66 +338,112 @@ Status Cluster::collect_replies(std::vector<StepReply>* replies) {
   return util::ok_status();
 }
 
-Expected<int32_t> Cluster::step(const int32_t* tokens, int n, int pos, sampler::DistributedSampler* smp,
-                                const std::vector<int32_t>& history) {
-  RETURN_IF_ERROR(check_tokens(m_.config, tokens, n));
-  sampler::PenaltyCounts penalties;
-  if (smp) penalties = sampler::penalty_counts(smp->params(), history);
+Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep>& batch) {
+  const model::Config& cfg = m_.config;
+  size_t rows = 0;
   Step s;
-  s.pos = pos;
-  s.want = smp ? Want::kCandidates : Want::kNothing;
-  s.k = smp ? smp->k() : 1;
-  s.penalties = penalties;
-  if (smp) {
-    s.repeat_penalty = smp->params().repeat_penalty;
-    s.presence_penalty = smp->params().presence_penalty;
-    s.frequency_penalty = smp->params().frequency_penalty;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqStep& q = batch[i];
+    CHECK(q.seq != nullptr && !q.tokens.empty());
+    CHECK(q.want != Want::kScores || q.targets.size() == q.tokens.size());
+    RETURN_IF_ERROR(check_tokens(cfg, q.tokens.data(), int(q.tokens.size())));
+    for (int32_t t : q.targets)
+      if (t >= cfg.n_vocab) return Status::error("target id " + std::to_string(t) + " is outside the vocabulary");
+    if (q.seq->slot() < 0 || q.seq->slot() >= o_.n_slots) return Status::error("internal: no such KV slot");
+    for (size_t j = 0; j < i; ++j)
+      if (batch[j].seq->slot() == q.seq->slot()) return Status::error("internal: a KV slot appears twice in a step");
+    if (q.seq->n_past() + int64_t(q.tokens.size()) > o_.ctx)
+      return Status::error("the sequence would pass the context of " + std::to_string(o_.ctx) + " tokens");
+    rows += q.tokens.size();
+    StepSegment g;
+    g.slot = q.seq->slot();
+    g.pos = q.seq->n_past();
+    g.n = int(q.tokens.size());
+    g.want = q.want;
+    if (q.want == Want::kScores) {
+      g.targets.assign(q.targets.begin(), q.targets.end());
+      if (std::none_of(g.targets.begin(), g.targets.end(), [](int32_t t) { return t >= 0; })) g.want = Want::kNothing;
+    }
+    if (q.want == Want::kCandidates) {
+      sampler::DistributedSampler& smp = q.seq->sampler();
+      std::vector<int32_t> history = q.seq->tokens();
+      history.insert(history.end(), q.tokens.begin(), q.tokens.end());
+      g.k = smp.k();
+      g.penalties = sampler::penalty_counts(smp.params(), history);
+      g.repeat_penalty = smp.params().repeat_penalty;
+      g.presence_penalty = smp.params().presence_penalty;
+      g.frequency_penalty = smp.params().frequency_penalty;
+    }
+    s.segs.push_back(std::move(g));
   }
-  RETURN_IF_ERROR(send_step(tokens, n, s));
-  RETURN_IF_ERROR(root_forward(tokens, n, pos, smp != nullptr, false));
-  std::vector<std::vector<sampler::Candidate>> parts;
-  if (smp) {
-    const model::Partition& part = root_slice_.part;
-    sampler::apply_penalty_counts(smp->params(), penalties, logits_.data(), part.vocab_begin, part.n_vocab);
-    parts.push_back(sampler::local_candidates(logits_.data(), part.vocab_begin, part.n_vocab, smp->k()).cand);
-  }
+  if (rows == 0 || int(rows) > o_.batch)
+    return Status::error("internal: a step of " + std::to_string(rows) + " rows (1.." + std::to_string(o_.batch) + ")");
+  RETURN_IF_ERROR(send_step(batch, s));
+  const int D = cfg.dim;
+  x_.resize(rows * D);
+  size_t b = 0;
+  for (const SeqStep& q : batch)
+    for (int32_t id : q.tokens) exec_->embed(id, &x_[D * b++]);
+  auto mine = exec_->run(s, x_.data());
+  if (!mine) return step_failed(mine.status());
+  nodes_[0].counters.compute_s = exec_->counters().compute_s;
+  nodes_[0].counters.sync_s = exec_->counters().sync_s;
+  nodes_[0].counters.steps = exec_->counters().steps;
   std::vector<StepReply> replies;
   RETURN_IF_ERROR(collect_replies(&replies));
-  for (auto& rep : replies)
-    if (smp) parts.push_back(std::move(rep.cand));
-  return smp ? smp->sample(parts) : -1;
+  for (size_t r = 0; r < replies.size(); ++r)
+    if (replies[r].sampled.size() != mine->sampled.size() || replies[r].scores.size() != mine->scores.size())
+      return step_failed(Status::error(t_->peer_name(int(r) + 1) + " answered a step with the wrong number of "
+                                       "candidate lists or row scores"));
+  std::vector<SeqResult> out(batch.size());
+  size_t si = 0, ri = 0;  // sampled segment, scored row
+  std::vector<std::vector<sampler::Candidate>> parts;
+  std::vector<RowScore> pieces;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepSegment& g = s.segs[i];
+    if (g.want == Want::kCandidates) {
+      parts.clear();
+      parts.push_back(std::move(mine->sampled[si].cand));
+      for (auto& rep : replies) parts.push_back(std::move(rep.sampled[si].cand));
+      out[i].token = batch[i].seq->sampler().sample(parts);
+      ++si;
+    } else if (g.want == Want::kScores) {
+      for (int32_t t : g.targets) {
+        if (t < 0) continue;
+        pieces.assign(1, mine->scores[ri]);
+        for (auto& rep : replies) pieces.push_back(rep.scores[ri]);
+        auto v = combine_row_scores(pieces);
+        if (!v) return step_failed(v.status());
+        out[i].nll.push_back(*v);
+        ++ri;
+      }
+    }
+  }
+  for (const SeqStep& q : batch) q.seq->append(q.tokens);
+  return out;
 }
 
-Expected<std::vector<double>> Cluster::score(const int32_t* tokens, int n, int pos, const int32_t* targets) {
-  RETURN_IF_ERROR(check_tokens(m_.config, tokens, n));
-  for (int b = 0; b < n; ++b)
-    if (targets[b] >= m_.config.n_vocab)
-      return Status::error("target id " + std::to_string(targets[b]) + " is outside the vocabulary");
-  const bool any = std::any_of(targets, targets + n, [](int32_t t) { return t >= 0; });
-  Step s;
-  s.pos = pos;
-  s.want = any ? Want::kScores : Want::kNothing;
-  if (any) s.targets.assign(targets, targets + n);
-  RETURN_IF_ERROR(send_step(tokens, n, s));
-  RETURN_IF_ERROR(root_forward(tokens, n, pos, any, true));
-  const model::Partition& part = root_slice_.part;
-  std::vector<StepReply> replies;
-  RETURN_IF_ERROR(collect_replies(&replies));
+Expected<int32_t> Cluster::extend(Sequence& seq, std::span<const int32_t> tokens, bool sample) {
+  int32_t next = -1;
+  for (size_t i = 0; i < tokens.size(); i += size_t(o_.batch)) {
+    const size_t n = std::min(tokens.size() - i, size_t(o_.batch));
+    const bool last = i + n == tokens.size();
+    auto r = run({SeqStep{&seq, tokens.subspan(i, n), sample && last ? Want::kCandidates : Want::kNothing, {}}});
+    if (!r) return r.status();
+    next = (*r)[0].token;
+  }
+  return next;
+}
+
+Expected<std::vector<double>> Cluster::score(Sequence& seq, std::span<const int32_t> tokens,
+                                             std::span<const int32_t> targets) {
+  CHECK(tokens.size() == targets.size());
   std::vector<double> nll;
-  std::vector<RowScore> pieces;
-  size_t k = 0;  // index of the scored row in every reply
-  for (int b = 0; b < n; ++b) {
-    if (targets[b] < 0) continue;
-    pieces.assign(1, local_row_score(&logits_[size_t(b) * part.n_vocab], part.vocab_begin, part.n_vocab, targets[b]));
-    for (size_t r = 0; r < replies.size(); ++r) {
-      if (k >= replies[r].scores.size())
-        return step_failed(Status::error(t_->peer_name(int(r) + 1) + " returned too few row scores"));
-      pieces.push_back(replies[r].scores[k]);
-    }
-    auto v = combine_row_scores(pieces);
-    if (!v) return step_failed(v.status());
-    nll.push_back(*v);
-    ++k;
+  for (size_t i = 0; i < tokens.size(); i += size_t(o_.batch)) {
+    const size_t n = std::min(tokens.size() - i, size_t(o_.batch));
+    auto r = run({SeqStep{&seq, tokens.subspan(i, n), Want::kScores, targets.subspan(i, n)}});
+    if (!r) return r.status();
+    nll.insert(nll.end(), (*r)[0].nll.begin(), (*r)[0].nll.end());
   }
   return nll;
 }
@@ -369,7 +451,9 @@ Expected<std::vector<double>> Cluster::score(const int32_t* tokens, int n, int p
 std::vector<NodeStats> Cluster::stats() const { return nodes_; }
 
 std::string Cluster::describe() const {
-  if (o_.exact) return std::to_string(n_nodes()) + " nodes, sync exact (4 gathers per layer, bit-identical to one node)";
+  const std::string note = sync_note_.empty() ? "" : "; " + sync_note_;
+  if (o_.exact)
+    return std::to_string(n_nodes()) + " nodes, sync exact (4 gathers per layer, bit-identical to one node)" + note;
   char buf[256];
   const std::string algo = forced_algo_ >= 0 ? net::algo_name(net::AllReduceAlgo(forced_algo_)) : "auto";
   std::snprintf(buf, sizeof buf, "%d nodes, sync %s, all-reduce %s", n_nodes(), net::sync_type_name(o_.sync),
@@ -380,7 +464,7 @@ std::string Cluster::describe() const {
                   net::algo_name(coll_->algo_for(size_t(m_.config.dim))));
     s += buf;
   }
-  return s;
+  return s + note;
 }
 
 }  // namespace runtime

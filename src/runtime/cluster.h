@@ -5,14 +5,20 @@
 // worker whether it already holds its slice and streams the weights to all those that do
 // not at once (a thread per worker; a progress line per worker on stderr), then keeps its
 // own slice (node 0, with the token embedding).
-// step() sends every worker the step (positions and the token embedding rows in their
-// file type), computes the root's part, and, when sampling, merges every node's top
-// candidates and draws exactly (sampler/distributed.h). With no workers it is one node.
-// Deliberately no tokenizer, no text and no retry: a lost worker ends the session with an
-// error that names it.
+// run() evaluates one step of rows of many sequences (runtime/sequence.h): it sends every
+// worker the step (per segment slot, position, what to return; the token embedding rows
+// in their file type), computes the root's part with the same NodeExecutor a worker runs,
+// and per sampled sequence merges every node's top candidates and draws exactly with that
+// sequence's sampler (sampler/distributed.h). With no workers it is one node.
+// --sync-type auto (the default) picks exact sync, whose tokens are one node's, unless the
+// link model predicts q8_0 saves kAutoSyncSaving of the time per token (then q8_0), and
+// says so in describe().
+// Deliberately no tokenizer, no text, no scheduling and no retry: a lost worker ends the
+// session with an error that names it.
 #pragma once
 #include <atomic>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,18 +28,26 @@
 #include "net/transport.h"
 #include "plan/plan.h"
 #include "runtime/auto_collective.h"
+#include "runtime/executor.h"
 #include "runtime/protocol.h"
+#include "runtime/sequence.h"
 #include "runtime/slicer.h"
 #include "sampler/distributed.h"
 #include "util/thread_pool.h"
 
 namespace runtime {
 
+// auto sync takes q8_0 only when predicted to save this share of the time per token.
+constexpr double kAutoSyncSaving = 1.0 / 3;
+// Memory bandwidth the auto choice assumes per node (a modest machine; GB/s).
+constexpr double kAutoSyncMemGbps = 10;
+
 struct ClusterOptions {
   std::vector<std::string> workers;  // "host:port"; empty: one node
   std::vector<double> shares;        // one per node (root first); empty: equal
   net::SyncType sync = net::SyncType::kQ8_0;  // all-reduce encoding (unused when exact)
   bool exact = false;                // gathers instead of all-reduces (model::Partition::exact)
+  bool auto_sync = false;            // choose exact or q8_0 from the measured links (above)
   std::string algo = "auto";         // auto | all-gather | star | ring
   std::string cluster_key;
   std::string software_version = "dev";
@@ -41,7 +55,8 @@ struct ClusterOptions {
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
   bool lane_order = true;            // kernels::set_lane_order, here and on every worker
-  int batch = 128;
+  int batch = 128;                   // rows per step
+  int n_slots = 1;                   // sequences in the KV cache at once (ctx positions each)
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // weight streaming progress on stderr
 };
@@ -57,17 +72,33 @@ class Cluster {
                                                         const ClusterOptions& o, util::ThreadPool& pool);
   ~Cluster();
 
-  // Evaluates tokens[0..n) at pos..pos+n-1 on every node. With a sampler, returns the
-  // next token drawn from the last row's logits (penalties from `history`); else -1.
-  util::Expected<int32_t> step(const int32_t* tokens, int n, int pos, sampler::DistributedSampler* smp,
-                               const std::vector<int32_t>& history);
+  // One sequence's rows in a step: tokens evaluated at positions seq->n_past().., then
+  // appended to its log. kCandidates: the next token is drawn from the last row with the
+  // sequence's sampler (penalties over its log); kScores: -log p(target) per row whose
+  // target is >= 0 (workers send only per-row (max, sum of exp, target logit)).
+  struct SeqStep {
+    Sequence* seq = nullptr;
+    std::span<const int32_t> tokens;
+    Want want = Want::kNothing;
+    std::span<const int32_t> targets;  // kScores: one per token
+  };
+  struct SeqResult {
+    int32_t token = -1;        // kCandidates
+    std::vector<double> nll;   // kScores: in row order, scored rows only
+  };
+  // One step of at most max_rows() rows; each sequence at most once, in its own slot.
+  util::Expected<std::vector<SeqResult>> run(const std::vector<SeqStep>& batch);
+  // One sequence's tokens in steps of max_rows(); returns the token drawn after the last
+  // (sample) or -1.
+  util::Expected<int32_t> extend(Sequence& seq, std::span<const int32_t> tokens, bool sample);
+  // The same, scoring; -log p(targets[b]) for every b with targets[b] >= 0.
+  util::Expected<std::vector<double>> score(Sequence& seq, std::span<const int32_t> tokens,
+                                            std::span<const int32_t> targets);
 
-  // Evaluates tokens[0..n) at pos..pos+n-1 like step() and returns, for every row b with
-  // targets[b] >= 0, -log p(targets[b]) from that row's logits (in row order). Workers
-  // send per row only their vocabulary range's (max, sum of exp) and the target's logit
-  // (runtime/scoring.h), never whole logit rows.
-  util::Expected<std::vector<double>> score(const int32_t* tokens, int n, int pos, const int32_t* targets);
-
+  int max_rows() const { return o_.batch; }
+  int n_slots() const { return o_.n_slots; }
+  int ctx() const { return o_.ctx; }  // positions per slot
+  int n_vocab() const { return m_.config.n_vocab; }
   int n_nodes() const { return int(nodes_.size()); }
   const plan::Plan& plan() const { return plan_; }
   // Totals per node (root first) since start; workers' as of their last reply.
@@ -76,7 +107,9 @@ class Cluster {
 
  private:
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}
+  model::RunConfig run_config() const;
   util::Status probe_links();
+  util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares);
   util::Status setup_workers(const std::string& model_hash);
   struct StreamProgress {  // one worker's weight stream, shared with the progress printer
     bool active = false;
@@ -86,10 +119,7 @@ class Cluster {
   };
   util::Status stream_slices(const std::vector<bool>& have);
   util::Status stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog, const std::atomic<bool>& abort);
-  // step()'s halves: send every worker the step; compute the root's rows (logits into
-  // logits_ when logits is set); collect the workers' replies into *replies.
-  util::Status send_step(const int32_t* tokens, int n, Step& s);
-  util::Status root_forward(const int32_t* tokens, int n, int pos, bool logits, bool all_logits);
+  util::Status send_step(const std::vector<SeqStep>& batch, Step& s);
   util::Status collect_replies(std::vector<StepReply>* replies);
 
   const model::LoadedModel& m_;
@@ -99,12 +129,13 @@ class Cluster {
   plan::Plan plan_;
   int forced_algo_ = -1;
   double alpha_us_ = 50, beta_gbps_ = 1;
+  std::string sync_note_;           // why auto sync chose what it did
   NodeModel root_slice_;
   std::unique_ptr<AutoCollective> coll_;
-  std::unique_ptr<model::Transformer> tf_;
+  std::unique_ptr<NodeExecutor> exec_;
   std::vector<NodeStats> nodes_;
-  std::vector<float> logits_;       // [n_vocab local] root's logits range ([n][...] when scoring)
-  std::vector<uint8_t> rows_;       // [n][row bytes] embedding rows of a step
+  std::vector<uint8_t> rows_;       // [rows][row bytes] embedding rows of a step
+  std::vector<float> x_;            // [rows][dim] the same rows embedded
 };
 
 }  // namespace runtime

@@ -89,6 +89,7 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   put_f64(w, s.beta_gbps);
   w.put_i32(s.ctx);
   w.put_i32(s.batch);
+  w.put_i32(s.n_slots);
   w.put_u8(uint8_t(s.kv_type));
   w.put_u8(uint8_t(s.attention));
   w.put_u8(s.lane_order ? 1 : 0);
@@ -137,6 +138,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   RETURN_IF_ERROR(get_f64(r, &s.beta_gbps));
   RETURN_IF_ERROR(r.get_i32(&s.ctx));
   RETURN_IF_ERROR(r.get_i32(&s.batch));
+  RETURN_IF_ERROR(r.get_i32(&s.n_slots));
   RETURN_IF_ERROR(r.get_u8(&u));
   if (u > uint8_t(model::KvType::kQ8_0)) return Status::error(what + " names an unknown KV cache type");
   s.kv_type = model::KvType(u);
@@ -153,7 +155,8 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
       c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
       !ok_range(s.slice.heads, c.n_heads) || !ok_range(s.slice.kv_heads, c.n_kv_heads) ||
       !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
-      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 ||
+      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||
+      s.n_slots <= 0 || s.n_slots > kMaxSlots ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return Status::error(what + " has an inconsistent shape or slice");
   return s;
@@ -196,23 +199,27 @@ util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const
 
 std::vector<uint8_t> encode_step(const Step& s) {
   net::Writer w;
-  w.put_i32(s.pos);
-  w.put_i32(s.n);
   w.put_u32(uint32_t(s.embd_type));
   w.put_u64(s.rows.size());
   w.put_bytes(s.rows);
-  w.put_u8(uint8_t(s.want));
-  w.put_i32(s.k);
-  w.put_f32(s.repeat_penalty);
-  w.put_f32(s.presence_penalty);
-  w.put_f32(s.frequency_penalty);
-  w.put_u32(uint32_t(s.penalties.size()));
-  for (const auto& [id, count] : s.penalties) {
-    w.put_i32(id);
-    w.put_i32(count);
+  w.put_u32(uint32_t(s.segs.size()));
+  for (const StepSegment& g : s.segs) {
+    w.put_i32(g.slot);
+    w.put_i32(g.pos);
+    w.put_i32(g.n);
+    w.put_u8(uint8_t(g.want));
+    w.put_i32(g.k);
+    w.put_f32(g.repeat_penalty);
+    w.put_f32(g.presence_penalty);
+    w.put_f32(g.frequency_penalty);
+    w.put_u32(uint32_t(g.penalties.size()));
+    for (const auto& [id, count] : g.penalties) {
+      w.put_i32(id);
+      w.put_i32(count);
+    }
+    w.put_u32(uint32_t(g.targets.size()));
+    for (int32_t t : g.targets) w.put_i32(t);
   }
-  w.put_u32(uint32_t(s.targets.size()));
-  for (int32_t t : s.targets) w.put_i32(t);
   return w.take();
 }
 
@@ -221,52 +228,75 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
   net::Reader r(p, what);
   Step s;
   uint64_t nb = 0;
-  uint8_t want = 0;
-  uint32_t np = 0;
-  RETURN_IF_ERROR(r.get_i32(&s.pos));
-  RETURN_IF_ERROR(r.get_i32(&s.n));
+  uint32_t n_segs = 0;
   RETURN_IF_ERROR(get_type(r, &s.embd_type, what));
   RETURN_IF_ERROR(r.get_u64(&nb));
   RETURN_IF_ERROR(r.get_bytes(nb, &s.rows));
-  RETURN_IF_ERROR(r.get_u8(&want));
-  RETURN_IF_ERROR(r.get_i32(&s.k));
-  RETURN_IF_ERROR(r.get_f32(&s.repeat_penalty));
-  RETURN_IF_ERROR(r.get_f32(&s.presence_penalty));
-  RETURN_IF_ERROR(r.get_f32(&s.frequency_penalty));
-  RETURN_IF_ERROR(r.get_u32(&np));
-  if (np > r.remaining() / 8) return Status::error(what + " lists more penalties than it carries");
-  s.penalties.resize(np);
-  for (auto& [id, count] : s.penalties) {
-    RETURN_IF_ERROR(r.get_i32(&id));
-    RETURN_IF_ERROR(r.get_i32(&count));
+  RETURN_IF_ERROR(r.get_u32(&n_segs));
+  if (n_segs == 0 || n_segs > r.remaining() / 33) return Status::error(what + " lists a bad number of segments");
+  s.segs.resize(n_segs);
+  for (StepSegment& g : s.segs) {
+    uint8_t want = 0;
+    uint32_t np = 0, nt = 0;
+    RETURN_IF_ERROR(r.get_i32(&g.slot));
+    RETURN_IF_ERROR(r.get_i32(&g.pos));
+    RETURN_IF_ERROR(r.get_i32(&g.n));
+    RETURN_IF_ERROR(r.get_u8(&want));
+    RETURN_IF_ERROR(r.get_i32(&g.k));
+    RETURN_IF_ERROR(r.get_f32(&g.repeat_penalty));
+    RETURN_IF_ERROR(r.get_f32(&g.presence_penalty));
+    RETURN_IF_ERROR(r.get_f32(&g.frequency_penalty));
+    RETURN_IF_ERROR(r.get_u32(&np));
+    if (np > r.remaining() / 8) return Status::error(what + " lists more penalties than it carries");
+    g.penalties.resize(np);
+    for (auto& [id, count] : g.penalties) {
+      RETURN_IF_ERROR(r.get_i32(&id));
+      RETURN_IF_ERROR(r.get_i32(&count));
+    }
+    RETURN_IF_ERROR(r.get_u32(&nt));
+    if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");
+    g.targets.resize(nt);
+    for (int32_t& t : g.targets) RETURN_IF_ERROR(r.get_i32(&t));
+    if (g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 || (want == 2 && nt != uint32_t(g.n)))
+      return Status::error(what + " is malformed");
+    g.want = Want(want);
   }
-  uint32_t nt = 0;
-  RETURN_IF_ERROR(r.get_u32(&nt));
-  if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");
-  s.targets.resize(nt);
-  for (int32_t& t : s.targets) RETURN_IF_ERROR(r.get_i32(&t));
   RETURN_IF_ERROR(r.finish());
-  if (s.pos < 0 || s.n <= 0 || want > 2 || s.k < 1 || (want == 2 && nt != uint32_t(s.n)))
-    return Status::error(what + " is malformed");
-  s.want = Want(want);
   return s;
 }
 
-Status check_step_fits(const Step& s, int dim, int ctx, const std::string& peer) {
+int Step::rows_total() const {
+  int64_t n = 0;
+  for (const StepSegment& g : segs) n += g.n;
+  return n > kMaxStepRows ? kMaxStepRows + 1 : int(n);
+}
+
+Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer) {
+  const int rows = s.rows_total();
   if (dim % tensor::traits(s.embd_type).block_size != 0 ||  // before row_bytes, which CHECKs it
-      s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(s.n) || int64_t(s.pos) + s.n > ctx)
-    return Status::error("step from " + peer + " does not fit (rows or context)");
+      rows > max_rows || s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(rows))
+    return Status::error("step from " + peer + " does not fit (rows)");
+  for (size_t i = 0; i < s.segs.size(); ++i) {
+    const StepSegment& g = s.segs[i];
+    if (g.slot >= n_slots || int64_t(g.pos) + g.n > ctx)
+      return Status::error("step from " + peer + " does not fit (slot or context)");
+    for (size_t j = 0; j < i; ++j)
+      if (s.segs[j].slot == g.slot) return Status::error("step from " + peer + " names a slot twice");
+  }
   return util::ok_status();
 }
 
 std::vector<uint8_t> encode_step_reply(const StepReply& rep) {
   net::Writer w;
-  w.put_u32(uint32_t(rep.cand.size()));
-  for (const auto& c : rep.cand) {
-    w.put_i32(c.id);
-    w.put_f32(c.logit);
+  w.put_u32(uint32_t(rep.sampled.size()));
+  for (const SegmentCandidates& sc : rep.sampled) {
+    w.put_u32(uint32_t(sc.cand.size()));
+    for (const auto& c : sc.cand) {
+      w.put_i32(c.id);
+      w.put_f32(c.logit);
+    }
+    w.put_f32(sc.lse);
   }
-  w.put_f32(rep.lse);
   w.put_u32(uint32_t(rep.scores.size()));
   for (const RowScore& x : rep.scores) {
     w.put_f32(x.max);
@@ -288,13 +318,18 @@ util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std
   StepReply rep;
   uint32_t n = 0;
   RETURN_IF_ERROR(r.get_u32(&n));
-  if (n > r.remaining() / 8) return Status::error(what + " lists more candidates than it carries");
-  rep.cand.resize(n);
-  for (auto& c : rep.cand) {
-    RETURN_IF_ERROR(r.get_i32(&c.id));
-    RETURN_IF_ERROR(r.get_f32(&c.logit));
+  if (n > r.remaining() / 8) return Status::error(what + " lists more sampled segments than it carries");
+  rep.sampled.resize(n);
+  for (SegmentCandidates& sc : rep.sampled) {
+    RETURN_IF_ERROR(r.get_u32(&n));
+    if (n > r.remaining() / 8) return Status::error(what + " lists more candidates than it carries");
+    sc.cand.resize(n);
+    for (auto& c : sc.cand) {
+      RETURN_IF_ERROR(r.get_i32(&c.id));
+      RETURN_IF_ERROR(r.get_f32(&c.logit));
+    }
+    RETURN_IF_ERROR(r.get_f32(&sc.lse));
   }
-  RETURN_IF_ERROR(r.get_f32(&rep.lse));
   RETURN_IF_ERROR(r.get_u32(&n));
   if (n > r.remaining() / 17) return Status::error(what + " lists more row scores than it carries");
   rep.scores.resize(n);

@@ -4,14 +4,17 @@
 // error names the message and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
 //                measurements (α, β) or a forced algorithm, ctx, KV type, attention mode,
-//                batch, timeouts
+//                batch (rows per step), KV slots, timeouts
 //   setup-reply  worker -> root: whether it already holds the slice (cache or --model)
 //   tensor       root -> worker: one chunk (<= 64 MiB) of one tensor of the slice
 //   weights-done root -> worker: tensor count; the worker answers ready (or an error)
-//   step         root -> worker: pos, n rows, the token embedding rows in their file type,
-//                what to return (nothing / top-k candidates / row scores for targets), penalties
-//   step-reply   worker -> root: candidates + local log-sum-exp, or per scored row its
-//                local (max, sum of exp) and the target's logit if owned; its counters
+//   step         root -> worker: the token embedding rows in their file type, and per
+//                segment (one sequence's consecutive rows: KV slot, pos, n) what to return
+//                (nothing / top-k candidates of its last row / row scores for targets) and
+//                its penalties
+//   step-reply   worker -> root: per sampled segment its candidates + local log-sum-exp,
+//                per scored row its local (max, sum of exp) and the target's logit if
+//                owned; its counters
 //   shutdown     root -> worker: the session ends normally
 // Deliberately no I/O here: runtime/cluster.cc (root) and worker.cc send and receive.
 #pragma once
@@ -39,6 +42,8 @@ enum class Msg : uint16_t {
 inline net::MessageType msg_type(Msg m) { return net::app_message(static_cast<uint16_t>(m)); }
 
 constexpr size_t kMaxChunkBytes = size_t(64) << 20;  // tensor bytes per frame
+constexpr int kMaxStepRows = 65536;  // rows of one step (setup's batch)
+constexpr int kMaxSlots = 4096;      // KV slots of a session
 
 struct Setup {
   std::string model_hash;  // SHA-256 hex of the GGUF file's bytes
@@ -47,7 +52,8 @@ struct Setup {
   net::SyncType sync = net::SyncType::kQ8_0;
   int8_t forced_algo = -1;       // net::AllReduceAlgo, or -1: choose per size from alpha/beta
   double alpha_us = 50, beta_gbps = 1;
-  int32_t ctx = 0, batch = 32;
+  int32_t ctx = 0, batch = 32;  // ctx: positions per slot; batch: rows per step
+  int32_t n_slots = 1;
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
   bool lane_order = true;        // kernels::set_lane_order for the session
@@ -66,23 +72,28 @@ struct TensorChunk {
 std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c);
 util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer);
 
-// kScores: every row whose target is >= 0 is scored (perplexity), see scoring.h.
+// kCandidates: the segment's last row is sampled; kScores: every row whose target is >= 0
+// is scored (perplexity), see scoring.h.
 enum class Want : uint8_t { kNothing = 0, kCandidates = 1, kScores = 2 };
-struct Step {
-  int32_t pos = 0, n = 0;
-  tensor::Type embd_type = tensor::Type::F32;
-  std::span<const uint8_t> rows;  // n rows of the token embedding, file type
+struct StepSegment {
+  int32_t slot = 0, pos = 0, n = 0;  // rows of one sequence: positions pos..pos+n-1 of a KV slot
   Want want = Want::kNothing;
   int32_t k = 1;                  // candidates to return (n_vocab: the whole range)
   sampler::PenaltyCounts penalties;
   float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;
   std::vector<int32_t> targets;   // kScores: [n] target id per row, -1: not scored
 };
+struct Step {
+  tensor::Type embd_type = tensor::Type::F32;
+  std::span<const uint8_t> rows;  // the segments' rows of the token embedding, file type
+  std::vector<StepSegment> segs;  // in row order
+  int rows_total() const;         // sum of the segments' n (capped past kMaxStepRows)
+};
 std::vector<uint8_t> encode_step(const Step& s);
 util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer);
-// Whether a parsed step fits a session: n rows of `dim` values in its embd_type, and
-// positions pos..pos+n-1 inside the context.
-util::Status check_step_fits(const Step& s, int dim, int ctx, const std::string& peer);
+// Whether a parsed step fits a session: its rows of `dim` values in embd_type, at most
+// max_rows of them, each segment in a slot < n_slots (no slot twice) and inside the context.
+util::Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer);
 
 // A node's running totals since its session's weights were in place.
 struct NodeCounters {
@@ -90,9 +101,12 @@ struct NodeCounters {
   double compute_s = 0, sync_s = 0;
   uint64_t steps = 0;
 };
+struct SegmentCandidates {
+  std::vector<sampler::Candidate> cand;  // best first
+  float lse = 0;                         // log-sum-exp over the node's vocabulary range
+};
 struct StepReply {
-  std::vector<sampler::Candidate> cand;
-  float lse = 0;
+  std::vector<SegmentCandidates> sampled;  // one per kCandidates segment, in order
   std::vector<RowScore> scores;   // kScores: one per scored row, in row order
   NodeCounters counters;
 };

@@ -13,10 +13,12 @@
 #include "model/transformer.h"
 #include "net/tcp_transport.h"
 #include "runtime/auto_collective.h"
+#include "runtime/executor.h"
 #include "runtime/protocol.h"
 #include "runtime/slicer.h"
 #include "sampler/distributed.h"
 #include "tensor/quants.h"
+#include "util/memory.h"
 #include "util/sha256.h"
 #include "util/thread_pool.h"
 #include "util/timer.h"
@@ -186,19 +188,28 @@ Status Worker::session(net::Transport& t) {
   }
   remember(held);
 
-  kernels::set_lane_order(s.lane_order);  // the root's batch order, so shared rows agree
-  AutoCollective coll(t, s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, held->config.dim, s.step_timeout_s,
-                      s.batch);
-  model::Transformer tf(held->config, held->node.weights, pool_, s.ctx, s.kv_type, s.batch, held->node.part,
-                        &coll, s.attention);
+  const model::Config& cfg = held->config;
+  const double kv_bytes = double(model::KvCache::bytes_per_position(cfg.n_layers, held->node.part.n_kv_heads,
+                                                                     cfg.head_dim, s.kv_type)) *
+                          s.ctx * s.n_slots;
+  if (kv_bytes > util::physical_memory_bytes())
+    return Status::error("session setup from " + root + ": " + std::to_string(s.n_slots) + " KV slots of " +
+                         std::to_string(s.ctx) + " positions need " + std::to_string(int64_t(kv_bytes / 1e6)) +
+                         " MB, more than this machine's memory; give the root fewer --parallel slots or a smaller --ctx");
+  AutoCollective coll(t, s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim, s.step_timeout_s, s.batch);
+  model::RunConfig rc;
+  rc.ctx = s.ctx;
+  rc.n_slots = s.n_slots;
+  rc.max_batch = s.batch;
+  rc.kv_type = s.kv_type;
+  rc.attention = s.attention;
+  rc.lane_order = s.lane_order;  // the root's batch order, so shared rows agree
+  NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, rc, &coll);
   RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
   t.reset_counters();
 
-  const int D = held->config.dim;
-  const model::Partition& part = held->node.part;
-  std::vector<float> x;       // [n][dim] embedded rows of the step
-  std::vector<float> logits(part.n_vocab);  // [n_vocab local], or [n][n_vocab local] when scoring
-  NodeCounters counters;
+  const int D = cfg.dim;
+  std::vector<float> x;  // [rows][dim] embedded rows of the step
   for (;;) {
     auto m = t.recv(0, o_.idle_timeout_s);
     if (!m) return m.status();
@@ -210,40 +221,18 @@ Status Worker::session(net::Transport& t) {
     if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
     auto st = parse_step(m->payload, root);
     if (!st) return st.status();
-    RETURN_IF_ERROR(check_step_fits(*st, D, tf.ctx(), root));
+    RETURN_IF_ERROR(check_step_fits(*st, D, s.ctx, s.n_slots, s.batch, root));
+    const int rows = st->rows_total();
     const size_t rb = tensor::row_bytes(st->embd_type, D);
-    x.resize(size_t(st->n) * D);
-    for (int b = 0; b < st->n; ++b)
+    x.resize(size_t(rows) * D);
+    for (int b = 0; b < rows; ++b)
       tensor::dequantize_row(st->embd_type, st->rows.data() + b * rb, &x[size_t(b) * D], D);
-    util::Timer timer;
-    const double sync0 = coll.seconds();
-    const bool want = st->want == Want::kCandidates, score = st->want == Want::kScores;
-    if (score) logits.resize(size_t(st->n) * part.n_vocab);
-    RETURN_IF_ERROR(tf.forward_embedded(x.data(), st->n, st->pos, want || score ? logits.data() : nullptr, score));
-    StepReply rep;
-    for (int b = 0; score && b < st->n; ++b)
-      if (st->targets[b] >= 0)
-        rep.scores.push_back(
-            local_row_score(&logits[size_t(b) * part.n_vocab], part.vocab_begin, part.n_vocab, st->targets[b]));
-    if (want) {
-      sampler::Params sp;
-      sp.repeat_penalty = st->repeat_penalty;
-      sp.presence_penalty = st->presence_penalty;
-      sp.frequency_penalty = st->frequency_penalty;
-      sampler::apply_penalty_counts(sp, st->penalties, logits.data(), part.vocab_begin, part.n_vocab);
-      auto lc = sampler::local_candidates(logits.data(), part.vocab_begin, part.n_vocab, st->k);
-      rep.cand = std::move(lc.cand);
-      rep.lse = lc.lse;
-    }
-    const double sync = coll.seconds() - sync0;
-    counters.sync_s += sync;
-    counters.compute_s += timer.seconds() - sync;
-    counters.steps++;
+    auto rep = exec.run(*st, x.data());
+    if (!rep) return rep.status();
     const net::ByteCounters bc = t.counters();
-    counters.bytes_sent = bc.bytes_sent;
-    counters.bytes_received = bc.bytes_received;
-    rep.counters = counters;
-    RETURN_IF_ERROR(t.send(0, msg_type(Msg::kStepReply), encode_step_reply(rep), 30.0));
+    rep->counters.bytes_sent = bc.bytes_sent;
+    rep->counters.bytes_received = bc.bytes_received;
+    RETURN_IF_ERROR(t.send(0, msg_type(Msg::kStepReply), encode_step_reply(*rep), 30.0));
   }
 }
 

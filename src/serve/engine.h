@@ -1,10 +1,12 @@
 // engine.h: one model (one node or the root of a cluster) shared by every request of
-// `shardlm serve` and by `shardlm chat`. Requests wait in a fair FIFO queue and generate
-// one at a time; a waiting or streaming client that goes away gives up its place at once.
-// The KV cache is positional, so the engine keeps the tokens it last evaluated and, for a
-// new prompt, evaluates only the suffix after the longest common prefix (at least one
-// token, for the logits). Our matmuls and attention compute each row the same way
-// whatever the batch, so this reuse does not change results (tests/unit/serve_test.cc).
+// `shardlm serve` and by `shardlm chat`, on runtime::Scheduler: requests run at once, one
+// KV slot each (continuous batching), and wait in a FIFO queue while every slot is busy.
+// A request's text is what it would get alone: rows of other sequences never change a
+// row's result, and a new prompt evaluates only the suffix after the longest prefix a free
+// slot already holds (tests/unit/serve_test.cc). generate() blocks its caller (an HTTP
+// handler thread) while the scheduler's thread steps; text reaches the caller's sink on
+// its own thread, and a sink or waiting callback that says the client left cancels the
+// request at the next step.
 // Deliberately no text formats here: prompts arrive as tokens (prompt.h), text leaves
 // through a callback, HTTP lives in server.h.
 #pragma once
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "runtime/cluster.h"
+#include "runtime/scheduler.h"
 #include "sampler/sampler.h"
 #include "serve/api.h"
 #include "tokenizer/tokenizer.h"
@@ -39,9 +42,10 @@ struct GenerationResult {
   double prompt_s = 0, gen_s = 0;
 };
 
-// Receives each piece of text that may be shown (possibly ""); false: the client is gone.
+// Receives each piece of text that may be shown, and "" about every 100 ms while nothing
+// new is there (a chance to notice a client that left); false: the client is gone.
 using TextSink = std::function<bool(const std::string&)>;
-// Asked about every 100 ms while a request waits in the queue; false: give up the place.
+// Asked about every 100 ms while a request waits for a slot; false: give up the place.
 using StillWaiting = std::function<bool()>;
 
 struct EngineMetrics {
@@ -49,36 +53,31 @@ struct EngineMetrics {
   uint64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double prompt_s = 0, gen_s = 0;
   double last_tokens_per_s = 0;  // generation speed of the last finished request
-  int queued = 0;                // waiting, not counting the one generating
-  bool busy = false;
-  std::vector<runtime::NodeStats> nodes;  // as of the last finished request
+  int queued = 0;                // waiting for a slot
+  int running = 0;               // holding a slot
+  int slots = 0;
+  int last_batch_rows = 0, last_batch_seqs = 0;  // the latest step
+  std::vector<runtime::NodeStats> nodes;  // as of the latest step
 };
 
 class Engine {
  public:
-  Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int n_vocab, int ctx);
+  // chunk: prompt tokens per step (see runtime::Scheduler).
+  Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk);
 
   GenerationResult generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting = {});
 
   EngineMetrics metrics() const;
-  int ctx() const { return ctx_; }
+  int ctx() const { return cluster_.ctx(); }  // of one slot
   // The error that broke the engine (a lost worker), or ok.
-  util::Status health() const;
+  util::Status health() const { return sched_.health(); }
 
  private:
-  GenerationResult run(const GenerationRequest& req, const TextSink& sink);
-
   runtime::Cluster& cluster_;
   const tokenizer::Tokenizer& tok_;
-  const int n_vocab_, ctx_;
-  std::vector<int32_t> cached_;  // tokens whose KV rows the cache holds, from position 0
+  runtime::Scheduler sched_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<uint64_t> queue_;
-  uint64_t next_ticket_ = 0;
-  bool busy_ = false;
-  util::Status broken_;
   EngineMetrics m_;
 };
 

@@ -1,7 +1,12 @@
 // server.cc: routes, authentication, SSE streaming and metrics of `shardlm serve`.
 #include "serve/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <filesystem>
 
 #include <atomic>
 #include <chrono>
@@ -100,10 +105,18 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_generation_seconds_total", "", m.gen_s);
   metric("shardlm_generation_tokens_per_second", "gauge", "Generation speed of the last finished request.");
   value("shardlm_generation_tokens_per_second", "", m.last_tokens_per_s);
-  metric("shardlm_queue_depth", "gauge", "Requests waiting for the model.");
+  metric("shardlm_queue_depth", "gauge", "Requests waiting for a KV slot.");
   value("shardlm_queue_depth", "", m.queued);
-  metric("shardlm_requests_running", "gauge", "Requests generating now (0 or 1).");
-  value("shardlm_requests_running", "", m.busy ? 1 : 0);
+  metric("shardlm_requests_running", "gauge", "Requests holding a KV slot (prompt or generation).");
+  value("shardlm_requests_running", "", m.running);
+  metric("shardlm_slots_in_use", "gauge", "KV slots holding a running request.");
+  value("shardlm_slots_in_use", "", m.running);
+  metric("shardlm_slots_total", "gauge", "KV slots (--parallel).");
+  value("shardlm_slots_total", "", m.slots);
+  metric("shardlm_batch_size", "gauge", "Rows (tokens) of the latest step of the model.");
+  value("shardlm_batch_size", "", m.last_batch_rows);
+  metric("shardlm_batch_sequences", "gauge", "Sequences in the latest step of the model.");
+  value("shardlm_batch_sequences", "", m.last_batch_seqs);
   metric("shardlm_node_compute_seconds_total", "counter", "Compute time of each node.");
   for (size_t i = 0; i < m.nodes.size(); ++i)
     value("shardlm_node_compute_seconds_total",
@@ -117,6 +130,39 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
     value("shardlm_node_bytes_sent_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}",
           double(m.nodes[i].counters.bytes_sent));
   return s;
+}
+
+// The socket of a request, found by its peer address (cpp-httplib 0.11 does not hand it to
+// handlers), or -1.
+int client_socket(const httplib::Request& req) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
+    char host[INET6_ADDRSTRLEN] = "";
+    int port = -1;
+    if (ss.ss_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+      ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+      port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+      port = ntohs(a->sin6_port);
+    }
+    if (port == req.remote_port && req.remote_addr == host) return fd;
+  }
+  return -1;
+}
+
+// False once the peer has closed its side (a read would return end of file) or reset.
+bool peer_connected(int fd) {
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
 class Handler {
@@ -146,14 +192,18 @@ class Handler {
     if (util::Status h = engine_.health(); !h.ok())
       return send_error(res, api_error(503, "the model is unavailable: " + h.message() + "; restart the server",
                                        "server_error"));
-    if (engine_.metrics().queued >= o_.max_queue)
-      return send_error(res, api_error(429, "the server has " + std::to_string(o_.max_queue) +
-                                                " requests waiting; retry later", "rate_limit_error", "queue_full"));
+    if (const EngineMetrics m = engine_.metrics(); m.queued >= o_.max_queue) {
+      res.set_header("Retry-After", "1");
+      return send_error(res, api_error(429, "the server has " + std::to_string(m.queued) + " requests waiting for " +
+                                                std::to_string(m.slots) + " slots (--max-queue " +
+                                                std::to_string(o_.max_queue) + "); retry later",
+                                       "rate_limit_error", "queue_full"));
+    }
     auto g = std::make_shared<GenerationRequest>();
     g->prompt = std::move(tokens);
     g->params = r.params;
     g->seed_given = r.seed_given;
-    g->max_tokens = r.max_tokens ? r.max_tokens : ctx - n;
+    g->max_tokens = r.max_tokens ? r.max_tokens : std::min(ctx - n, o_.default_max_tokens);
     g->stop = r.stop;
     ResponseIds ids;
     ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
@@ -163,10 +213,12 @@ class Handler {
 
     if (!r.stream) {
       std::string text;
+      const int fd = client_socket(req);
       GenerationResult out = engine_.generate(*g, [&](const std::string& t) {
         text += t;
-        return true;
+        return !t.empty() || fd < 0 || peer_connected(fd);
       });
+      if (out.finish_reason == "cancelled") return send_error(res, api_error(499, "the client went away", "cancelled"));
       if (!out.status.ok())
         return send_error(res, api_error(503, "generation failed: " + out.status.message(), "server_error"));
       res.set_content(dump(response_json(ep, ids, text, out.finish_reason, out.usage)), "application/json");

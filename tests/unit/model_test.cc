@@ -3,11 +3,15 @@
 // evaluation equals token-by-token evaluation (exact and flash attention), thread counts
 // agree, F32 / F16 / Q8_0 KV caches agree closely, and with flash attention every row's
 // logits are bit-identical whatever the batch split and thread count, on the toys and on
-// SmolLM2. (Agreement with llama.cpp is golden_test's and test_perplexity.py's job.)
+// SmolLM2. Several sequences in one batch (KV slots): every row equal to the sequence run
+// alone, bit for bit, and a sequence truncated and extended again equal to a fresh one.
+// (Agreement with llama.cpp is golden_test's and test_perplexity.py's job.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <random>
+#include <cstring>
 
 #include <unistd.h>
 
@@ -227,6 +231,85 @@ void copy_all(gguf::Writer& w, const gguf::File& f, const std::string& skip_tens
   for (const auto& [k, v] : f.kv()) w.set(k, v);
   for (const auto& t : f.tensors())
     if (t.name != skip_tensor) w.add_tensor(t.name, t.ne, t.type, t.data);
+}
+
+// Three sequences of one toy model, each alone in its own Transformer (prompt in one
+// batch, then token by token) and all together in one 4-slot Transformer whose steps mix
+// prompt segments and decode rows of the others, in slots 3, 0 and 2. Every logits row
+// must be bit-identical: for Q4_1 / Q8_0 because every matmul keeps vec_dot order, for the
+// lane-order types (Q4_0, Q4_K, Q6_K) because a segment's order depends only on its own
+// length (prompt segments of >= 4 rows in lanes, decode rows always in vec_dot order:
+// model::RunConfig::lane_order). Then sequence A is truncated to 11 positions and extended
+// with the same tokens: the logits are those of the first time.
+TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
+  for (tensor::Type type : {tensor::Type::Q4_1, tensor::Type::Q8_0, tensor::Type::Q4_0, tensor::Type::Q4_K,
+                            tensor::Type::Q6_K}) {
+    for (model::AttentionMode mode : {model::AttentionMode::kFlash, model::AttentionMode::kExact}) {
+      auto m = model::load_model(make("toy", type));
+      ASSERT_TRUE(m.ok()) << m.error();
+      const model::Config& c = (*m)->config;
+      const int V = c.n_vocab, D = c.dim, n_dec = 6;
+      const std::vector<int> lens = {9, 5, 13}, slots = {3, 0, 2};
+      std::vector<std::vector<int32_t>> toks(3);
+      std::mt19937 rng(5);
+      for (int s = 0; s < 3; ++s)
+        for (int i = 0; i < lens[s] + n_dec; ++i) toks[s].push_back(int32_t(rng() % V));
+      util::ThreadPool pool(2);
+      // alone[s][k]: logits after the prompt (k = 0) and after each decode token.
+      std::vector<std::vector<std::vector<float>>> alone(3);
+      for (int s = 0; s < 3; ++s) {
+        model::Transformer tf(c, (*m)->weights, pool, 64, model::KvType::kF16, 32, mode);
+        std::vector<float> l(V);
+        ASSERT_TRUE(tf.forward(toks[s].data(), lens[s], 0, l.data()).ok());
+        alone[s].push_back(l);
+        for (int i = 0; i < n_dec; ++i) {
+          ASSERT_TRUE(tf.forward(&toks[s][lens[s] + i], 1, lens[s] + i, l.data()).ok());
+          alone[s].push_back(l);
+        }
+      }
+      model::RunConfig rc;
+      rc.ctx = 64;
+      rc.n_slots = 4;
+      rc.max_batch = 32;
+      rc.attention = mode;
+      model::Transformer tf(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+      std::vector<int> fed(3, 0), got(3, 0);  // tokens evaluated, logits rows checked
+      std::vector<float> x(size_t(32) * D), l(size_t(32) * V);
+      // Step t: sequence s starts its prompt at step s, then decodes one token per step.
+      for (int step = 0; step < 3 + n_dec; ++step) {
+        std::vector<model::Segment> segs;
+        std::vector<int> who;
+        int rows = 0;
+        for (int s = 2; s >= 0; --s) {  // decode rows first, as the scheduler does
+          if (step < s || got[s] > n_dec) continue;
+          const int n = fed[s] == 0 ? lens[s] : 1;
+          segs.push_back({slots[s], fed[s], n, model::Logits::kLast});
+          for (int b = 0; b < n; ++b) tf.embed(toks[s][fed[s] + b], &x[size_t(rows + b) * D]);
+          rows += n;
+          who.push_back(s);
+        }
+        if (segs.empty()) break;
+        ASSERT_TRUE(tf.forward_batch(segs.data(), int(segs.size()), x.data(), l.data()).ok());
+        for (size_t i = 0; i < who.size(); ++i) {
+          const int s = who[i];
+          EXPECT_EQ(std::memcmp(&l[i * V], alone[s][got[s]].data(), sizeof(float) * V), 0)
+              << tensor::type_name(type) << " " << model::attention_mode_name(mode) << " sequence " << s
+              << " logits row " << got[s] << " at step " << step;
+          fed[s] += segs[i].n;
+          got[s]++;
+        }
+      }
+      // Roll sequence A back to 11 positions (prompt + 2 decoded) and extend it again.
+      for (int k = 0; k < 3; ++k) {
+        const int pos = 11 + k;
+        model::Segment seg{slots[0], pos, 1, model::Logits::kLast};
+        tf.embed(toks[0][pos], x.data());
+        ASSERT_TRUE(tf.forward_batch(&seg, 1, x.data(), l.data()).ok());
+        EXPECT_EQ(std::memcmp(l.data(), alone[0][pos - lens[0] + 1].data(), sizeof(float) * V), 0)
+            << tensor::type_name(type) << " replayed position " << pos;
+      }
+    }
+  }
 }
 
 TEST(ModelErrors, UnknownArchitectureListsSupported) {

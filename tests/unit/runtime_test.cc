@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "model/loader.h"
 #include "model/synthetic.h"
@@ -386,22 +387,55 @@ TEST(Scoring, SlicedRowScoresCombineToTheWholeRow) {
   }
 }
 
-TEST(Protocol, ScoreStepAndReplyRoundTrip) {
+TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   runtime::Step s;
-  s.pos = 7;
-  s.n = 3;
-  s.want = runtime::Want::kScores;
-  s.targets = {-1, 5, 9};
+  runtime::StepSegment score;
+  score.slot = 2;
+  score.pos = 7;
+  score.n = 3;
+  score.want = runtime::Want::kScores;
+  score.targets = {-1, 5, 9};
+  runtime::StepSegment decode;
+  decode.slot = 0;
+  decode.pos = 40;
+  decode.n = 1;
+  decode.want = runtime::Want::kCandidates;
+  decode.k = 40;
+  decode.penalties = {{3, 2}, {17, 1}};
+  decode.repeat_penalty = 1.1f;
+  s.segs = {score, decode};
+  std::vector<uint8_t> rows(4 * 4 * 8, 0x3c);  // 4 rows of 8 F32 values
+  s.rows = rows;
   auto p = runtime::parse_step(runtime::encode_step(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->targets, s.targets);
-  EXPECT_EQ(p->want, runtime::Want::kScores);
-  s.targets = {1};  // a target per row is required
+  ASSERT_EQ(p->segs.size(), 2u);
+  EXPECT_EQ(p->segs[0].targets, score.targets);
+  EXPECT_EQ(p->segs[0].want, runtime::Want::kScores);
+  EXPECT_EQ(p->segs[1].slot, 0);
+  EXPECT_EQ(p->segs[1].pos, 40);
+  EXPECT_EQ(p->segs[1].penalties, decode.penalties);
+  EXPECT_EQ(p->segs[1].repeat_penalty, 1.1f);
+  EXPECT_EQ(p->rows_total(), 4);
+  EXPECT_TRUE(runtime::check_step_fits(*p, 8, 64, 3, 8, "test").ok());
+  // Each refused by name: too few slots, too short a context, too many rows, a slot twice.
+  for (auto [ctx, slots, rows_max] : {std::tuple{64, 2, 8}, {40, 3, 8}, {64, 3, 3}})
+    EXPECT_FALSE(runtime::check_step_fits(*p, 8, ctx, slots, rows_max, "test").ok()) << ctx << slots << rows_max;
+  runtime::Step twice = *p;
+  twice.segs[1].slot = 2;
+  EXPECT_NE(runtime::check_step_fits(twice, 8, 64, 3, 8, "test").message().find("twice"), std::string::npos);
+  s.segs[0].targets = {1};  // a target per row is required
+  EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
+  s.segs.clear();  // a step has at least one segment
   EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
   runtime::StepReply r;
+  r.sampled = {{{{5, 1.5f}, {9, 1.0f}}, 3.25f}, {{}, -1.0f}};
   r.scores = {{1.5f, 2.25, 0.5f, true}, {-3.0f, 10.0, 0.0f, false}};
   auto q = runtime::parse_step_reply(runtime::encode_step_reply(r), "test");
   ASSERT_TRUE(q.ok()) << q.error();
+  ASSERT_EQ(q->sampled.size(), 2u);
+  ASSERT_EQ(q->sampled[0].cand.size(), 2u);
+  EXPECT_EQ(q->sampled[0].cand[1].id, 9);
+  EXPECT_EQ(q->sampled[0].lse, 3.25f);
   ASSERT_EQ(q->scores.size(), 2u);
   EXPECT_EQ(q->scores[0].max, 1.5f);
   EXPECT_EQ(q->scores[0].sum, 2.25);
@@ -422,8 +456,10 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   s.ctx = 64;
   s.kv_type = model::KvType::kQ8_0;
   s.attention = model::AttentionMode::kFlash;
+  s.n_slots = 6;
   auto p = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->n_slots, 6);
   EXPECT_EQ(p->kv_type, model::KvType::kQ8_0);
   EXPECT_EQ(p->attention, model::AttentionMode::kFlash);
   EXPECT_TRUE(p->lane_order);

@@ -1,0 +1,54 @@
+// executor.cc: a node's step (see executor.h).
+#include "runtime/executor.h"
+
+#include "runtime/scoring.h"
+#include "sampler/distributed.h"
+#include "util/timer.h"
+
+namespace runtime {
+
+NodeExecutor::NodeExecutor(const model::Config& cfg, const model::Weights& w, const model::Partition& part,
+                           util::ThreadPool& pool, const model::RunConfig& rc, AutoCollective* coll)
+    : part_(part), coll_(coll), tf_(cfg, w, pool, rc, part, coll) {}
+
+util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
+  util::Timer timer;
+  const double sync0 = coll_ ? coll_->seconds() : 0;
+  segs_.clear();
+  size_t out_rows = 0;
+  for (const StepSegment& g : s.segs) {
+    const model::Logits l = g.want == Want::kCandidates ? model::Logits::kLast
+                            : g.want == Want::kScores   ? model::Logits::kAll
+                                                        : model::Logits::kNone;
+    segs_.push_back({g.slot, g.pos, g.n, l});
+    out_rows += l == model::Logits::kAll ? g.n : l == model::Logits::kLast ? 1 : 0;
+  }
+  const size_t nv = size_t(part_.n_vocab);
+  if (logits_.size() < out_rows * nv) logits_.resize(out_rows * nv);
+  RETURN_IF_ERROR(tf_.forward_batch(segs_.data(), int(segs_.size()), x, out_rows ? logits_.data() : nullptr));
+  StepReply rep;
+  float* l = logits_.data();
+  for (const StepSegment& g : s.segs) {
+    if (g.want == Want::kCandidates) {
+      sampler::Params sp;
+      sp.repeat_penalty = g.repeat_penalty;
+      sp.presence_penalty = g.presence_penalty;
+      sp.frequency_penalty = g.frequency_penalty;
+      sampler::apply_penalty_counts(sp, g.penalties, l, part_.vocab_begin, part_.n_vocab);
+      auto lc = sampler::local_candidates(l, part_.vocab_begin, part_.n_vocab, g.k);
+      rep.sampled.push_back({std::move(lc.cand), lc.lse});
+      l += nv;
+    } else if (g.want == Want::kScores) {
+      for (int b = 0; b < g.n; ++b, l += nv)
+        if (g.targets[b] >= 0) rep.scores.push_back(local_row_score(l, part_.vocab_begin, part_.n_vocab, g.targets[b]));
+    }
+  }
+  const double sync = coll_ ? coll_->seconds() - sync0 : 0;
+  counters_.sync_s += sync;
+  counters_.compute_s += timer.seconds() - sync;
+  counters_.steps++;
+  rep.counters = counters_;
+  return rep;
+}
+
+}  // namespace runtime

@@ -1,0 +1,234 @@
+// scheduler.cc: the continuous-batching loop (see scheduler.h).
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace runtime {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Scheduler::Scheduler(Cluster& cluster, int chunk) : cluster_(cluster), chunk_(std::max(1, chunk)) {
+  CHECK_MSG(cluster.max_rows() >= chunk_ + cluster.n_slots(), "the cluster's rows per step must hold a prompt "
+                                                              "chunk and one decode row per slot");
+  for (int s = 0; s < cluster.n_slots(); ++s) slots_.push_back(std::make_unique<Sequence>(s, cluster.n_vocab()));
+  busy_.assign(slots_.size(), false);
+  last_used_.assign(slots_.size(), 0);
+  stats_.slots = int(slots_.size());
+  stats_.nodes = cluster.stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  for (Active& a : active_) {
+    a.end.cancelled = true;
+    finish(a);
+  }
+  for (auto& [job, t] : queue_) {
+    JobEnd e;
+    e.cancelled = true;
+    if (job->on_end) job->on_end(e);
+  }
+}
+
+void Scheduler::submit(std::shared_ptr<Job> job) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!broken_.ok()) {
+    JobEnd e;
+    e.status = broken_;
+    lock.unlock();
+    if (job->on_end) job->on_end(e);
+    return;
+  }
+  queue_.emplace_back(std::move(job), now_s());
+  stats_.queued = int(queue_.size());
+  cv_.notify_all();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+util::Status Scheduler::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
+// Queued jobs take free slots: the longest cached prefix first, then the least recently used.
+void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<Job>> refused;
+  while (!queue_.empty()) {
+    auto [job, t_submit] = queue_.front();
+    if (job->cancel) {
+      queue_.pop_front();
+      refused.push_back(job);
+      continue;
+    }
+    int best = -1;
+    size_t best_common = 0;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      if (busy_[s]) continue;
+      const auto& have = slots_[s]->tokens();
+      const size_t c = size_t(std::mismatch(have.begin(), have.end(), job->prompt.begin(), job->prompt.end()).first -
+                              have.begin());
+      if (best < 0 || c > best_common || (c == best_common && last_used_[s] < last_used_[best])) {
+        best = int(s);
+        best_common = c;
+      }
+    }
+    if (best < 0) break;
+    queue_.pop_front();
+    Active a;
+    a.job = job;
+    a.seq = slots_[best].get();
+    a.t_start = now_s();
+    a.end.queued_s = a.t_start - t_submit;
+    a.end.prompt_tokens = int(job->prompt.size());
+    const size_t n = job->prompt.size();
+    if (n == 0 || job->max_tokens < 1 || int64_t(n) + job->max_tokens > cluster_.ctx()) {
+      a.end.status = util::Status::error("internal: a prompt of " + std::to_string(n) + " tokens and max_tokens " +
+                                         std::to_string(job->max_tokens) + " do not fit the slot's context");
+      refused.push_back(job);
+      continue;
+    }
+    a.fed = std::min(best_common, n - 1);  // evaluate at least the last prompt token
+    a.end.cached_tokens = int(a.fed);
+    a.seq->truncate(int(a.fed));
+    a.seq->set_sampling(job->params);
+    busy_[best] = true;
+    active_.push_back(std::move(a));
+  }
+  stats_.queued = int(queue_.size());
+  stats_.slots_in_use = int(active_.size());
+  if (refused.empty()) return;
+  lock.unlock();
+  for (auto& job : refused) {
+    JobEnd e;
+    e.cancelled = job->cancel;
+    if (!e.cancelled) e.status = util::Status::error("internal: the job does not fit the slot's context");
+    if (job->on_end) job->on_end(e);
+  }
+  lock.lock();
+}
+
+void Scheduler::finish(Active& a) {
+  if (a.t_first > 0) a.end.gen_s = now_s() - a.t_first;
+  const int s = a.seq->slot();
+  busy_[s] = false;
+  last_used_[s] = ++clock_;
+  if (a.job->on_end) a.job->on_end(a.end);
+  a.job.reset();
+}
+
+bool Scheduler::step() {
+  std::vector<Cluster::SeqStep> batch;
+  std::vector<size_t> who;  // active index of each batch entry
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Active& a = active_[i];
+    if (a.fed == a.job->prompt.size()) {
+      batch.push_back({a.seq, std::span<const int32_t>(&a.next, 1), Want::kCandidates, {}});
+      who.push_back(i);
+    }
+  }
+  int budget = chunk_;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Active& a = active_[i];
+    const size_t left = a.job->prompt.size() - a.fed;
+    if (left == 0) continue;
+    const int n = int(std::min(left, size_t(chunk_)));  // the same cut whatever else runs
+    if (n > budget) break;                              // arrival order: no overtaking
+    budget -= n;
+    const bool last = size_t(n) == left;
+    batch.push_back({a.seq, std::span<const int32_t>(a.job->prompt).subspan(a.fed, n),
+                     last ? Want::kCandidates : Want::kNothing, {}});
+    who.push_back(i);
+  }
+  int rows = 0;
+  for (const auto& q : batch) rows += int(q.tokens.size());
+  auto res = cluster_.run(batch);
+  if (!res) {
+    std::vector<Active> failed;
+    failed.swap(active_);
+    std::deque<std::pair<std::shared_ptr<Job>, double>> queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = res.status();
+      queued.swap(queue_);
+      stats_.queued = 0;
+      stats_.slots_in_use = 0;
+    }
+    for (Active& a : failed) {
+      a.end.status = res.status();
+      finish(a);
+    }
+    for (auto& [job, t] : queued) {
+      JobEnd e;
+      e.status = res.status();
+      if (job->on_end) job->on_end(e);
+    }
+    return false;
+  }
+  const double t = now_s();
+  for (size_t b = 0; b < batch.size(); ++b) {
+    Active& a = active_[who[b]];
+    const bool prompt = a.fed < a.job->prompt.size();
+    if (prompt) {
+      a.fed += batch[b].tokens.size();
+      if (a.fed < a.job->prompt.size()) continue;
+      a.t_first = t;
+      a.end.prompt_s = t - a.t_start;
+    }
+    const int32_t tok = (*res)[b].token;
+    a.end.generated++;
+    const bool more = a.job->on_token(tok) && a.end.generated < a.job->max_tokens;
+    if (more)
+      a.next = tok;
+    else
+      finish(a);
+  }
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [](const Active& a) { return !a.job; }),
+                active_.end());
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.last_batch_rows = rows;
+  stats_.last_batch_seqs = int(batch.size());
+  stats_.steps++;
+  stats_.slots_in_use = int(active_.size());
+  stats_.nodes = cluster_.stats();
+  return true;
+}
+
+void Scheduler::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    admit(lock);
+    if (stop_) return;
+    if (active_.empty()) {
+      if (!broken_.ok() || queue_.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      continue;
+    }
+    lock.unlock();
+    for (Active& a : active_)
+      if (a.job->cancel) {
+        a.end.cancelled = true;
+        finish(a);
+      }
+    active_.erase(std::remove_if(active_.begin(), active_.end(), [](const Active& a) { return !a.job; }),
+                  active_.end());
+    if (!active_.empty()) step();
+    lock.lock();
+    stats_.slots_in_use = int(active_.size());
+  }
+}
+
+}  // namespace runtime

@@ -1,0 +1,96 @@
+// scheduler.h: continuous batching on the root. Jobs (a prompt, sampling parameters, a
+// token budget) are queued; a job takes a free KV slot (the one whose cached tokens share
+// the longest prefix with its prompt, so a conversation's next turn evaluates only the new
+// part), and every step of the cluster carries one decode row for each generating job plus
+// prompt chunks of the jobs still reading their prompt (at most `chunk` prompt tokens per
+// step, chunks cut at the same places whatever else runs). A job leaves as soon as its
+// callback says stop, its budget is spent or it is cancelled; its slot then serves the
+// next job. Every job's tokens are exactly those it would get alone (Cluster::run keeps
+// rows independent; the chunking depends only on the job).
+// Deliberately no text: tokens go to the job's callback, which detokenizes and matches
+// stop strings (serve/engine.cc, cli/generate.cc).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/cluster.h"
+#include "runtime/sequence.h"
+
+namespace runtime {
+
+struct JobEnd {
+  util::Status status;      // a failed step (the cluster is then unusable)
+  bool cancelled = false;   // Job::cancel was set
+  int prompt_tokens = 0, cached_tokens = 0, generated = 0;
+  double queued_s = 0, prompt_s = 0, gen_s = 0;  // waiting, prompt (to first token), decode
+};
+
+struct Job {
+  std::vector<int32_t> prompt;  // non-empty; prompt.size() + max_tokens <= the slot context
+  sampler::Params params;       // seed included
+  int max_tokens = 1;
+  // Every drawn token, on the scheduler's thread; false: the job is done (end of text, a
+  // stop string, the client left). Keep it short: the whole batch waits for it.
+  std::function<bool(int32_t)> on_token;
+  std::function<void(const JobEnd&)> on_end;  // once, when the job leaves (also on error)
+  std::atomic<bool> cancel{false};            // set from any thread; noticed between steps
+};
+
+struct SchedulerStats {
+  int slots = 0, slots_in_use = 0, queued = 0;
+  int last_batch_rows = 0, last_batch_seqs = 0;  // the latest step
+  uint64_t steps = 0;
+  std::vector<NodeStats> nodes;  // the cluster's counters after the latest step
+};
+
+class Scheduler {
+ public:
+  // chunk: prompt tokens per step (>= 1); the cluster's max_rows() must hold chunk plus one
+  // decode row per slot.
+  Scheduler(Cluster& cluster, int chunk);
+  ~Scheduler();  // ends every job (cancelled) and stops the thread
+
+  void submit(std::shared_ptr<Job> job);
+  SchedulerStats stats() const;
+  util::Status health() const;  // the error that broke the cluster, or ok
+  int slot_ctx() const { return cluster_.ctx(); }
+
+ private:
+  struct Active {
+    std::shared_ptr<Job> job;
+    Sequence* seq = nullptr;
+    size_t fed = 0;          // prompt tokens evaluated (from the cached prefix on)
+    int32_t next = -1;       // decode: the token to evaluate next
+    JobEnd end;
+    double t_start = 0, t_first = 0;
+  };
+  void loop();
+  void admit(std::unique_lock<std::mutex>& lock);
+  void finish(Active& a);
+  bool step();  // false: the cluster failed
+
+  Cluster& cluster_;
+  const int chunk_;
+  std::vector<std::unique_ptr<Sequence>> slots_;
+  std::vector<bool> busy_;
+  std::vector<uint64_t> last_used_;
+  uint64_t clock_ = 0;
+  std::vector<Active> active_;  // in admission order
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<Job>, double>> queue_;  // with submit time
+  bool stop_ = false;
+  util::Status broken_;
+  SchedulerStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace runtime

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""bench_streams.py: aggregate decode throughput of `shardlm serve` (continuous batching)
+with C concurrent streaming clients, and what a running batch costs a new request's time
+to first token.
+
+  * for each C in --streams: C clients start at once, each a streamed greedy /v1/completions
+    with its own short prompt and max_tokens -n; aggregate tokens/s = all completion tokens /
+    (last chunk - first request start); per-stream tokens/s = a client's tokens after its
+    first / (its last chunk - its first chunk); medians over -r rounds;
+  * latency: the time to first token of a 128-token prompt (max_tokens 8) while 7 streams
+    are generating, against the same request alone (each measured prompt starts with a
+    different letter, so no prefix cache helps either).
+
+The server is started here (`shardlm serve --parallel P`, on one node, on --workers given,
+or on --local-workers K started here on loopback), or --server-url benchmarks one already
+running (e.g. llama.cpp's `llama-server -m MODEL -np 8 -c 8192`) with the same clients.
+
+usage: tools/bench_streams.py [MODEL] [--bin build/release/shardlm] [-t THREADS] [--parallel 8]
+         [--ctx 1024] [--workers H:P,...|--local-workers K] [--server-url URL] [--streams 1,2,4,8]
+         [-n 64] [-r 3] [--json]
+"""
+import argparse
+import json
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import http.client
+
+LATENCY_STREAMS = 7
+LATENCY_PROMPT_TOKENS = 128
+LATENCY_MAX_TOKENS = 8
+class Client:
+    """One streamed /v1/completions request: times of its start, first and last text chunks,
+    and its completion tokens (from the usage chunk, else the text chunks counted)."""
+
+    def __init__(self, url, prompt, max_tokens):
+        self.url, self.prompt, self.max_tokens = url, prompt, max_tokens
+        self.start = self.first = self.last = None
+        self.chunks = 0
+        self.tokens = None
+        self.prompt_tokens = None
+        self.error = None
+        self.stop = threading.Event()  # set: close the connection at the next chunk
+        self.started = threading.Event()  # set at the first text chunk (or on failure)
+        self.conn = None
+
+    def run(self, barrier=None):
+        try:
+            u = urllib.parse.urlparse(self.url)
+            body = {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            self.conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
+            self.conn.connect()
+            if barrier is not None:
+                barrier.wait()
+            self.start = time.time()
+            self.conn.request("POST", (u.path.rstrip("/") or "") + "/v1/completions", json.dumps(body),
+                              {"Content-Type": "application/json"})
+            r = self.conn.getresponse()
+            if r.status != 200:
+                raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:300]))
+            for line in r:
+                if not line.startswith(b"data: "):
+                    continue
+                data = line[6:].strip()
+                if data == b"[DONE]":
+                    break
+                j = json.loads(data)
+                if j.get("usage"):
+                    self.tokens = j["usage"].get("completion_tokens", self.tokens)
+                    self.prompt_tokens = j["usage"].get("prompt_tokens", self.prompt_tokens)
+                if j.get("choices") and j["choices"][0].get("text"):
+                    now = time.time()
+                    self.first = self.first or now
+                    self.last = now
+                    self.chunks += 1
+                    self.started.set()
+                if self.stop.is_set():
+                    self.conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    break
+        except Exception as e:  # noqa: BLE001
+            self.error = e
+        finally:
+            self.started.set()
+            if self.conn:
+                self.conn.close()
+        if self.tokens is None:
+            self.tokens = self.chunks
+
+    def ttft(self):
+        return self.first - self.start
+
+    def stream_tps(self):
+        return (self.tokens - 1) / (self.last - self.first) if self.tokens > 1 and self.last > self.first else None
+
+
+def run_clients(clients):
+    barrier = threading.Barrier(len(clients))
+    threads = [threading.Thread(target=c.run, args=(barrier,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in clients:
+        if c.error:
+            raise RuntimeError("a client failed: %s" % c.error)
+        if c.first is None:
+            raise RuntimeError("a client got no text for %r" % c.prompt)
+
+
+def stream_prompt(i):
+    """Short, distinct, and likely to go on for a while: counting from a different number."""
+    k = 7 + 13 * i
+    return "%d, %d, %d, %d," % (k, k + 1, k + 2, k + 3)
+
+
+def throughput(url, c, n):
+    clients = [Client(url, stream_prompt(i), n) for i in range(c)]
+    run_clients(clients)
+    t0 = min(x.start for x in clients)
+    t1 = max(x.last for x in clients)
+    tokens = sum(x.tokens for x in clients)
+    per = [x.stream_tps() for x in clients if x.stream_tps()]
+    return {"tokens": tokens, "wall_s": t1 - t0, "aggregate_tps": tokens / (t1 - t0),
+            "per_stream_tps": statistics.median(per) if per else None, "per_stream_min_tps": min(per) if per else None}
+
+
+def long_prompt(k, words):
+    """Single letters, the first two different for each k: the same length in tokens, and no
+    prefix shared with another k (so no prefix cache helps)."""
+    return " ".join("abcdefghijklmnopqrstuvwxyz"[(k + i * (1 + k // 26)) % 26] for i in range(words))
+
+
+def calibrate(url):
+    """The number of letter words after a first word that makes a LATENCY_PROMPT_TOKENS prompt."""
+    words = LATENCY_PROMPT_TOKENS - 1
+    got = None
+    for i in range(4):
+        c = Client(url, long_prompt(600 + i, words), 1)
+        c.run()
+        got = c.prompt_tokens
+        if got is None or got == LATENCY_PROMPT_TOKENS:
+            break
+        words += LATENCY_PROMPT_TOKENS - got
+    return words, got
+
+
+def latency(url, rnd, words, n):
+    """(TTFT alone, TTFT with LATENCY_STREAMS streams generating, prompt tokens)."""
+    alone = Client(url, long_prompt(2 * rnd, words), LATENCY_MAX_TOKENS)
+    alone.run()
+    if alone.error or alone.first is None:
+        raise RuntimeError("the latency request failed alone: %s" % alone.error)
+    bg = [Client(url, stream_prompt(100 + i), max(4 * n, 256)) for i in range(LATENCY_STREAMS)]
+    threads = [threading.Thread(target=c.run) for c in bg]
+    for t in threads:
+        t.start()
+    for c in bg:
+        c.started.wait(600)
+    probe = Client(url, long_prompt(2 * rnd + 1, words), LATENCY_MAX_TOKENS)
+    probe.run()
+    for c in bg:
+        c.stop.set()
+    for t in threads:
+        t.join()
+    if probe.error or probe.first is None:
+        raise RuntimeError("the latency request failed under load: %s" % probe.error)
+    # Streams still generating when the probe's first token came (all 7 unless they ran out).
+    still = sum(1 for c in bg if c.last is not None and c.last >= probe.first)
+    return alone.ttft(), probe.ttft(), alone.prompt_tokens, still
+
+
+def start_proc(cmd):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        p.kill()
+        raise RuntimeError("%s did not start: %r" % (" ".join(cmd[:2]), line))
+    return p, line[len("listening on "):]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", help="GGUF model (not needed with --server-url)")
+    ap.add_argument("--bin", default="build/release/shardlm")
+    ap.add_argument("-t", "--threads", default="1", help="threads of the server and of each local worker")
+    ap.add_argument("--parallel", default="8", help="serve --parallel: slots")
+    ap.add_argument("--ctx", default="1024", help="serve --ctx: each slot's context")
+    ap.add_argument("--workers", help="already started workers host:port,... passed to serve")
+    ap.add_argument("--local-workers", type=int, default=0, help="start K `shardlm worker`s on loopback")
+    ap.add_argument("--server-url", help="benchmark this running OpenAI-compatible server instead")
+    ap.add_argument("--streams", default="1,2,4,8", help="concurrent clients, a comma list")
+    ap.add_argument("-n", "--tokens", type=int, default=64, help="max_tokens of each stream")
+    ap.add_argument("-r", "--rounds", type=int, default=3)
+    ap.add_argument("--no-latency", action="store_true", help="skip the time-to-first-token check")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    a = ap.parse_args()
+    streams = [int(s) for s in a.streams.split(",") if s]
+    procs = []
+    try:
+        if a.server_url:
+            url = a.server_url.rstrip("/")
+            if url.endswith("/v1"):
+                url = url[:-3]
+            what = url
+        else:
+            if not a.model:
+                ap.error("MODEL is needed unless --server-url is given")
+            workers = a.workers.split(",") if a.workers else []
+            for _ in range(a.local_workers):
+                p, addr = start_proc([a.bin, "worker", "--port", "0", "--host", "127.0.0.1", "-t", a.threads])
+                procs.append(p)
+                workers.append(addr)
+            cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--host", "127.0.0.1", "-t", a.threads, "--ctx",
+                   a.ctx, "--parallel", a.parallel]
+            if workers:
+                cmd += ["--workers", ",".join(workers)]
+            p, url = start_proc(cmd)
+            procs.append(p)
+            what = "shardlm serve --parallel %s -t %s, %d node(s)" % (a.parallel, a.threads, 1 + len(workers))
+        Client(url, "Hello", 4).run()  # warm-up
+        rows = []
+        for c in streams:
+            rounds = [throughput(url, c, a.tokens) for _ in range(a.rounds)]
+            med = lambda k: statistics.median(r[k] for r in rounds if r[k] is not None)  # noqa: E731
+            rows.append({"streams": c, "aggregate_tps": med("aggregate_tps"), "per_stream_tps": med("per_stream_tps"),
+                         "per_stream_min_tps": med("per_stream_min_tps"), "tokens": med("tokens"),
+                         "wall_s": med("wall_s"), "rounds": rounds})
+            print("streams %d: %.1f tok/s aggregate" % (c, rows[-1]["aggregate_tps"]), file=sys.stderr, flush=True)
+        lat = None
+        if not a.no_latency:
+            words, got = calibrate(url)
+            runs = [latency(url, i, words, a.tokens) for i in range(a.rounds)]
+            alone = statistics.median(r[0] for r in runs)
+            loaded = statistics.median(r[1] for r in runs)
+            lat = {"prompt_tokens": runs[0][2] or got, "max_tokens": LATENCY_MAX_TOKENS, "streams": LATENCY_STREAMS,
+                   "ttft_alone_s": alone, "ttft_loaded_s": loaded, "ratio": loaded / alone,
+                   "streams_generating_at_probe": min(r[3] for r in runs),
+                   "runs": [{"alone_s": r[0], "loaded_s": r[1], "streams_generating": r[3]} for r in runs]}
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    base = rows[0]["aggregate_tps"] if rows and rows[0]["streams"] == 1 else None
+    if a.json:
+        print(json.dumps({"server": what, "tokens": a.tokens, "rounds": a.rounds, "throughput": rows,
+                          "latency": lat}, indent=1))
+        return
+    print("%s; max_tokens %d, medians of %d rounds\n" % (what, a.tokens, a.rounds))
+    print("| streams | aggregate tok/s | vs 1 stream | per-stream tok/s (median) | slowest stream tok/s | "
+          "tokens | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %d | %.1f | %s | %s | %s | %d | %.2f |" % (
+            r["streams"], r["aggregate_tps"], "%.2fx" % (r["aggregate_tps"] / base) if base else "-",
+            "%.1f" % r["per_stream_tps"] if r["per_stream_tps"] else "-",
+            "%.1f" % r["per_stream_min_tps"] if r["per_stream_min_tps"] else "-", r["tokens"], r["wall_s"]))
+    if lat:
+        print("\n| TTFT, %s-token prompt, max_tokens %d | alone | with %d streams generating | ratio |" % (
+            lat["prompt_tokens"], LATENCY_MAX_TOKENS, LATENCY_STREAMS))
+        print("|---|---|---|---|")
+        print("| | %.0f ms | %.0f ms | %.2f |" % (lat["ttft_alone_s"] * 1e3, lat["ttft_loaded_s"] * 1e3, lat["ratio"]))
+        if lat["streams_generating_at_probe"] < LATENCY_STREAMS:
+            print("\n(only %d of the %d streams were still generating when the probe's first token came: the "
+                  "server does not run them at once)" % (lat["streams_generating_at_probe"], LATENCY_STREAMS))
+
+
+if __name__ == "__main__":
+    main()
