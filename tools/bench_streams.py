@@ -197,6 +197,7 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8", help="concurrent clients, a comma list")
     ap.add_argument("-n", "--tokens", type=int, default=64, help="max_tokens of each stream")
     ap.add_argument("-r", "--rounds", type=int, default=3)
+    ap.add_argument("--chat-template", help="serve --chat-template (random-weight models carry none)")
     ap.add_argument("--no-latency", action="store_true", help="skip the time-to-first-token check")
     ap.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     a = ap.parse_args()
@@ -220,6 +221,8 @@ def main():
                    a.ctx, "--parallel", a.parallel]
             if workers:
                 cmd += ["--workers", ",".join(workers)]
+            if a.chat_template:
+                cmd += ["--chat-template", a.chat_template]
             p, url = start_proc(cmd)
             procs.append(p)
             what = "shardlm serve --parallel %s -t %s, %d node(s)" % (a.parallel, a.threads, 1 + len(workers))

@@ -159,7 +159,9 @@ def bench(args, model, n_nodes, n_prompt=None, n_gen=None, reps=None):
     n_gen = args.n_gen if n_gen is None else n_gen
     reps = args.reps if reps is None else reps
     cmd = [args.bin, "bench", "-m", model, "-t", str(args.threads), "-p", str(n_prompt), "-n", str(n_gen),
-           "-r", str(reps), "--json"]
+           "-r", str(reps), "--json", "--parallel", str(args.parallel)]
+    if args.sync_type:
+        cmd += ["--sync-type", args.sync_type]
     if n_nodes > 1:
         cmd += ["--workers", ",".join(SUBNET + "%d:%d" % (i + 1, RELAY_PORT) for i in range(1, n_nodes))]
     r = subprocess.run(ns_exec(node_ns(0), *cmd), capture_output=True, text=True, timeout=1800)
@@ -180,6 +182,8 @@ def main():
     ap.add_argument("-p", "--n-prompt", type=int, default=0)
     ap.add_argument("-n", "--n-gen", type=int, default=32)
     ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--parallel", type=int, default=1, help="sequences decoding together (bench --parallel)")
+    ap.add_argument("--sync-type", help="passed to bench (default: bench's, auto)")
     ap.add_argument("--bin", default="build/release/shardlm")
     ap.add_argument("--relay", default="build/release/delay_relay")
     ap.add_argument("--no-calibrate", action="store_true",

@@ -71,6 +71,7 @@ Runner add_bench(CLI::App& app) {
   auto reps = std::make_shared<int>(3);
   auto bandwidth = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
+  auto parallel = std::make_shared<int>(1);
   auto co = std::make_shared<ClusterCliOptions>();
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
@@ -79,6 +80,8 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("-r,--repetitions", *reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_flag("--bandwidth", *bandwidth, "also measure this machine's memory read bandwidth");
   cmd->add_flag("--json", *json, "print one JSON object");
+  cmd->add_option("--parallel", *parallel, "sequences decoding together (tg: tokens/s of all of them)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
   return [=]() {
     auto m = model::load_model(o->model);
     if (!m) return fail(m.error());
@@ -94,14 +97,18 @@ Runner add_bench(CLI::App& app) {
     std::vector<float> logits(cfg.n_vocab);
     std::vector<double> pp, tg;
     runtime::ClusterOptions copt;
-    if (std::string e = cluster_options(*co, *o, ctx, &copt); !e.empty()) return fail(e);
+    if (std::string e = cluster_options(*co, *o, ctx, &copt, *parallel); !e.empty()) return fail(e);
     auto cl = runtime::Cluster::start(**m, o->model, copt, pool);
     if (!cl) return fail(cl.error());
     runtime::Cluster& cluster = **cl;
     sampler::Params greedy;
     greedy.temperature = 0;
-    runtime::Sequence seq(0, cfg.n_vocab);
-    seq.set_sampling(greedy);
+    std::vector<std::unique_ptr<runtime::Sequence>> seqs;
+    for (int b = 0; b < *parallel; ++b) {
+      seqs.push_back(std::make_unique<runtime::Sequence>(b, cfg.n_vocab));
+      seqs.back()->set_sampling(greedy);
+    }
+    runtime::Sequence& seq = *seqs[0];
     auto warm = cluster.extend(seq, std::span<const int32_t>(prompt.data(), 1), true);  // warm-up: page in weights
     if (!warm) return fail(warm.error());
     std::vector<runtime::NodeStats> tg0, tg1;  // counters around the decode phases
@@ -115,16 +122,27 @@ Runner add_bench(CLI::App& app) {
         pp.push_back(*n_prompt / t.seconds());
       }
       if (*n_gen > 0) {
-        int32_t tok = prompt[0];
+        // Every sequence decodes from the prompt (the others evaluate it untimed).
+        std::vector<int32_t> tok(seqs.size(), prompt[0]);
         seq.truncate(*n_prompt > 0 ? *n_prompt : 0);
+        for (size_t b = 1; b < seqs.size(); ++b) {
+          seqs[b]->truncate(0);
+          if (*n_prompt > 0) {
+            auto st = cluster.extend(*seqs[b], std::span<const int32_t>(prompt.data(), *n_prompt), false);
+            if (!st) return fail(st.error());
+          }
+        }
         tg0 = cluster.stats();
         util::Timer t;
+        std::vector<runtime::Cluster::SeqStep> batch(seqs.size());
         for (int i = 0; i < *n_gen; ++i) {
-          auto next = cluster.extend(seq, std::span<const int32_t>(&tok, 1), true);
+          for (size_t b = 0; b < seqs.size(); ++b)
+            batch[b] = {seqs[b].get(), std::span<const int32_t>(&tok[b], 1), runtime::Want::kCandidates, {}};
+          auto next = cluster.run(batch);
           if (!next) return fail(next.error());
-          tok = *next;
+          for (size_t b = 0; b < seqs.size(); ++b) tok[b] = (*next)[b].token;
         }
-        tg.push_back(*n_gen / t.seconds());
+        tg.push_back(double(*n_gen) * *parallel / t.seconds());
         tg1 = cluster.stats();
         for (int i = 0; i < cluster.n_nodes(); ++i) {
           const auto &a = tg0[i].counters, &b = tg1[i].counters;
@@ -135,20 +153,20 @@ Runner add_bench(CLI::App& app) {
         }
       }
     }
-    const double n_tg = double(*n_gen) * *reps;
+    const double n_tg = double(*n_gen) * *reps * *parallel;
     const double weight_gb = double((*m)->weights.matrix_bytes()) / 1e9;
     (void)logits;
     const double bw = *bandwidth ? measure_read_bandwidth(pool) : 0;
     const Stat spp = pp.empty() ? Stat{} : stat(pp), stg = tg.empty() ? Stat{} : stat(tg);
-    const double gbs = stg.mean * weight_gb;
+    const double gbs = stg.mean / *parallel * weight_gb;  // weights are read once per step
     if (*json) {
       std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
-                  "\"kv_type\": \"%s\", \"attention\": \"%s\", "
+                  "\"parallel\": %d, \"kv_type\": \"%s\", \"attention\": \"%s\", "
                   "\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, "
                   "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f, \"n_nodes\": %d, "
                   "\"cluster\": \"%s\", \"nodes\": [",
                   o->model.c_str(), o->threads, kernels::isa_name(kernels::active_isa()), *n_prompt, *n_gen,
-                  model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention),
+                  *parallel, model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention),
                   spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw, cluster.n_nodes(),
                   cluster.n_nodes() > 1 ? cluster.describe().c_str() : "");
       // Per node, per generated token (decode phases only): compute and sync ms, bytes.
@@ -164,7 +182,8 @@ Runner add_bench(CLI::App& app) {
                   model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention));
       if (!pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", *n_prompt, spp.mean, spp.sd);
       if (!tg.empty())
-        std::printf("tg%-5d %10.2f ± %.2f tokens/s  (%.2f GB/s of weights)\n", *n_gen, stg.mean, stg.sd, gbs);
+        std::printf("tg%-5d %10.2f ± %.2f tokens/s%s  (%.2f GB/s of weights)\n", *n_gen, stg.mean, stg.sd,
+                    *parallel > 1 ? (" of " + std::to_string(*parallel) + " sequences").c_str() : "", gbs);
       if (cluster.n_nodes() > 1) std::printf("cluster: %s\n", cluster.describe().c_str());
       if (!tg.empty())
         for (int i = 0; i < cluster.n_nodes(); ++i)

@@ -165,43 +165,42 @@ void Transformer::matmul_runs(const Matrix& w, const void* xq, size_t xq_stride,
     });
 }
 
-void Transformer::linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs) {
+void Transformer::linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs,
+                         int64_t y_stride) {
   const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
   const void* xq = quantized(x, n, w.cols, vt);
-  matmul_runs(w, xq, kernels::activation_bytes(vt, w.cols), y, w.rows, runs);
+  matmul_runs(w, xq, kernels::activation_bytes(vt, w.cols), y, y_stride, runs);
 }
 
-util::Status Transformer::gathered_linear(const Matrix& w, const float* x, int n, int col0, int cols, bool q8,
-                                          float* y) {
-  CHECK(comm_ != nullptr && w.rows == part_.n_rows && w.cols >= cols);
-  const int64_t full = w.cols;
-  const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
-  const void* xq;
-  size_t xq_stride;
-  if (q8) {  // each node quantizes its own columns exactly as one node quantizes the row
-    xq_stride = kernels::activation_bytes(vt, full);
-    const size_t off = kernels::activation_bytes(vt, col0), len = kernels::activation_bytes(vt, cols);
-    gather_.resize(xq_stride * n);
-    for (int b = 0; b < n; ++b)
-      kernels::quantize_activation(vt, x + size_t(b) * cols, gather_.data() + b * xq_stride + off, cols);
-    RETURN_IF_ERROR(comm_->all_gather_rows(gather_.data(), n, xq_stride, off, len));
-    xq = gather_.data();
-  } else {   // F32 columns, then the whole row quantized here
-    gather_.resize(sizeof(float) * full * n);
-    float* g = reinterpret_cast<float*>(gather_.data());
-    for (int b = 0; b < n; ++b) std::memcpy(g + b * full + col0, x + size_t(b) * cols, sizeof(float) * cols);
-    RETURN_IF_ERROR(comm_->all_gather_rows(gather_.data(), n, sizeof(float) * full, sizeof(float) * col0,
-                                           sizeof(float) * cols));
-    act_src_ = nullptr;
-    xq = quantized(g, n, full, vt);
-    xq_stride = kernels::activation_bytes(vt, full);
+class Transformer::Local : public LocalLinear {
+ public:
+  Local(Transformer& t, int n) : t_(t), n_(n) {}
+  int rows() const override { return n_; }
+  void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) override {
+    t_.act_src_ = nullptr;  // x may be a collective's buffer: never a cached source
+    t_.linear(w, x, n_, y, t_.runs_, y_stride);
+    t_.act_src_ = nullptr;
   }
-  // This node's rows of W land in columns [row_begin, row_begin + n_rows) of y[n][dim].
-  const int D = cfg_.dim;
-  matmul_runs(w, xq, xq_stride, y + part_.row_begin, D, runs_);
+  void linear_quantized(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride) override {
+    t_.matmul_runs(w, xq, xq_stride, y, y_stride, t_.runs_);
+  }
+
+ private:
+  Transformer& t_;
+  int n_;
+};
+
+util::Status Transformer::project(ReducePoint at, const Matrix& w, const float* x, int n, int col0, int cols,
+                                  float* y) {
   act_src_ = nullptr;
-  return comm_->all_gather_rows(reinterpret_cast<uint8_t*>(y), n, sizeof(float) * D, sizeof(float) * part_.row_begin,
-                                sizeof(float) * part_.n_rows);
+  if (!comm_) {
+    linear(w, x, n, y);
+    return util::ok_status();
+  }
+  Local local(*this, n);
+  util::Status st = comm_->reduce(at, w, x, col0, cols, y, local);
+  act_src_ = nullptr;
+  return st;
 }
 
 util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
@@ -224,15 +223,9 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
     linear(lw.wk, xn_.data(), n, k_.data());
     linear(lw.wv, xn_.data(), n, v_.data());
     attention(l, segs, n_segs);
-    // x += sum over nodes of (att Wo)
-    act_src_ = nullptr;
-    if (part_.exact) {
-      RETURN_IF_ERROR(gathered_linear(lw.wo, att_.data(), n, part_.head_begin * c.head_dim, q_dim_,
-                                      part_.gather_q8_att, proj_.data()));
-    } else {
-      linear(lw.wo, att_.data(), n, proj_.data());
-      if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
-    }
+    // x += att Wo, summed over the nodes (the first reduce point)
+    RETURN_IF_ERROR(project(ReducePoint::kAttention, lw.wo, att_.data(), n, part_.head_begin * c.head_dim, q_dim_,
+                            proj_.data()));
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
 
     // --- MLP block: x += (silu(xn Wg) * (xn Wu)) Wd
@@ -242,14 +235,8 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
     linear(lw.w_gate, xn_.data(), n, gate_.data());
     linear(lw.w_up, xn_.data(), n, up_.data());
     kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
-    act_src_ = nullptr;
-    if (part_.exact) {
-      RETURN_IF_ERROR(gathered_linear(lw.w_down, gate_.data(), n, part_.ff_begin, part_.n_ff, part_.gather_q8_ff,
-                                      proj_.data()));
-    } else {
-      linear(lw.w_down, gate_.data(), n, proj_.data());
-      if (comm_) RETURN_IF_ERROR(comm_->all_reduce(proj_.data(), size_t(n) * D));
-    }
+    // x += mlp Wd, summed over the nodes (the second reduce point)
+    RETURN_IF_ERROR(project(ReducePoint::kMlp, lw.w_down, gate_.data(), n, part_.ff_begin, part_.n_ff, proj_.data()));
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
   }
   if (!logits) return util::ok_status();
@@ -278,7 +265,7 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
   }
   if (rows == 0) return util::ok_status();
   act_src_ = nullptr;
-  linear(w_.output, xn_.data(), rows, logits, out_runs);
+  linear(w_.output, xn_.data(), rows, logits, out_runs, w_.output.rows);
   act_src_ = nullptr;
   return util::ok_status();
 }

@@ -21,24 +21,13 @@ namespace model {
 
 // The part of every layer a node computes (DESIGN §3); the whole model by default. The
 // Weights given with it are already sliced: wq rows of the local heads, wk/wv rows of the
-// local KV heads, wo columns of the local heads, gate/up rows and down columns of the
-// local MLP range, output rows of the local vocabulary range.
-//
-// Exact mode (`--sync-type exact`) cuts Wo and down by output rows instead: every node
-// holds rows [row_begin, row_begin + n_rows) with all their columns. The inputs of Wo and
-// down (attention output, MLP hidden) are all-gathered -- as the very bytes one node
-// would quantize them to when gather_q8 says every node's range falls on whole blocks,
-// else as F32 -- and the output rows are all-gathered as F32. Every output element is then
-// computed by the same per-row dot product as on one node, so N nodes give bit-identical
-// logits to one node, at the price of four gathers per layer instead of two all-reduces.
+// local KV heads, gate/up rows of the local MLP range, output rows of the local vocabulary
+// range; Wo and down as the Collective's sync mode cuts them (runtime/reduce.h).
 struct Partition {
   int head_begin = 0, n_heads = 0;      // query heads [head_begin, head_begin + n_heads)
   int kv_begin = 0, n_kv_heads = 0;     // KV heads computed (and cached) here
   int ff_begin = 0, n_ff = 0;           // local MLP rows
   int vocab_begin = 0, n_vocab = 0;     // local logits range
-  bool exact = false;                   // Wo / down split by output rows (see above)
-  int row_begin = 0, n_rows = 0;        // exact: Wo and down rows held here
-  bool gather_q8_att = false, gather_q8_ff = false;  // exact: gather quantized inputs
   static Partition whole(const Config& c) {
     Partition p;
     p.n_heads = c.n_heads;
@@ -49,16 +38,30 @@ struct Partition {
   }
 };
 
-// Sums a partial vector over all nodes, in place; every node must end with bit-identical
-// values. Single node: absent (nullptr), the partial is already the sum. A failure (a peer
-// died or timed out) ends the forward pass with that Status.
+// This node's products, as a Collective asks for them (the model's matmuls, threads and
+// per-segment batch order over the batch's rows).
+class LocalLinear {
+ public:
+  virtual ~LocalLinear() = default;
+  virtual int rows() const = 0;  // rows of the batch
+  // y[b * y_stride + r] = W[r] . x[b] for every row r of w; x[b]: w.cols floats.
+  virtual void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) = 0;
+  // The same from activations already quantized to w's vec_dot_type, xq_stride apart.
+  virtual void linear_quantized(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride) = 0;
+};
+
+// The two points per layer where the nodes' parts meet (DESIGN §4): the attention output
+// projection and the MLP down projection. Absent (nullptr) on one node.
+enum class ReducePoint : uint8_t { kAttention = 0, kMlp = 1 };
 class Collective {
  public:
   virtual ~Collective() = default;
-  virtual util::Status all_reduce(float* x, size_t n) = 0;
-  // Exact mode: buf is n_rows rows of row_bytes; this node filled [offset, offset + len) of
-  // each; afterwards every row is whole on every node (net::Collectives::all_gather_rows).
-  virtual util::Status all_gather_rows(uint8_t* buf, int n_rows, size_t row_bytes, size_t offset, size_t len) = 0;
+  // y[n][dim] = W x for the whole input, bit-identical on every node, from this node's
+  // columns [col0, col0 + cols) of the input (x[n][cols]: its heads' attention output or
+  // its MLP rows) and its slice w of the weight. A failure (a peer died or timed out) ends
+  // the forward pass with that Status.
+  virtual util::Status reduce(ReducePoint at, const Matrix& w, const float* x, int col0, int cols, float* y,
+                              LocalLinear& local) = 0;
 };
 
 enum class AttentionMode : uint8_t { kExact = 0, kFlash = 1 };
@@ -142,12 +145,12 @@ class Transformer {
   // Adjacent segments of the same batch order merged into runs.
   void plan_runs(const Segment* segs, int n_segs);
   // y[b][rows] = W x[b] for the rows of runs, activations quantized once per (input, type).
-  void linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs);
-  void linear(const Matrix& w, const float* x, int n, float* y) { linear(w, x, n, y, runs_); }
+  void linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs, int64_t y_stride);
+  void linear(const Matrix& w, const float* x, int n, float* y) { linear(w, x, n, y, runs_, w.rows); }
+  // A reduce point: y[n][dim] = W x over all nodes, from this node's input columns.
+  util::Status project(ReducePoint at, const Matrix& w, const float* x, int n, int col0, int cols, float* y);
+  class Local;  // LocalLinear over this batch
   const void* quantized(const float* x, int n, int64_t cols, tensor::Type t);
-  // Exact mode: y[b][dim] = W x for the whole input, from this node's input columns
-  // [col0, col0 + cols) of x (local rows [n][cols]) and its rows of W (see Partition).
-  util::Status gathered_linear(const Matrix& w, const float* x, int n, int col0, int cols, bool q8, float* y);
   void matmul_runs(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride,
                    const std::vector<Run>& runs);
 
@@ -176,7 +179,6 @@ class Transformer {
   std::vector<float> scores_;  // [threads][ctx] attention scores
   std::vector<float> rope_;    // [B][n_rot] cos/sin per token position
   std::vector<uint8_t> act_;   // quantized activations
-  std::vector<uint8_t> gather_;  // exact mode: gathered input rows (quantized or F32)
   const float* act_src_ = nullptr;
   tensor::Type act_type_ = tensor::Type::F32;
 };

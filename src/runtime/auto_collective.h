@@ -7,18 +7,19 @@
 #pragma once
 #include <memory>
 
-#include "model/transformer.h"
 #include "net/collectives.h"
 #include "plan/cost.h"
+#include "runtime/reduce.h"
 
 namespace runtime {
 
-class AutoCollective : public model::Collective {
+class AutoCollective : public ReduceCollective {
  public:
   // forced_algo: a net::AllReduceAlgo, or -1 to choose per size. dim: values per row.
-  AutoCollective(net::Transport& t, net::SyncType sync, int forced_algo, double alpha_us, double beta_gbps,
-                 int dim, double base_timeout_s, int batch)
-      : t_(t), sync_(sync), forced_(forced_algo), alpha_(alpha_us), beta_(beta_gbps), dim_(dim),
+  AutoCollective(net::Transport& t, const ExactRows& exact, net::SyncType sync, int forced_algo, double alpha_us,
+                 double beta_gbps, int dim, double base_timeout_s, int batch)
+      : ReduceCollective(exact, dim),
+        t_(t), sync_(sync), forced_(forced_algo), alpha_(alpha_us), beta_(beta_gbps), dim_(dim),
         one_(t, {sync, net::AllReduceAlgo::kAllGather, base_timeout_s}),
         many_(t, {sync, net::AllReduceAlgo::kAllGather, base_timeout_s + 0.25 * batch}) {}
 

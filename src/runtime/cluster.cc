@@ -77,8 +77,9 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
     c->plan_ = std::move(*p);
     RETURN_IF_ERROR(c->setup_workers(*hash));
     c->t_->reset_counters();
-    c->coll_ = std::make_unique<AutoCollective>(*c->t_, c->o_.sync, c->forced_algo_, c->alpha_us_, c->beta_gbps_,
-                                                m.config.dim, o.step_timeout_s, o.batch);
+    c->coll_ = std::make_unique<AutoCollective>(*c->t_, ExactRows::of(c->plan_.nodes[0]), c->o_.sync,
+                                                c->forced_algo_, c->alpha_us_, c->beta_gbps_, m.config.dim,
+                                                o.step_timeout_s, o.batch);
   } else {
     c->o_.exact = false;
     auto p = plan::make_plan(shape, shares, false);

@@ -1,14 +1,15 @@
-// net_collective.h: the model's all-reduce hook (model::Collective) carried out by the
-// net module's collectives, with per-call accounting of time and bytes.
+// net_collective.h: the model's reduce points (runtime/reduce.h) carried out by the net
+// module's collectives with a fixed algorithm, with per-call accounting of time and bytes
+// (the tests' in-process clusters; the cluster's own is AutoCollective).
 #pragma once
-#include "model/transformer.h"
 #include "net/collectives.h"
+#include "runtime/reduce.h"
 
 namespace runtime {
 
-class NetCollective : public model::Collective {
+class NetCollective : public ReduceCollective {
  public:
-  explicit NetCollective(net::Collectives& coll) : coll_(coll) {}
+  NetCollective(net::Collectives& coll, const ExactRows& exact, int dim) : ReduceCollective(exact, dim), coll_(coll) {}
   util::Status all_reduce(float* x, size_t n) override {
     return coll_.all_reduce(std::span<float>(x, n));
   }

@@ -40,11 +40,6 @@ model::Partition partition_of(const plan::NodeSlice& s) {
   p.n_kv_heads = s.kv_heads.size();
   p.ff_begin = s.ff.begin;
   p.n_ff = s.ff.size();
-  p.exact = s.exact;
-  p.row_begin = s.rows.begin;
-  p.n_rows = s.rows.size();
-  p.gather_q8_att = s.gather_q8_att;
-  p.gather_q8_ff = s.gather_q8_ff;
   p.vocab_begin = s.vocab.begin;
   p.n_vocab = s.vocab.size();
   return p;

@@ -135,11 +135,12 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
   // The shapes the forward pass relies on.
   const int d = s.config.head_dim, D = s.config.dim;
   const model::Partition& p = h->node.part;
+  const ExactRows e = ExactRows::of(s.slice);
   for (const auto& lw : w.layers)
     if (lw.wq.rows != p.n_heads * d || lw.wk.rows != p.n_kv_heads * d || lw.wv.rows != p.n_kv_heads * d ||
-        lw.wo.cols != (p.exact ? s.config.n_heads : p.n_heads) * d || lw.wo.rows != (p.exact ? p.n_rows : D) ||
-        lw.w_gate.rows != p.n_ff || lw.w_up.rows != p.n_ff || lw.w_down.cols != (p.exact ? s.config.n_ff : p.n_ff) ||
-        lw.w_down.rows != (p.exact ? p.n_rows : D) || lw.wq.cols != D || lw.w_gate.cols != D ||
+        lw.wo.cols != (e.on ? s.config.n_heads : p.n_heads) * d || lw.wo.rows != (e.on ? e.n_rows : D) ||
+        lw.w_gate.rows != p.n_ff || lw.w_up.rows != p.n_ff || lw.w_down.cols != (e.on ? s.config.n_ff : p.n_ff) ||
+        lw.w_down.rows != (e.on ? e.n_rows : D) || lw.wq.cols != D || lw.w_gate.cols != D ||
         lw.attn_norm.size() != size_t(D) || lw.ffn_norm.size() != size_t(D))
       return Status::error(root + " sent a slice whose shapes do not match its setup");
   if (w.output.rows != p.n_vocab || w.output.cols != D || w.output_norm.size() != size_t(D))
@@ -196,7 +197,7 @@ Status Worker::session(net::Transport& t) {
     return Status::error("session setup from " + root + ": " + std::to_string(s.n_slots) + " KV slots of " +
                          std::to_string(s.ctx) + " positions need " + std::to_string(int64_t(kv_bytes / 1e6)) +
                          " MB, more than this machine's memory; give the root fewer --parallel slots or a smaller --ctx");
-  AutoCollective coll(t, s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim, s.step_timeout_s, s.batch);
+  AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim, s.step_timeout_s, s.batch);
   model::RunConfig rc;
   rc.ctx = s.ctx;
   rc.n_slots = s.n_slots;

@@ -63,7 +63,8 @@ class ThreadCluster {
       pools_.push_back(std::make_unique<util::ThreadPool>(threads));
       colls_.push_back(std::make_unique<net::Collectives>(
           *transports_[i], net::CollectiveOptions{sync, net::AllReduceAlgo::kAllGather, 30.0}));
-      adapters_.push_back(std::make_unique<runtime::NetCollective>(*colls_[i]));
+      adapters_.push_back(std::make_unique<runtime::NetCollective>(*colls_[i], runtime::ExactRows::of(plan_.nodes[i]),
+                                                                     m.config.dim));
     }
     for (int i = 0; i < n; ++i)
       tfs_.push_back(std::make_unique<model::Transformer>(m.config, nodes_[i].weights, *pools_[i], ctx,
