@@ -1,7 +1,7 @@
 // protocol_fuzz.cc: libFuzzer target for the runtime's session messages (runtime/protocol.h),
 // every message one side parses from the other:
 //   worker parses from the root: setup, tensor chunk, weights-done (u64), step (and
-//   check_step_fits against a few session shapes);
+//   check_step_fits against a few session shapes: dims, contexts, slots);
 //   root parses from a worker: setup-reply (u64), step reply.
 // The whole input goes to every parser. A refusal must carry a non-empty message; an
 // accepted message must survive encode -> parse -> encode unchanged (the encoders write
@@ -71,17 +71,19 @@ void write_seeds(const std::string& dir) {
   put("seed_chunk", runtime::encode_tensor_chunk({"blk.0.attn_q.weight", tensor::Type::Q8_0, 2, 32, 68, 32,
                                                   std::span<const uint8_t>(bytes.data(), 36)}));
   runtime::Step st;
-  st.pos = 3;
-  st.n = 1;
   st.embd_type = tensor::Type::Q8_0;
   st.rows = std::span<const uint8_t>(bytes.data(), 34);
-  st.want = runtime::Want::kCandidates;
-  st.k = 40;
-  st.penalties = {{5, 2}, {9, 1}};
+  runtime::StepSegment seg;
+  seg.slot = 1;
+  seg.pos = 3;
+  seg.n = 1;
+  seg.want = runtime::Want::kCandidates;
+  seg.k = 40;
+  seg.penalties = {{5, 2}, {9, 1}};
+  st.segs = {seg};
   put("seed_step", runtime::encode_step(st));
   runtime::StepReply r;
-  r.cand = {{1, 0.5f}, {7, -1.0f}};
-  r.lse = 2.0f;
+  r.sampled = {{{{1, 0.5f}, {7, -1.0f}}, 2.0f}};
   r.counters.steps = 3;
   put("seed_reply", runtime::encode_step_reply(r));
   put("seed_u64", runtime::encode_u64(1));
@@ -115,11 +117,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (step.ok()) {
     for (int dim : {32, 576, 4096}) {
       for (int ctx : {1, 4096}) {
-        util::Status st = runtime::check_step_fits(*step, dim, ctx, peer);
-        must_explain(st);
-        if (st.ok() && (step->pos + int64_t(step->n) > ctx ||
-                        step->rows.size() != tensor::row_bytes(step->embd_type, dim) * size_t(step->n)))
-          __builtin_trap();
+        for (int slots : {1, 4}) {
+          util::Status st = runtime::check_step_fits(*step, dim, ctx, slots, 256, peer);
+          must_explain(st);
+          if (!st.ok()) continue;
+          const int rows = step->rows_total();
+          if (rows > 256 || step->rows.size() != tensor::row_bytes(step->embd_type, dim) * size_t(rows))
+            __builtin_trap();
+          for (const runtime::StepSegment& g : step->segs)
+            if (g.slot >= slots || g.pos + int64_t(g.n) > ctx) __builtin_trap();
+        }
       }
     }
   }

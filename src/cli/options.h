@@ -27,7 +27,7 @@ struct RunOptions {
   // 128: measured best or within noise of the best from 32 to 512 on SmolLM2 and the 1B
   // shape, 1 and 2 threads (docs/BENCHMARKS.md); larger only adds buffer memory.
   int batch = 128;
-  // Q4_0 / Q4_K / Q6_K prompt batches in vec_dot order (kernels::set_lane_order(false)).
+  // Q4_0 / Q4_K / Q6_K prompt batches in vec_dot order (model::RunConfig::lane_order = false).
   bool exact_batches = false;
 };
 

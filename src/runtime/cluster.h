@@ -46,7 +46,7 @@ struct ClusterOptions {
   std::vector<std::string> workers;  // "host:port"; empty: one node
   std::vector<double> shares;        // one per node (root first); empty: equal
   net::SyncType sync = net::SyncType::kQ8_0;  // all-reduce encoding (unused when exact)
-  bool exact = false;                // gathers instead of all-reduces (model::Partition::exact)
+  bool exact = false;                // gathers instead of all-reduces (runtime/reduce.h)
   bool auto_sync = false;            // choose exact or q8_0 from the measured links (above)
   std::string algo = "auto";         // auto | all-gather | star | ring
   std::string cluster_key;
@@ -54,7 +54,7 @@ struct ClusterOptions {
   int ctx = 4096;
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
-  bool lane_order = true;            // kernels::set_lane_order, here and on every worker
+  bool lane_order = true;            // model::RunConfig::lane_order, here and on every worker
   int batch = 128;                   // rows per step
   int n_slots = 1;                   // sequences in the KV cache at once (ctx positions each)
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row

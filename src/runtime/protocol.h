@@ -56,7 +56,7 @@ struct Setup {
   int32_t n_slots = 1;
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
-  bool lane_order = true;        // kernels::set_lane_order for the session
+  bool lane_order = true;        // model::RunConfig::lane_order for the session
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
 };

@@ -8,15 +8,12 @@
 #include <memory>
 #include <thread>
 
-#include "kernels/kernels.h"
 #include "model/loader.h"
-#include "model/transformer.h"
 #include "net/tcp_transport.h"
 #include "runtime/auto_collective.h"
 #include "runtime/executor.h"
 #include "runtime/protocol.h"
 #include "runtime/slicer.h"
-#include "sampler/distributed.h"
 #include "tensor/quants.h"
 #include "util/memory.h"
 #include "util/sha256.h"
@@ -197,7 +194,8 @@ Status Worker::session(net::Transport& t) {
     return Status::error("session setup from " + root + ": " + std::to_string(s.n_slots) + " KV slots of " +
                          std::to_string(s.ctx) + " positions need " + std::to_string(int64_t(kv_bytes / 1e6)) +
                          " MB, more than this machine's memory; give the root fewer --parallel slots or a smaller --ctx");
-  AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim, s.step_timeout_s, s.batch);
+  AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim,
+                      s.step_timeout_s, s.batch);
   model::RunConfig rc;
   rc.ctx = s.ctx;
   rc.n_slots = s.n_slots;
