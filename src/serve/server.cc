@@ -213,10 +213,15 @@ class Handler {
 
     if (!r.stream) {
       std::string text;
+      // The client is asked after (about) every 100 ms whether it is still there.
       const int fd = client_socket(req);
+      auto asked = std::chrono::steady_clock::now();
       GenerationResult out = engine_.generate(*g, [&](const std::string& t) {
         text += t;
-        return !t.empty() || fd < 0 || peer_connected(fd);
+        const auto now = std::chrono::steady_clock::now();
+        if (fd < 0 || now - asked < std::chrono::milliseconds(100)) return true;
+        asked = now;
+        return peer_connected(fd);
       });
       if (out.finish_reason == "cancelled") return send_error(res, api_error(499, "the client went away", "cancelled"));
       if (!out.status.ok())

@@ -386,6 +386,29 @@ def full_queue():
           (m.get("shardlm_cancelled_total", 0) - m0.get("shardlm_cancelled_total", 0)))
     got = [answer(url, key)[0], streamed(url, key)[0]]
     check(got == [ref, ref], "after the queue drained, requests are answered as before: %r" % got)
+    # A non-streamed request whose client hangs up is cancelled too (it would otherwise hold
+    # the only slot for all its max_tokens).
+    m0 = metrics(url)
+    u = urllib.parse.urlparse(url)
+    body = json.dumps({"prompt": "1, 2, 3, 4, 5,", "max_tokens": 480, "temperature": 0}).encode()
+    sock = socket.create_connection((u.hostname, u.port))
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    deadline = time.time() + 10
+    while time.time() < deadline and metrics(url).get("shardlm_requests_running", 0) < 1:
+        time.sleep(0.02)
+    sock.close()
+    deadline, m = time.time() + 20, {}
+    while time.time() < deadline:  # the engine counts a request when its handler returns
+        m = metrics(url)
+        if m.get("shardlm_cancelled_total", 0) > m0.get("shardlm_cancelled_total", 0):
+            break
+        time.sleep(0.05)
+    cancelled = m.get("shardlm_cancelled_total", 0) - m0.get("shardlm_cancelled_total", 0)
+    gen = m.get("shardlm_completion_tokens_total", 0) - m0.get("shardlm_completion_tokens_total", 0)
+    check(cancelled == 1 and gen < 480,
+          "a non-streamed request whose client hung up is cancelled (cancelled +%s, %s of 480 tokens made)" %
+          (cancelled, gen))
     stop_server(server)
 
 
