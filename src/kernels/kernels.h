@@ -42,6 +42,7 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 // set_lane_order(false) is a process-wide veto for tests and tools (kLanes then acts as
 // kVecDot); lane_order() tells whether the matmul running on this thread may use lanes.
 enum class BatchOrder : uint8_t { kLanes = 0, kVecDot = 1 };
+constexpr int64_t kLaneMinBatch = 4;  // lane order is taken from this many columns on
 void set_lane_order(bool on);
 bool lane_order();
 void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,

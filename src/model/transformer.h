@@ -78,7 +78,7 @@ struct RunConfig {
   // segment, never on the other sequences in the batch. false: everything in vec_dot order.
   bool lane_order = true;
 };
-constexpr int kLaneMinRows = 4;
+constexpr int kLaneMinRows = int(kernels::kLaneMinBatch);
 
 // Rows [.., .. + n) of a batch: positions pos .. pos+n-1 of one sequence, in KV slot `slot`.
 enum class Logits : uint8_t { kNone = 0, kLast = 1, kAll = 2 };

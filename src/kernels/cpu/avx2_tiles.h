@@ -4,8 +4,9 @@
 // loop structure. Matmul tiles are kTileRows weight rows x kTileCols activation rows: each
 // weight block is decoded once per tile, each activation block loaded once per kTileRows
 // rows; rows are the outer loop so weights stream from memory once while the activations
-// stay in cache. Batches of kGemmMinBatch or more (prompt processing) take gemm_q instead:
-// packed activation chunks and decoded weight tiles, same per-element arithmetic.
+// stay in cache. Batches of more than kDecodeTilesMaxBatch (prompt processing) take gemm_q
+// instead: packed activation chunks and decoded weight tiles, same per-element arithmetic;
+// Q4_0 batches of kGemmMinBatch or more take the lane-order GEMM when lane order is allowed.
 // Include only from files compiled with AVX2 flags.
 #pragma once
 #include <algorithm>
@@ -148,6 +149,7 @@ float vec_dot_q(int64_t n, const void* w, const void* x) {
 // Integer dots are exact, so the only float operations per element are ggml's.
 constexpr int kGemmRows = 4;          // weight rows per tile (one __m128 of scales)
 constexpr int64_t kGemmMinBatch = 4;  // smaller batches take the decode tiles (memory-bound)
+static_assert(kGemmMinBatch == ::kernels::kLaneMinBatch, "kernels.h promises lane order from kLaneMinBatch");
 // vec_dot order: batches up to this many columns (decode rows of several sequences) also
 // take the decode tiles, whose 4-row weight tile stays in L1 across the column pairs;
 // measured faster than the packed GEMM there (1B shape Q4_0, 1 thread, 4 rows: 19.6 vs
