@@ -52,7 +52,8 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
       q_dim_(part.n_heads * cfg.head_dim),
       kv_dim_(part.n_kv_heads * cfg.head_dim),
       mode_(rc.attention),
-      lane_order_(rc.lane_order) {
+      lane_order_(rc.lane_order),
+      decode_lanes_(rc.decode_lanes) {
   const std::string why = attention_unsupported(cfg, rc.kv_type, rc.attention);
   CHECK_MSG(why.empty(), why.c_str());
   const int group = cfg.n_heads / cfg.n_kv_heads;
@@ -129,8 +130,9 @@ void Transformer::plan_runs(const Segment* segs, int n_segs) {
   runs_.clear();
   int row = 0;
   for (int s = 0; s < n_segs; ++s) {
-    const kernels::BatchOrder o = lane_order_ && segs[s].n >= kLaneMinRows ? kernels::BatchOrder::kLanes
-                                                                           : kernels::BatchOrder::kVecDot;
+    const kernels::BatchOrder o = lane_order_ && (segs[s].n >= kLaneMinRows || decode_lanes_)
+                                      ? kernels::BatchOrder::kLanes
+                                      : kernels::BatchOrder::kVecDot;
     if (!runs_.empty() && runs_.back().order == o)
       runs_.back().n += segs[s].n;
     else
@@ -253,8 +255,9 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
       kernels::rmsnorm(&xn_[size_t(rows + b) * D], &x_[size_t(row + first + b) * D], w_.output_norm.data(), D,
                        c.rms_eps);
     if (k > 0) {
-      const kernels::BatchOrder o = lane_order_ && k >= kLaneMinRows ? kernels::BatchOrder::kLanes
-                                                                     : kernels::BatchOrder::kVecDot;
+      const kernels::BatchOrder o = lane_order_ && (k >= kLaneMinRows || decode_lanes_)
+                                        ? kernels::BatchOrder::kLanes
+                                        : kernels::BatchOrder::kVecDot;
       if (!out_runs.empty() && out_runs.back().order == o)
         out_runs.back().n += k;
       else

@@ -77,6 +77,9 @@ struct RunConfig {
   // segments (decode rows) always in vec_dot order, so a row's bits depend only on its own
   // segment, never on the other sequences in the batch. false: everything in vec_dot order.
   bool lane_order = true;
+  // Opt-in throughput (`--fast-batches`): decode rows take lane order too when a run of
+  // them has >= kLaneMinRows rows, so their bits then depend on how many run together.
+  bool decode_lanes = false;
 };
 constexpr int kLaneMinRows = int(kernels::kLaneMinBatch);
 
@@ -163,7 +166,7 @@ class Transformer {
   int max_batch_;
   int q_dim_, kv_dim_;  // local: n_heads * head_dim, n_kv_heads * head_dim
   AttentionMode mode_;
-  bool lane_order_;
+  bool lane_order_, decode_lanes_;
   std::vector<Run> runs_;      // of the batch being evaluated
   std::vector<int> row_slot_, row_pos_;  // [B] each row's slot and position
   std::vector<int> kv_of_head_;  // [local heads] local KV head each query head reads

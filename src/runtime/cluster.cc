@@ -41,7 +41,6 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
                                                   const ClusterOptions& o, util::ThreadPool& pool) {
   std::unique_ptr<Cluster> c(new Cluster(m, pool));
   c->o_ = o;
-  kernels::set_lane_order(o.lane_order);  // the workers get it in the setup message
   const int n = int(o.workers.size()) + 1;
   std::vector<double> shares = o.shares;
   if (shares.empty()) shares.assign(n, 1.0);
@@ -100,6 +99,7 @@ model::RunConfig Cluster::run_config() const {
   rc.kv_type = o_.kv_type;
   rc.attention = o_.attention;
   rc.lane_order = o_.lane_order;
+  rc.decode_lanes = o_.decode_lanes;
   return rc;
 }
 
@@ -182,6 +182,7 @@ Status Cluster::setup_workers(const std::string& model_hash) {
     s.kv_type = o_.kv_type;
     s.attention = o_.attention;
     s.lane_order = o_.lane_order;
+    s.decode_lanes = o_.decode_lanes;
     s.step_timeout_s = o_.step_timeout_s;
     RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
     auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing

@@ -55,6 +55,7 @@ struct ClusterOptions {
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
   bool lane_order = true;            // model::RunConfig::lane_order, here and on every worker
+  bool decode_lanes = false;         // model::RunConfig::decode_lanes, the same
   int batch = 128;                   // rows per step
   int n_slots = 1;                   // sequences in the KV cache at once (ctx positions each)
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row

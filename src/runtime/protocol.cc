@@ -92,7 +92,7 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   w.put_i32(s.n_slots);
   w.put_u8(uint8_t(s.kv_type));
   w.put_u8(uint8_t(s.attention));
-  w.put_u8(s.lane_order ? 1 : 0);
+  w.put_u8(uint8_t(s.lane_order ? 1 : 0) | uint8_t(s.decode_lanes ? 2 : 0));
   put_f64(w, s.step_timeout_s);
   return w.take();
 }
@@ -146,8 +146,9 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   if (u > uint8_t(model::AttentionMode::kFlash)) return Status::error(what + " names an unknown attention mode");
   s.attention = model::AttentionMode(u);
   RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > 1) return Status::error(what + " has a bad batch-order flag");
-  s.lane_order = u == 1;
+  if (u > 3) return Status::error(what + " has a bad batch-order flag");
+  s.lane_order = u & 1;
+  s.decode_lanes = u & 2;
   RETURN_IF_ERROR(get_f64(r, &s.step_timeout_s));
   RETURN_IF_ERROR(r.finish());
   const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };

@@ -57,6 +57,7 @@ struct Setup {
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
   bool lane_order = true;        // model::RunConfig::lane_order for the session
+  bool decode_lanes = false;     // model::RunConfig::decode_lanes (one byte with lane_order)
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
 };

@@ -203,6 +203,7 @@ Status Worker::session(net::Transport& t) {
   rc.kv_type = s.kv_type;
   rc.attention = s.attention;
   rc.lane_order = s.lane_order;  // the root's batch order, so shared rows agree
+  rc.decode_lanes = s.decode_lanes;
   NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, rc, &coll);
   RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
   t.reset_counters();

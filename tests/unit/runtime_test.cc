@@ -468,8 +468,14 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   auto exact = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(exact.ok()) << exact.error();
   EXPECT_FALSE(exact->lane_order);
+  EXPECT_FALSE(exact->decode_lanes);
+  s.decode_lanes = true;
+  auto fast = runtime::parse_setup(runtime::encode_setup(s), "test");
+  ASSERT_TRUE(fast.ok()) << fast.error();
+  EXPECT_TRUE(fast->decode_lanes);
+  s.decode_lanes = false;
   std::vector<uint8_t> bad = runtime::encode_setup(s);
-  bad[bad.size() - 9] = 2;  // the flag byte, before the final f64 (step timeout)
+  bad[bad.size() - 9] = 4;  // the flag byte (lane order, decode lanes), before the final f64 (step timeout)
   auto refused = runtime::parse_setup(bad, "test");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("batch-order flag"), std::string::npos) << refused.error();
