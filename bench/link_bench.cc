@@ -59,8 +59,9 @@ void BM_DecodeStepFrames(benchmark::State& state) {
   seal_open(state, sizes);
 }
 BENCHMARK(BM_DecodeStepFrames)
-    ->Args({62, 36000})      // SmolLM2-135M, 2 nodes, exact sync: per token and direction
-    ->Args({66, 600000})     // Llama-3 8B shape (dim 4096, 32 layers), 2 nodes, exact sync
+    ->Args({121, 111333})   // SmolLM2-135M, 2 nodes, exact sync (bench: the root's frames per token)
+    ->Args({129, 854016})   // Llama-3 8B shape, 2 nodes, exact sync (plan: 834 KiB per token)
+    ->Args({65, 282931})    // Llama-3 8B shape, 2 nodes, q8_0 all-gather (plan: 276.3 KiB per token)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -294,7 +294,7 @@ void Connection::start_frame(MessageType type, std::span<const uint8_t> payload,
 
 Status Connection::integrity_failure(const std::string& detail) {
   broken_ = Status::error("integrity check failed on a frame from " + peer() + " (" + detail +
-                          "): it was altered, replayed, reordered or dropped on the way; the connection is closed");
+                          "): it was altered, replayed, reordered or dropped on the way; this link is given up");
   if (sealer_ && !writing_ && valid()) {  // tell the peer, without blocking
     const auto text = encode_error({ErrorCode::kIntegrity, broken_.message()});
     OutFrame f;
