@@ -22,6 +22,7 @@ Runner add_worker(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
+Runner add_keygen(CLI::App& app);
 
 // Prints "error: msg" to stderr and returns 1.
 int fail(const std::string& msg);

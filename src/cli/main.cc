@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(cli::add_serve);
   add(cli::add_chat);
   add(cli::add_perplexity);
+  add(cli::add_keygen);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

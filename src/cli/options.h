@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <thread>
 
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
+#include "net/cluster_key.h"
 #include "runtime/cluster.h"
 #include "sampler/sampler.h"
 
@@ -83,6 +85,9 @@ struct ClusterCliOptions {
   std::string sync = "auto";
   std::string algo = "auto";
   std::string cluster_key;
+  std::string cluster_key_file;
+  bool insecure = false;
+  std::string link_encryption = "on";
 };
 
 inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
@@ -94,7 +99,15 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
                   "bit-identical to one node), or the all-reduce encoding q8_0 (perplexity +0.35% on 3 nodes), f16, f32")
       ->capture_default_str();
   cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star or ring")->capture_default_str();
-  cmd->add_option("--cluster-key", o->cluster_key, "shared secret the workers were started with");
+  cmd->add_option("--cluster-key", o->cluster_key,
+                  "shared secret the workers were started with (visible in ps: prefer --cluster-key-file or "
+                  "$SHARDLM_CLUSTER_KEY)");
+  cmd->add_option("--cluster-key-file", o->cluster_key_file, "read the cluster key from this file")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--insecure", o->insecure, "allow --link-encryption off");
+  cmd->add_option("--link-encryption", o->link_encryption,
+                  "on: encrypt and authenticate every frame to keyed workers (default); off needs --insecure")
+      ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
 }
 
 // Fills runtime::ClusterOptions for n_slots sequences of ctx positions each (a prompt
@@ -109,13 +122,20 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
     return "--allreduce must be auto, all-gather, star or ring, not '" + c.algo + "'";
   for (double s : c.shares)
     if (!(s > 0) || !std::isfinite(s)) return "--shares values must be positive numbers";
+  std::vector<std::string> warnings;
+  auto key = net::resolve_cluster_key(c.cluster_key, c.cluster_key_file, &warnings);
+  if (!key) return key.error();
+  if (util::Status st = net::check_root_security(c.workers, *key, c.insecure, c.link_encryption == "on", &warnings); !st.ok())
+    return st.message();
+  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   out->workers = c.workers;
   out->shares = c.shares;
   out->sync = *sync;
   out->exact = exact;
   out->auto_sync = automatic;
   out->algo = c.algo;
-  out->cluster_key = c.cluster_key;
+  out->cluster_key = *key;
+  out->link_encryption = c.link_encryption == "on";
   out->ctx = ctx;
   out->kv_type = r.kv_type;
   out->attention = r.attention;

@@ -9,6 +9,7 @@
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "net/cluster_key.h"
 #include "serve/server.h"
 
 namespace cli {
@@ -41,6 +42,9 @@ Runner add_serve(CLI::App& app) {
   return [=]() {
     if (so->api_key.empty())
       if (const char* k = std::getenv("SHARDLM_API_KEY")) so->api_key = k;
+    if (so->api_key.empty() && !net::is_loopback_host(so->host))
+      std::fprintf(stderr, "warning: serving on %s without --api-key (or $SHARDLM_API_KEY): anyone who can reach "
+                   "the port can use the model\n", so->host.c_str());
     if (so->model_name == "shardlm") so->model_name = std::filesystem::path(o->model).stem().string();
     Backend b;
     if (std::string e = open_backend(*o, *co, *tmpl, &b, *parallel); !e.empty()) return fail(e);

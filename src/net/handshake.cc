@@ -1,6 +1,8 @@
 // handshake.cc: hello exchange and the HMAC-SHA256 challenge-response (see handshake.h).
-// Deliberately uses only OpenSSL's HMAC, RAND_bytes and CRYPTO_memcmp.
+// Deliberately uses only OpenSSL's HMAC, RAND_bytes and CRYPTO_memcmp (and link_crypto.h).
 #include "net/handshake.h"
+
+#include "net/link_crypto.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -40,14 +42,24 @@ Nonce fresh_nonce() {
 }
 
 std::string mismatch_text(const std::string& peer) {
-  return "cluster key mismatch with " + peer + ": start both with the same --cluster-key";
+  return "cluster key mismatch with " + peer +
+         " (its proof of the key failed the integrity check): start both with the same --cluster-key";
 }
 
 // Both ends know both hellos, so both reach the same verdict on key presence.
 Status check_key_presence(const std::string& peer, const HandshakeOptions& opt, const Hello& theirs) {
   const bool mine = !opt.cluster_key.empty();
-  if (mine == theirs.has_key) return {};
   const char* me = role_name(opt.role);
+  if (mine && theirs.has_key) {
+    const bool my_clear = !opt.link_encryption;
+    if (my_clear == theirs.clear_links) return {};
+    if (theirs.clear_links)
+      return Status::error(peer + " runs with --link-encryption off but this " + me +
+                           " encrypts its links: start both the same way");
+    return Status::error(peer + " encrypts its links but this " + std::string(me) +
+                         " runs with --link-encryption off: start both the same way");
+  }
+  if (mine == theirs.has_key) return {};
   if (mine) {
     return Status::error(peer + " was started without --cluster-key but this " + me +
                          " has one: start both with the same --cluster-key");
@@ -61,18 +73,44 @@ void send_error_quietly(Connection& c, ErrorCode code, const std::string& text, 
   (void)c.send(MessageType::kError, payload, timeout_s);
 }
 
-Expected<Hello> exchange_hellos(Connection& c, const HandshakeOptions& opt, const Nonce& mine) {
+// Both hellos as sent (their bytes go into the link keys) and the peer's, parsed.
+struct Hellos {
+  std::vector<uint8_t> mine_bytes, theirs_bytes;
+  Hello theirs;
+};
+
+Expected<Hellos> exchange_hellos(Connection& c, const HandshakeOptions& opt, const Nonce& mine) {
   Hello h;
   h.software_version = opt.software_version.substr(0, kMaxVersionString);
   h.role = opt.role;
   h.has_key = !opt.cluster_key.empty();
+  h.clear_links = h.has_key && !opt.link_encryption;
   h.nonce = mine;
+  Hellos out;
+  out.mine_bytes = encode_hello(h);
   // Both ends send first, then read: a peer of another protocol version therefore still
   // receives our hello and reports the mismatch from its side too.
-  RETURN_IF_ERROR(c.send(MessageType::kHello, encode_hello(h), opt.timeout_s));
+  RETURN_IF_ERROR(c.send(MessageType::kHello, out.mine_bytes, opt.timeout_s));
   auto m = c.recv_expect(MessageType::kHello, opt.timeout_s);
   if (!m.ok()) return m.status();
-  return parse_hello(m->payload, c.peer());
+  auto theirs = parse_hello(m->payload, c.peer());
+  if (!theirs.ok()) return theirs.status();
+  out.theirs = std::move(*theirs);
+  out.theirs_bytes = std::move(m->payload);
+  return out;
+}
+
+// After a successful keyed handshake: seal every later frame (unless both said clear).
+bool start_sealing(Connection& c, const HandshakeOptions& opt, const Hellos& h, const Nonce& mine, bool initiator) {
+  if (!opt.link_encryption) return false;
+  const Nonce& ni = initiator ? mine : h.theirs.nonce;
+  const Nonce& na = initiator ? h.theirs.nonce : mine;
+  const auto& hi = initiator ? h.mine_bytes : h.theirs_bytes;
+  const auto& ha = initiator ? h.theirs_bytes : h.mine_bytes;
+  LinkKeys k = derive_link_keys(opt.cluster_key, ni, na, hi, ha, initiator);
+  c.enable_sealing(k);
+  OPENSSL_cleanse(&k, sizeof k);
+  return true;
 }
 
 }  // namespace
@@ -84,7 +122,7 @@ std::vector<uint8_t> encode_hello(const Hello& h) {
   w.put_u16(h.protocol_version);
   w.put_string(h.software_version);
   w.put_u8(static_cast<uint8_t>(h.role));
-  w.put_u8(h.has_key ? 1 : 0);
+  w.put_u8(h.has_key ? (h.clear_links ? 2 : 1) : 0);
   w.put_bytes(h.nonce);
   return w.take();
 }
@@ -105,11 +143,12 @@ Expected<Hello> parse_hello(std::span<const uint8_t> payload, std::string_view p
                          ", this shardlm speaks " + std::to_string(kProtocolVersion) +
                          ": upgrade both to the same version");
   }
-  if (role > 1 || has_key > 1) {
+  if (role > 1 || has_key > 2) {
     return Status::error("hello from " + std::string(peer) + " has an invalid role or key flag");
   }
   h.role = static_cast<Role>(role);
   h.has_key = has_key != 0;
+  h.clear_links = has_key == 2;
   std::memcpy(h.nonce.data(), nonce.data(), kNonceBytes);
   return h;
 }
@@ -141,8 +180,9 @@ Proof compute_proof(std::string_view key, const Nonce& a, const Nonce& b, std::s
 Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& opt) {
   FrameLimitGuard limit(c);
   const Nonce mine = fresh_nonce();
-  auto theirs = exchange_hellos(c, opt, mine);
-  if (!theirs.ok()) return theirs.status();
+  auto hellos = exchange_hellos(c, opt, mine);
+  if (!hellos.ok()) return hellos.status();
+  const Hello* theirs = &hellos->theirs;
   RETURN_IF_ERROR(check_key_presence(c.peer(), opt, *theirs));
   PeerInfo info{theirs->role, theirs->software_version};
   if (opt.cluster_key.empty()) return info;
@@ -165,14 +205,16 @@ Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& op
     return Status::error(mismatch_text(c.peer()));
   }
   RETURN_IF_ERROR(c.send(MessageType::kAuthOk, {}, opt.timeout_s));
+  info.sealed = start_sealing(c, opt, *hellos, mine, true);
   return info;
 }
 
 Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt) {
   FrameLimitGuard limit(c);
   const Nonce mine = fresh_nonce();
-  auto theirs = exchange_hellos(c, opt, mine);
-  if (!theirs.ok()) return theirs.status();
+  auto hellos = exchange_hellos(c, opt, mine);
+  if (!hellos.ok()) return hellos.status();
+  const Hello* theirs = &hellos->theirs;
   // Now we know who called: name it by role ("root 10.0.0.1:51234").
   const std::string addr = c.address();
   if (!addr.empty()) c.set_peer(std::string(role_name(theirs->role)) + " " + addr);
@@ -199,6 +241,7 @@ Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt
     return peer_gave_up(c.peer(), ok->payload);
   }
   if (ok->type != MessageType::kAuthOk) return unexpected_type(c.peer(), ok->type, MessageType::kAuthOk);
+  info.sealed = start_sealing(c, opt, *hellos, mine, false);
   return info;
 }
 

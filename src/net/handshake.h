@@ -11,8 +11,14 @@
 // another protocol version fail on both sides with a message that says what to do.
 // During the handshake the connection's frame limit is lowered to 64 KiB, so a stranger
 // cannot make a node allocate a large buffer before it has identified itself.
-// Deliberately no encryption or integrity of later traffic: the key keeps strangers from
-// joining a cluster (and from feeding it weights), it does not make the link private.
+// After a keyed handshake both ends derive per-direction AES-256-GCM keys from the
+// cluster key, both nonces and both hellos (link_crypto.h), and every later frame is
+// sealed: a stranger on the path can neither read nor alter, replay, reorder or drop
+// frames unnoticed. The hello's key byte says 0 (no key), 1 (key, sealed links) or 2
+// (key, links in clear: --insecure --link-encryption off); both ends must agree.
+// Without a key on both sides the connection stays in clear (loopback, --insecure).
+// The hellos, proofs and auth-ok themselves travel in clear; the hellos are bound into
+// the keys, so a tampered hello shows as an integrity failure of the first sealed frame.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -36,6 +42,7 @@ struct Hello {
   std::string software_version;
   Role role = Role::kWorker;
   bool has_key = false;
+  bool clear_links = false;  // with a key: frames stay in clear (--link-encryption off)
   Nonce nonce{};
 };
 std::vector<uint8_t> encode_hello(const Hello& h);
@@ -48,6 +55,7 @@ Proof compute_proof(std::string_view key, const Nonce& a, const Nonce& b, std::s
 struct HandshakeOptions {
   Role role = Role::kWorker;        // this node's role
   std::string cluster_key;          // empty: no key
+  bool link_encryption = true;      // with a key: seal every later frame (link_crypto.h)
   std::string software_version = "unknown";
   double timeout_s = 5.0;           // per message
 };
@@ -55,6 +63,7 @@ struct HandshakeOptions {
 struct PeerInfo {
   Role role = Role::kWorker;
   std::string software_version;
+  bool sealed = false;  // later frames are encrypted and authenticated
 };
 
 // Runs the handshake on a fresh connection. The acceptor renames the connection's peer

@@ -88,6 +88,9 @@ Status unexpected_type(const std::string& peer, MessageType got, MessageType wan
 Status peer_gave_up(const std::string& peer, std::span<const uint8_t> payload) {
   auto e = parse_error(payload, peer);
   if (!e.ok()) return e.status();
+  if (e->code == ErrorCode::kIntegrity)
+    return Status::error("integrity check failed on the link to " + peer + ": it refused a frame from this node as "
+                         "altered, replayed, reordered or dropped on the way, and ended the session");
   return Status::error(peer + " gave up: " + e->text);
 }
 
@@ -260,17 +263,52 @@ Expected<Socket> Listener::accept(double timeout_s) {
 
 // ---- Connection ----
 
+void Connection::enable_sealing(const LinkKeys& keys) {
+  sealer_ = std::make_unique<FrameCipher>(keys.send, FrameCipher::Mode::kSeal);
+  opener_ = std::make_unique<FrameCipher>(keys.recv, FrameCipher::Mode::kOpen);
+}
+
 void Connection::start_frame(MessageType type, std::span<const uint8_t> payload, OutFrame* out) {
   FrameHeader h;
   h.type = type;
   h.seq = send_seq_++;
   h.payload_bytes = payload.size();
-  encode_header(h, out->header);
-  out->payload = payload;
   out->done = 0;
+  writing_ = true;
+  if (!sealer_) {
+    encode_header(h, out->header);
+    out->payload = payload;
+    return;
+  }
+  h.flags = kFlagSealed;
+  h.payload_bytes += kTagBytes;
+  encode_header(h, out->header);
+  // Keep the buffer from frame to frame (weight chunks are 64 MiB each), but not a large
+  // one once frames are small again.
+  constexpr size_t kKeepBytes = size_t(1) << 20;
+  if (h.payload_bytes <= kKeepBytes && out->sealed.capacity() > kKeepBytes) std::vector<uint8_t>().swap(out->sealed);
+  out->sealed.resize(h.payload_bytes);
+  sealer_->seal(h.seq, out->header, payload, out->sealed.data(), out->sealed.data() + payload.size());
+  out->payload = out->sealed;
+}
+
+Status Connection::integrity_failure(const std::string& detail) {
+  broken_ = Status::error("integrity check failed on a frame from " + peer() + " (" + detail +
+                          "): it was altered, replayed, reordered or dropped on the way; this link is given up");
+  if (sealer_ && !writing_ && valid()) {  // tell the peer, without blocking
+    const auto text = encode_error({ErrorCode::kIntegrity, broken_.message()});
+    OutFrame f;
+    start_frame(MessageType::kError, text, &f);
+    const Status saved = std::move(broken_);
+    broken_ = Status();
+    (void)write_some(&f);
+    broken_ = saved;
+  }
+  return broken_;
 }
 
 Expected<bool> Connection::write_some(OutFrame* f) {
+  if (!broken_.ok()) return broken_;
   while (f->done < f->total()) {
     iovec iov[2];
     int n_iov = 0;
@@ -295,10 +333,12 @@ Expected<bool> Connection::write_some(OutFrame* f) {
     counters_.bytes_sent += static_cast<uint64_t>(w);
   }
   counters_.frames_sent++;
+  writing_ = false;
   return true;
 }
 
 Expected<bool> Connection::read_some(InFrame* f) {
+  if (!broken_.ok()) return broken_;
   for (;;) {
     uint8_t* dst;
     size_t want;
@@ -330,6 +370,18 @@ Expected<bool> Connection::read_some(InFrame* f) {
     counters_.bytes_received += static_cast<uint64_t>(r);
     if (!f->have_header && f->got == kHeaderBytes) {
       auto h = decode_header(f->header, peer(), max_frame_);
+      if (opener_) {  // everything about a sealed link's frames is an integrity question
+        if (!h.ok()) return integrity_failure("its header: " + h.error());
+        if (h->seq != recv_seq_)
+          return integrity_failure("frame number " + std::to_string(h->seq) + " where " + std::to_string(recv_seq_) +
+                                   " was expected");
+        if (h->flags != kFlagSealed || h->payload_bytes < kTagBytes)
+          return integrity_failure(type_name(h->type) + " frame " + std::to_string(h->seq) +
+                                   " is not sealed, on an encrypted link");
+      } else if (h.ok() && h->flags != 0) {
+        return Status::error(peer() + " sent an encrypted frame on a link without a cluster key: the two nodes "
+                             "run incompatible builds");
+      }
       if (!h.ok()) return h.status();
       if (h->seq != recv_seq_) {
         return Status::error(peer() + " sent frame number " + std::to_string(h->seq) + " where " +
@@ -340,14 +392,23 @@ Expected<bool> Connection::read_some(InFrame* f) {
       f->payload.resize(f->h.payload_bytes);
     }
   }
+  if (opener_) {
+    const size_t n = f->payload.size() - kTagBytes;
+    if (!opener_->open(recv_seq_, f->header, std::span<uint8_t>(f->payload.data(), n), f->payload.data() + n))
+      return integrity_failure(type_name(f->h.type) + " frame " + std::to_string(recv_seq_) + " of " +
+                               std::to_string(f->payload.size()) + " bytes does not match its authentication tag");
+    f->payload.resize(n);
+    f->h.payload_bytes = n;
+  }
   recv_seq_++;
   counters_.frames_received++;
   return true;
 }
 
 Status Connection::send(MessageType type, std::span<const uint8_t> payload, double timeout_s) {
+  if (!broken_.ok()) return broken_;
   if (!valid()) return Status::error("the connection to " + peer() + " is closed");
-  OutFrame f;
+  OutFrame& f = send_frame_;
   start_frame(type, payload, &f);
   const double deadline = util::now_seconds() + timeout_s;
   for (;;) {
@@ -361,6 +422,7 @@ Status Connection::send(MessageType type, std::span<const uint8_t> payload, doub
 }
 
 Expected<Message> Connection::recv(double timeout_s) {
+  if (!broken_.ok()) return broken_;
   if (!valid()) return Status::error("the connection to " + peer() + " is closed");
   InFrame f;
   const double deadline = util::now_seconds() + timeout_s;

@@ -2,7 +2,10 @@
 // sends and receives whole frames (wire.h) over one socket, checking sequence numbers and
 // counting bytes. Sockets are always non-blocking; waiting is done with poll(), so a peer
 // that stops answering costs at most the caller's timeout, and every error names the peer
-// ("worker 127.0.0.1:9001 closed the connection").
+// ("worker 127.0.0.1:9001 closed the connection"). After a keyed handshake a Connection
+// seals every frame it sends and opens every frame it receives (link_crypto.h); a frame
+// that fails (altered, replayed, reordered, dropped, in clear) ends the connection with an
+// error naming the peer and saying "integrity", and the peer is told so (kIntegrity).
 // Deliberately no handshake (handshake.h) and no knowledge of ranks (tcp_transport.h).
 #pragma once
 #include <cstdint>
@@ -10,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "net/link_crypto.h"
 #include "net/wire.h"
 
 namespace net {
@@ -69,10 +73,12 @@ class Listener {
   uint16_t port_ = 0;
 };
 
-// One frame being written without blocking: header bytes + payload view.
+// One frame being written without blocking: header bytes + payload view (on a sealed
+// connection a view of `sealed`, the ciphertext and tag, kept for the next frame).
 struct OutFrame {
   uint8_t header[kHeaderBytes];
   std::span<const uint8_t> payload;
+  std::vector<uint8_t> sealed;
   size_t done = 0;  // bytes of header + payload written so far
   size_t total() const { return kHeaderBytes + payload.size(); }
 };
@@ -96,6 +102,8 @@ class Connection {
   Connection() = default;
   explicit Connection(Socket s, uint64_t max_frame_bytes = kDefaultMaxFrameBytes)
       : sock_(std::move(s)), max_frame_(max_frame_bytes) {}
+  Connection(Connection&&) noexcept = default;
+  Connection& operator=(Connection&&) noexcept = default;
 
   const std::string& peer() const { return sock_.peer(); }
   void set_peer(std::string p) { sock_.set_peer(std::move(p)); }
@@ -112,8 +120,9 @@ class Connection {
   Expected<Message> recv_expect(MessageType type, double timeout_s);
 
   // Non-blocking steps, used by TcpTransport::exchange to drive many sockets from one
-  // poll(). start_frame assigns the next sequence number. Each *_some returns true when
-  // the frame is complete, false when the socket would block, or an error.
+  // poll(). start_frame assigns the next sequence number (and seals the payload on a
+  // sealed connection). Each *_some returns true when the frame is complete, false when
+  // the socket would block, or an error.
   void start_frame(MessageType type, std::span<const uint8_t> payload, OutFrame* out);
   Expected<bool> write_some(OutFrame* f);
   Expected<bool> read_some(InFrame* f);
@@ -123,18 +132,31 @@ class Connection {
   uint64_t max_frame_bytes() const { return max_frame_; }
   void set_max_frame_bytes(uint64_t n) { max_frame_ = n; }
 
+  // From the next frame on, seal what is sent and require sealed frames (handshake.cc).
+  void enable_sealing(const LinkKeys& keys);
+  bool sealed() const { return sealer_ != nullptr; }
+
  private:
+  // Records a failed integrity check (the connection is unusable from now on), tells the
+  // peer when no frame of ours is half-written, and returns the error.
+  Status integrity_failure(const std::string& detail);
+
   Socket sock_;
   uint64_t max_frame_ = kDefaultMaxFrameBytes;
   uint64_t send_seq_ = 0, recv_seq_ = 0;
   ByteCounters counters_;
+  std::unique_ptr<FrameCipher> sealer_, opener_;  // set after a keyed handshake
+  OutFrame send_frame_;                           // send()'s frame (its sealed buffer is reused)
+  bool writing_ = false;                          // a frame is partly written
+  Status broken_;                                 // an integrity failure ended the connection
 };
 
 // Error text helpers shared by the transports.
 std::string timeout_message(const std::string& peer, double timeout_s);       // "... did not answer within 5.0 s"
 std::string send_timeout_message(const std::string& peer, double timeout_s);  // "... did not take the data ..."
 Status unexpected_type(const std::string& peer, MessageType got, MessageType want);
-// A received kError turned into a Status naming the peer.
+// A received kError turned into a Status naming the peer (kIntegrity: "integrity check
+// failed on the link to <peer>: ...").
 Status peer_gave_up(const std::string& peer, std::span<const uint8_t> payload);
 
 }  // namespace net

@@ -35,6 +35,7 @@ HandshakeOptions handshake_options(const TcpOptions& opt, Role role) {
   HandshakeOptions h;
   h.role = role;
   h.cluster_key = opt.cluster_key;
+  h.link_encryption = opt.link_encryption;
   h.software_version = opt.software_version;
   h.timeout_s = opt.handshake_timeout_s;
   return h;

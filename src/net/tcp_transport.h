@@ -22,6 +22,7 @@ namespace net {
 
 struct TcpOptions {
   std::string cluster_key;                 // empty: none (must match the workers')
+  bool link_encryption = true;             // with a key: seal every frame (handshake.h); must match
   std::string software_version = "unknown";
   double connect_timeout_s = 5.0;
   double handshake_timeout_s = 5.0;

@@ -49,7 +49,8 @@ class Transport {
   // most one receive per peer. The default sends everything, then receives.
   virtual Status exchange(std::span<const SendItem> sends, std::span<const RecvItem> recvs, double timeout_s);
 
-  // Bytes of whole frames (28-byte header included) since the last reset; the in-process
+  // Bytes of whole frames (28-byte header included, and the 16-byte tag on a sealed TCP
+  // link) since the last reset; the in-process
   // transport counts as if it framed its messages, so formulas hold for both.
   virtual ByteCounters counters() const = 0;
   virtual void reset_counters() = 0;

@@ -101,7 +101,7 @@ Expected<FrameHeader> decode_header(const uint8_t in[kHeaderBytes], std::string_
                          ": the two nodes run incompatible builds");
   }
   h.type = static_cast<MessageType>(type);
-  if (h.flags != 0) {
+  if ((h.flags & ~kKnownFlags) != 0) {
     return Status::error(who + " sent a frame with unknown flags 0x" + [&] {
       char b[16]; std::snprintf(b, sizeof b, "%x", h.flags); return std::string(b);
     }() + ": the two nodes run incompatible builds");
@@ -200,7 +200,7 @@ Expected<ErrorMessage> parse_error(std::span<const uint8_t> payload, std::string
   RETURN_IF_ERROR(r.get_u16(&code));
   RETURN_IF_ERROR(r.get_string(&e.text, 4096));
   RETURN_IF_ERROR(r.finish());
-  e.code = code <= uint16_t(ErrorCode::kKeyMismatch) ? ErrorCode(code) : ErrorCode::kOther;
+  e.code = code <= uint16_t(ErrorCode::kIntegrity) ? ErrorCode(code) : ErrorCode::kOther;
   return e;
 }
 

@@ -1,10 +1,19 @@
 // wire.h: the shardlm wire format. Every message is one frame: a fixed 28-byte header
-//   magic "SHLM" | protocol version u16 | message type u16 | flags u32 | sequence u64 |
-//   payload length u64
+//   offset 0  magic "SHLM"            4 bytes
+//          4  protocol version        u16
+//          6  message type            u16
+//          8  flags                   u32 (kFlagSealed, or 0)
+//         12  sequence number         u64 (per connection and direction, from 0)
+//         20  payload length          u64
 // followed by the payload. Every field is written and read explicitly little-endian by
 // Writer / Reader (never a raw struct on the wire). decode_header() refuses a frame from
 // another protocol version, a wrong magic, unknown flags, an unknown type and a frame over
 // the size limit, each with a message that names the peer.
+// Once a keyed handshake is done (handshake.h), every later frame of the connection is
+// sealed (link_crypto.h): flags = kFlagSealed, the payload is AES-256-GCM ciphertext of
+// the message followed by its 16-byte tag (the payload length counts both), and the
+// header is authenticated as associated data. Without a key on either side (loopback,
+// --insecure) frames stay in clear with flags 0. The header itself is never encrypted.
 // Deliberately no I/O here (see socket.h) and no knowledge of what payloads mean beyond
 // the small error payload shared by every layer.
 #pragma once
@@ -23,9 +32,12 @@ using util::Expected;
 using util::Status;
 
 constexpr uint8_t kMagic[4] = {'S', 'H', 'L', 'M'};
-constexpr uint16_t kProtocolVersion = 4;
+constexpr uint16_t kProtocolVersion = 5;
 constexpr size_t kHeaderBytes = 28;
 constexpr uint64_t kDefaultMaxFrameBytes = uint64_t{1} << 30;  // 1 GiB
+// Frame flags. kFlagSealed: the payload is ciphertext + tag (link_crypto.h).
+constexpr uint32_t kFlagSealed = 1u << 0;
+constexpr uint32_t kKnownFlags = kFlagSealed;
 
 // Message types. 1..63: connection setup; 64..127: collectives; 0x1000..0x1fff: free for
 // the runtime (weights, step messages, logits...), named by the runtime itself.
@@ -54,7 +66,7 @@ std::string type_name(MessageType t);  // "hello", "all-reduce", "app+3", ...
 struct FrameHeader {
   uint16_t version = kProtocolVersion;
   MessageType type = MessageType::kError;
-  uint32_t flags = 0;  // no flag is defined in protocol 1: must be zero
+  uint32_t flags = 0;  // kFlagSealed or 0
   uint64_t seq = 0;
   uint64_t payload_bytes = 0;
 };
@@ -115,6 +127,7 @@ class Reader {
 enum class ErrorCode : uint16_t {
   kOther = 0,        // text only
   kKeyMismatch = 1,  // the sender checked our cluster key proof and it was wrong
+  kIntegrity = 2,    // a frame we sent failed the sender's integrity check (link_crypto.h)
 };
 struct ErrorMessage {
   ErrorCode code = ErrorCode::kOther;

@@ -64,6 +64,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
     if (!hash) return hash.status();
     net::TcpOptions topt;
     topt.cluster_key = o.cluster_key;
+    topt.link_encryption = o.link_encryption;
     topt.software_version = o.software_version;
     auto t = net::TcpTransport::connect_root(o.workers, topt);
     if (!t) return t.status();

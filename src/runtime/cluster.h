@@ -50,6 +50,7 @@ struct ClusterOptions {
   bool auto_sync = false;            // choose exact or q8_0 from the measured links (above)
   std::string algo = "auto";         // auto | all-gather | star | ring
   std::string cluster_key;
+  bool link_encryption = true;       // with a key: seal every frame (net/handshake.h)
   std::string software_version = "dev";
   int ctx = 4096;
   model::KvType kv_type = model::KvType::kF16;

@@ -247,6 +247,7 @@ Status run_worker(const WorkerOptions& o) {
   std::fflush(stdout);
   net::TcpOptions topt;
   topt.cluster_key = o.cluster_key;
+  topt.link_encryption = o.link_encryption;
   topt.software_version = o.software_version;
   for (int served = 0; o.max_sessions < 0 || served < o.max_sessions;) {
     auto t = net::TcpTransport::accept_worker(*l, topt, 3600.0);

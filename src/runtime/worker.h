@@ -18,6 +18,7 @@ struct WorkerOptions {
   uint16_t port = 0;          // 0: pick a free one (printed)
   int threads = 1;
   std::string cluster_key;
+  bool link_encryption = true;  // with a key: seal every frame (net/handshake.h)
   std::string model_path;     // optional: slice this file locally (its hash must match)
   std::string software_version = "dev";
   double idle_timeout_s = 3600;  // a session whose root is silent this long ends
