@@ -88,20 +88,27 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   }
   c->root_slice_ = slice_weights(m.config, m.weights, c->plan_.nodes[0]);
   c->exec_ = std::make_unique<NodeExecutor>(m.config, c->root_slice_.weights, c->root_slice_.part, pool,
-                                            c->run_config(), c->coll_.get());
+                                            c->session_setup().run_config(), c->coll_.get());
   return c;
 }
 
-model::RunConfig Cluster::run_config() const {
-  model::RunConfig rc;
-  rc.ctx = o_.ctx;
-  rc.n_slots = o_.n_slots;
-  rc.max_batch = o_.batch;
-  rc.kv_type = o_.kv_type;
-  rc.attention = o_.attention;
-  rc.lane_order = o_.lane_order;
-  rc.decode_lanes = o_.decode_lanes;
-  return rc;
+// What every node's session shares (each worker's slice is added per rank).
+Setup Cluster::session_setup() const {
+  Setup s;
+  s.config = m_.config;
+  s.sync = o_.sync;
+  s.forced_algo = int8_t(forced_algo_);
+  s.alpha_us = alpha_us_;
+  s.beta_gbps = beta_gbps_;
+  s.ctx = o_.ctx;
+  s.batch = o_.batch;
+  s.n_slots = o_.n_slots;
+  s.kv_type = o_.kv_type;
+  s.attention = o_.attention;
+  s.lane_order = o_.lane_order;
+  s.decode_lanes = o_.decode_lanes;
+  s.step_timeout_s = o_.step_timeout_s;
+  return s;
 }
 
 // Exact sync gives one node's tokens; q8_0 all-reduces are cheaper on a slow link. Both
@@ -169,22 +176,9 @@ Status Cluster::setup_workers(const std::string& model_hash) {
   const int n = t_->size();
   std::vector<bool> have(n, false);
   for (int r = 1; r < n; ++r) {
-    Setup s;
+    Setup s = session_setup();
     s.model_hash = model_hash;
-    s.config = m_.config;
     s.slice = plan_.nodes[r];
-    s.sync = o_.sync;
-    s.forced_algo = int8_t(forced_algo_);
-    s.alpha_us = alpha_us_;
-    s.beta_gbps = beta_gbps_;
-    s.ctx = o_.ctx;
-    s.batch = o_.batch;
-    s.n_slots = o_.n_slots;
-    s.kv_type = o_.kv_type;
-    s.attention = o_.attention;
-    s.lane_order = o_.lane_order;
-    s.decode_lanes = o_.decode_lanes;
-    s.step_timeout_s = o_.step_timeout_s;
     RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
     auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing
     if (!rep) return rep.status();

@@ -109,7 +109,7 @@ class Cluster {
 
  private:
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}
-  model::RunConfig run_config() const;
+  Setup session_setup() const;
   util::Status probe_links();
   util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares);
   util::Status setup_workers(const std::string& model_hash);

@@ -163,6 +163,18 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   return s;
 }
 
+model::RunConfig Setup::run_config() const {
+  model::RunConfig rc;
+  rc.ctx = ctx;
+  rc.n_slots = n_slots;
+  rc.max_batch = batch;
+  rc.kv_type = kv_type;
+  rc.attention = attention;
+  rc.lane_order = lane_order;
+  rc.decode_lanes = decode_lanes;
+  return rc;
+}
+
 std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c) {
   net::Writer w;
   w.put_string(c.name);

@@ -60,6 +60,7 @@ struct Setup {
   bool decode_lanes = false;     // model::RunConfig::decode_lanes (one byte with lane_order)
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
+  model::RunConfig run_config() const;  // how the node runs the model, from the fields above
 };
 std::vector<uint8_t> encode_setup(const Setup& s);
 util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string& peer);

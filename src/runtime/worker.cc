@@ -196,15 +196,8 @@ Status Worker::session(net::Transport& t) {
                          " MB, more than this machine's memory; give the root fewer --parallel slots or a smaller --ctx");
   AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim,
                       s.step_timeout_s, s.batch);
-  model::RunConfig rc;
-  rc.ctx = s.ctx;
-  rc.n_slots = s.n_slots;
-  rc.max_batch = s.batch;
-  rc.kv_type = s.kv_type;
-  rc.attention = s.attention;
-  rc.lane_order = s.lane_order;  // the root's batch order, so shared rows agree
-  rc.decode_lanes = s.decode_lanes;
-  NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, rc, &coll);
+  // The root's batch order and slots, so shared rows agree.
+  NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, s.run_config(), &coll);
   RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
   t.reset_counters();
 

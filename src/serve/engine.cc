@@ -12,7 +12,6 @@ namespace serve {
 
 Engine::Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk)
     : cluster_(cluster), tok_(tok), sched_(cluster, chunk) {
-  m_.slots = cluster_.n_slots();
 }
 
 namespace {
@@ -107,15 +106,10 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
 }
 
 EngineMetrics Engine::metrics() const {
-  const runtime::SchedulerStats s = sched_.stats();
+  runtime::SchedulerStats s = sched_.stats();
   std::lock_guard<std::mutex> lock(mu_);
   EngineMetrics m = m_;
-  m.queued = s.queued;
-  m.running = s.slots_in_use;
-  m.slots = s.slots;
-  m.last_batch_rows = s.last_batch_rows;
-  m.last_batch_seqs = s.last_batch_seqs;
-  m.nodes = s.nodes;
+  m.sched = std::move(s);
   return m;
 }
 

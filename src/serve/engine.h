@@ -53,11 +53,7 @@ struct EngineMetrics {
   uint64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double prompt_s = 0, gen_s = 0;
   double last_tokens_per_s = 0;  // generation speed of the last finished request
-  int queued = 0;                // waiting for a slot
-  int running = 0;               // holding a slot
-  int slots = 0;
-  int last_batch_rows = 0, last_batch_seqs = 0;  // the latest step
-  std::vector<runtime::NodeStats> nodes;  // as of the latest step
+  runtime::SchedulerStats sched;  // slots, queue, the latest step, each node's counters
 };
 
 class Engine {

@@ -106,29 +106,29 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   metric("shardlm_generation_tokens_per_second", "gauge", "Generation speed of the last finished request.");
   value("shardlm_generation_tokens_per_second", "", m.last_tokens_per_s);
   metric("shardlm_queue_depth", "gauge", "Requests waiting for a KV slot.");
-  value("shardlm_queue_depth", "", m.queued);
+  value("shardlm_queue_depth", "", m.sched.queued);
   metric("shardlm_requests_running", "gauge", "Requests holding a KV slot (prompt or generation).");
-  value("shardlm_requests_running", "", m.running);
+  value("shardlm_requests_running", "", m.sched.slots_in_use);
   metric("shardlm_slots_in_use", "gauge", "KV slots holding a running request.");
-  value("shardlm_slots_in_use", "", m.running);
+  value("shardlm_slots_in_use", "", m.sched.slots_in_use);
   metric("shardlm_slots_total", "gauge", "KV slots (--parallel).");
-  value("shardlm_slots_total", "", m.slots);
+  value("shardlm_slots_total", "", m.sched.slots);
   metric("shardlm_batch_size", "gauge", "Rows (tokens) of the latest step of the model.");
-  value("shardlm_batch_size", "", m.last_batch_rows);
+  value("shardlm_batch_size", "", m.sched.last_batch_rows);
   metric("shardlm_batch_sequences", "gauge", "Sequences in the latest step of the model.");
-  value("shardlm_batch_sequences", "", m.last_batch_seqs);
+  value("shardlm_batch_sequences", "", m.sched.last_batch_seqs);
   metric("shardlm_node_compute_seconds_total", "counter", "Compute time of each node.");
-  for (size_t i = 0; i < m.nodes.size(); ++i)
+  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
     value("shardlm_node_compute_seconds_total",
-          "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}", m.nodes[i].counters.compute_s);
+          "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}", m.sched.nodes[i].counters.compute_s);
   metric("shardlm_node_sync_seconds_total", "counter", "Time each node spent in all-reduces (per-node sync time).");
-  for (size_t i = 0; i < m.nodes.size(); ++i)
-    value("shardlm_node_sync_seconds_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}",
-          m.nodes[i].counters.sync_s);
+  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
+    value("shardlm_node_sync_seconds_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
+          m.sched.nodes[i].counters.sync_s);
   metric("shardlm_node_bytes_sent_total", "counter", "Bytes each node sent.");
-  for (size_t i = 0; i < m.nodes.size(); ++i)
-    value("shardlm_node_bytes_sent_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.nodes[i].name + "\"}",
-          double(m.nodes[i].counters.bytes_sent));
+  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
+    value("shardlm_node_bytes_sent_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
+          double(m.sched.nodes[i].counters.bytes_sent));
   return s;
 }
 
@@ -192,7 +192,7 @@ class Handler {
     if (util::Status h = engine_.health(); !h.ok())
       return send_error(res, api_error(503, "the model is unavailable: " + h.message() + "; restart the server",
                                        "server_error"));
-    if (const EngineMetrics m = engine_.metrics(); m.queued >= o_.max_queue) {
+    if (const runtime::SchedulerStats m = engine_.metrics().sched; m.queued >= o_.max_queue) {
       res.set_header("Retry-After", "1");
       return send_error(res, api_error(429, "the server has " + std::to_string(m.queued) + " requests waiting for " +
                                                 std::to_string(m.slots) + " slots (--max-queue " +

@@ -362,7 +362,7 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
   int peak_seqs = 0;
   std::thread watch([&] {
     while (running) {
-      peak_seqs = std::max(peak_seqs, e.metrics().last_batch_seqs);
+      peak_seqs = std::max(peak_seqs, e.metrics().sched.last_batch_seqs);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
@@ -374,9 +374,9 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(together[i], alone[i]) << cases[i].text;
   EXPECT_GT(peak_seqs, 1);
   const serve::EngineMetrics m = e.metrics();
-  EXPECT_EQ(m.running, 0);
-  EXPECT_EQ(m.queued, 0);
-  EXPECT_EQ(m.slots, 4);
+  EXPECT_EQ(m.sched.slots_in_use, 0);
+  EXPECT_EQ(m.sched.queued, 0);
+  EXPECT_EQ(m.sched.slots, 4);
   EXPECT_EQ(m.generations, cases.size());
 }
 
