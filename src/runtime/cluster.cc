@@ -363,10 +363,8 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
     }
     if (q.want == Want::kCandidates) {
       sampler::DistributedSampler& smp = q.seq->sampler();
-      std::vector<int32_t> history = q.seq->tokens();
-      history.insert(history.end(), q.tokens.begin(), q.tokens.end());
       g.k = smp.k();
-      g.penalties = sampler::penalty_counts(smp.params(), history);
+      g.penalties = sampler::penalty_counts(smp.params(), q.seq->tokens(), q.tokens);
       g.repeat_penalty = smp.params().repeat_penalty;
       g.presence_penalty = smp.params().presence_penalty;
       g.frequency_penalty = smp.params().frequency_penalty;

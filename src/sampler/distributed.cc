@@ -24,11 +24,13 @@ bool penalties_on(const Params& p) {
 
 }  // namespace
 
-PenaltyCounts penalty_counts(const Params& p, const std::vector<int32_t>& history) {
+PenaltyCounts penalty_counts(const Params& p, std::span<const int32_t> history, std::span<const int32_t> more) {
   if (!penalties_on(p)) return {};
-  const size_t n = p.repeat_last_n < 0 ? history.size() : std::min<size_t>(history.size(), p.repeat_last_n);
+  const size_t total = history.size() + more.size();
+  const size_t n = p.repeat_last_n < 0 ? total : std::min<size_t>(total, p.repeat_last_n);
   std::map<int32_t, int32_t> counts;
-  for (size_t i = history.size() - n; i < history.size(); ++i) counts[history[i]]++;
+  for (size_t i = total - n; i < total; ++i)
+    counts[i < history.size() ? history[i] : more[i - history.size()]]++;
   return PenaltyCounts(counts.begin(), counts.end());
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -21,7 +22,9 @@ namespace sampler {
 // (token id, count in the last repeat_last_n tokens), sorted by id; empty when the
 // penalties are off.
 using PenaltyCounts = std::vector<std::pair<int32_t, int32_t>>;
-PenaltyCounts penalty_counts(const Params& p, const std::vector<int32_t>& history);
+// The history is `history` followed by `more` (a sequence's log and the tokens of the step
+// that ends in the sampled row), read in place.
+PenaltyCounts penalty_counts(const Params& p, std::span<const int32_t> history, std::span<const int32_t> more = {});
 // Applies the penalties to logits[0..n) holding ids [first, first + n).
 void apply_penalty_counts(const Params& p, const PenaltyCounts& counts, float* logits, int32_t first, int n);
 
