@@ -28,6 +28,10 @@ namespace cli {
 void print_node_stats(const std::vector<runtime::NodeStats>& a, const std::vector<runtime::NodeStats>& b,
                       int tokens, const char* what) {
   if (tokens <= 0) return;
+  if (a.size() != b.size()) {  // the cluster was re-formed in between: its counters started again
+    std::fprintf(stderr, "%s: per-node figures left out (the cluster was re-formed)\n", what);
+    return;
+  }
   for (size_t i = 0; i < b.size(); ++i) {
     const runtime::NodeCounters& x = a[i].counters;
     const runtime::NodeCounters& y = b[i].counters;

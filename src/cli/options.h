@@ -88,6 +88,8 @@ struct ClusterCliOptions {
   std::string cluster_key_file;
   bool insecure = false;
   std::string link_encryption = "on";
+  std::vector<std::string> spares;
+  bool no_recovery = false;
 };
 
 inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
@@ -108,6 +110,11 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
   cmd->add_option("--link-encryption", o->link_encryption,
                   "on: encrypt and authenticate every frame to keyed workers (default); off needs --insecure")
       ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+  cmd->add_option("--spare", o->spares,
+                  "idle workers host:port,... that take a lost worker's place (else the root re-plans over the rest)")
+      ->delimiter(',');
+  cmd->add_flag("--no-recovery", o->no_recovery,
+                "end the run when a worker is lost, instead of re-forming the cluster and replaying");
 }
 
 // Fills runtime::ClusterOptions for n_slots sequences of ctx positions each (a prompt
@@ -125,10 +132,14 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   std::vector<std::string> warnings;
   auto key = net::resolve_cluster_key(c.cluster_key, c.cluster_key_file, &warnings);
   if (!key) return key.error();
-  if (util::Status st = net::check_root_security(c.workers, *key, c.insecure, c.link_encryption == "on", &warnings); !st.ok())
+  std::vector<std::string> all = c.workers;
+  all.insert(all.end(), c.spares.begin(), c.spares.end());
+  if (util::Status st = net::check_root_security(all, *key, c.insecure, c.link_encryption == "on", &warnings); !st.ok())
     return st.message();
   for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   out->workers = c.workers;
+  out->spares = c.spares;
+  out->recover = !c.no_recovery;
   out->shares = c.shares;
   out->sync = *sync;
   out->exact = exact;

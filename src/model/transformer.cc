@@ -130,7 +130,7 @@ void Transformer::plan_runs(const Segment* segs, int n_segs) {
   runs_.clear();
   int row = 0;
   for (int s = 0; s < n_segs; ++s) {
-    const kernels::BatchOrder o = lane_order_ && (segs[s].n >= kLaneMinRows || decode_lanes_)
+    const kernels::BatchOrder o = !segs[s].rowwise && lane_order_ && (segs[s].n >= kLaneMinRows || decode_lanes_)
                                       ? kernels::BatchOrder::kLanes
                                       : kernels::BatchOrder::kVecDot;
     if (!runs_.empty() && runs_.back().order == o)

@@ -85,9 +85,12 @@ constexpr int kLaneMinRows = int(kernels::kLaneMinBatch);
 
 // Rows [.., .. + n) of a batch: positions pos .. pos+n-1 of one sequence, in KV slot `slot`.
 enum class Logits : uint8_t { kNone = 0, kLast = 1, kAll = 2 };
+// rowwise: vec_dot order however many rows (a cluster rebuilding a slot evaluates decode
+// rows that ran one per step, n at a time, with the bits they had).
 struct Segment {
   int slot = 0, pos = 0, n = 0;
   Logits logits = Logits::kNone;
+  bool rowwise = false;
 };
 inline const char* attention_mode_name(AttentionMode m) { return m == AttentionMode::kFlash ? "flash" : "exact"; }
 // Why (cfg, kv_type, mode) cannot run, or "" when it can.

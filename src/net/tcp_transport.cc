@@ -85,37 +85,42 @@ Expected<PeerHello> parse_peer_hello(std::span<const uint8_t> p, const std::stri
 }
 
 Expected<std::unique_ptr<TcpTransport>> TcpTransport::connect_root(const std::vector<std::string>& workers,
-                                                                   const TcpOptions& opt) {
+                                                                   const TcpOptions& opt, int* failed) {
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   const int n = static_cast<int>(workers.size()) + 1;
   t->rank_ = 0;
   t->spin_s_ = spin_seconds(opt);
   t->links_.resize(n);
   CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(&t->session_), sizeof t->session_) == 1);
+  auto fail = [&](int i, Status st) -> Status {
+    if (failed) *failed = i - 1;
+    return st;
+  };
   Bootstrap b;
   b.session = t->session_;
   b.addresses.push_back("");
   for (int i = 1; i < n; ++i) {
     auto hp = parse_host_port(workers[i - 1]);
-    if (!hp.ok()) return hp.status();
+    if (!hp.ok()) return fail(i, hp.status());
     b.addresses.push_back(hp->str());
     auto sock = connect_tcp(*hp, opt.connect_timeout_s, "worker");
-    if (!sock.ok()) return sock.status();
+    if (!sock.ok()) return fail(i, sock.status());
     Connection c(std::move(*sock), opt.max_frame_bytes);
     auto info = handshake_initiator(c, handshake_options(opt, Role::kRoot));
-    if (!info.ok()) return info.status();
+    if (!info.ok()) return fail(i, info.status());
     if (info->role != Role::kWorker)
-      return Status::error(c.peer() + " is a root, not a worker: give the root worker addresses only");
+      return fail(i, Status::error(c.peer() + " is a root, not a worker: give the root worker addresses only"));
     t->links_[i] = std::move(c);
   }
   for (int i = 1; i < n; ++i) {
     b.rank = static_cast<uint32_t>(i);
-    RETURN_IF_ERROR(t->links_[i].send(MessageType::kBootstrap, encode_bootstrap(b), opt.handshake_timeout_s));
+    Status st = t->links_[i].send(MessageType::kBootstrap, encode_bootstrap(b), opt.handshake_timeout_s);
+    if (!st.ok()) return fail(i, st);
   }
   for (int i = 1; i < n; ++i) {
     const double left = std::max(0.1, opt.setup_timeout_s);
     auto m = t->links_[i].recv_expect(MessageType::kReady, left);
-    if (!m.ok()) return m.status();
+    if (!m.ok()) return fail(i, m.status());
   }
   return t;
 }

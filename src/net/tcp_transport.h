@@ -52,9 +52,10 @@ Expected<PeerHello> parse_peer_hello(std::span<const uint8_t> p, const std::stri
 
 class TcpTransport final : public Transport {
  public:
-  // Root side: `workers` are "host:port" strings; worker i gets rank i + 1.
+  // Root side: `workers` are "host:port" strings; worker i gets rank i + 1. On failure
+  // *failed (if given) is the index in `workers` of the one that failed.
   static Expected<std::unique_ptr<TcpTransport>> connect_root(const std::vector<std::string>& workers,
-                                                              const TcpOptions& opt);
+                                                              const TcpOptions& opt, int* failed = nullptr);
   // Worker side: waits up to wait_for_root_s for a root on `listener`, then joins the mesh.
   static Expected<std::unique_ptr<TcpTransport>> accept_worker(Listener& listener, const TcpOptions& opt,
                                                                double wait_for_root_s);

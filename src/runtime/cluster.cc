@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "net/tcp_transport.h"
+#include "util/memory.h"
 #include "util/sha256.h"
 #include "util/timer.h"
 
@@ -57,39 +58,102 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
   if (std::string why = model::attention_unsupported(m.config, o.kv_type, o.attention); !why.empty())
     return Status::error(why);
-  const plan::ModelShape shape = shape_of(m.config, m.weights);
-  c->nodes_.push_back({"root", {}});
+  if (n == 1) {
+    if (!o.spares.empty()) return Status::error("--spare needs --workers: a spare takes a lost worker's place");
+    c->o_.exact = false;
+  }
+  c->model_path_ = model_path;
+  c->shape_ = shape_of(m.config, m.weights);
+  c->home_shares_ = shares;
+  c->history_.resize(size_t(std::max(1, o.n_slots)));
+  for (size_t i = 0; i < o.workers.size(); ++i) {
+    c->members_.push_back({o.workers[i], int(i), Member::State::kActive, util::now_seconds(), false});
+    c->places_.push_back(int(i));
+  }
+  for (const std::string& a : o.spares) c->members_.push_back({a, -1, Member::State::kIdle, 0, false});
   if (n > 1) {
     auto hash = util::sha256_file_cached(model_path);
     if (!hash) return hash.status();
-    net::TcpOptions topt;
-    topt.cluster_key = o.cluster_key;
-    topt.link_encryption = o.link_encryption;
-    topt.software_version = o.software_version;
-    auto t = net::TcpTransport::connect_root(o.workers, topt);
-    if (!t) return t.status();
-    c->t_ = std::move(*t);
-    for (int r = 1; r < n; ++r) c->nodes_.push_back({c->t_->peer_name(r), {}});
-    if (c->forced_algo_ < 0 || o.auto_sync) RETURN_IF_ERROR(c->probe_links());
-    if (o.auto_sync) RETURN_IF_ERROR(c->choose_sync(shape, shares));
-    auto p = plan::make_plan(shape, shares, c->o_.exact);
-    if (!p) return p.status();
-    c->plan_ = std::move(*p);
-    RETURN_IF_ERROR(c->setup_workers(*hash));
-    c->t_->reset_counters();
-    c->coll_ = std::make_unique<AutoCollective>(*c->t_, ExactRows::of(c->plan_.nodes[0]), c->o_.sync,
-                                                c->forced_algo_, c->alpha_us_, c->beta_gbps_, m.config.dim,
-                                                o.step_timeout_s, o.batch);
-  } else {
-    c->o_.exact = false;
-    auto p = plan::make_plan(shape, shares, false);
-    if (!p) return p.status();
-    c->plan_ = std::move(*p);
+    c->model_hash_ = *hash;
   }
-  c->root_slice_ = slice_weights(m.config, m.weights, c->plan_.nodes[0]);
-  c->exec_ = std::make_unique<NodeExecutor>(m.config, c->root_slice_.weights, c->root_slice_.part, pool,
-                                            c->session_setup().run_config(), c->coll_.get());
+  Reform rep;
+  int failed = -1;
+  RETURN_IF_ERROR(c->form(&rep, &failed));
+  // A spare that is there but refuses (another version, another key) is named now; one that
+  // is not there yet is tried when it is needed.
+  for (Member& mb : c->members_)
+    if (mb.home < 0 && reachable(mb.addr)) c->verify_alone(mb);
+  c->health_.nodes_planned = n;
+  c->publish_health();
   return c;
+}
+
+net::TcpOptions Cluster::tcp_options() const {
+  net::TcpOptions t;
+  t.cluster_key = o_.cluster_key;
+  t.link_encryption = o_.link_encryption;
+  t.software_version = o_.software_version;
+  return t;
+}
+
+// Connects to the members at places_ (in --workers order), measures the links and picks
+// the sync the first time, plans over their shares and sets every node up.
+Status Cluster::form(Reform* rep, int* failed) {
+  *failed = -1;
+  exec_.reset();
+  coll_.reset();
+  t_.reset();
+  const bool first = nodes_.empty();
+  std::vector<std::string> addrs;
+  std::vector<double> shares = {home_shares_[0]};
+  rank_member_.assign(1, -1);
+  for (size_t i = 0; i < places_.size(); ++i)
+    if (places_[i] >= 0) {
+      addrs.push_back(members_[size_t(places_[i])].addr);
+      rank_member_.push_back(places_[i]);
+      shares.push_back(home_shares_[i + 1]);
+    }
+  nodes_.assign(1, {"root", {}});
+  if (!addrs.empty()) {
+    int bad = -1;
+    auto t = net::TcpTransport::connect_root(addrs, tcp_options(), &bad);
+    if (!t) {
+      if (bad >= 0) *failed = rank_member_[size_t(bad) + 1];
+      return t.status();
+    }
+    t_ = std::move(*t);
+    for (int r = 1; r < t_->size(); ++r) nodes_.push_back({t_->peer_name(r), {}});
+    if (first && (forced_algo_ < 0 || o_.auto_sync)) RETURN_IF_ERROR(probe_links());
+    if (first && o_.auto_sync) RETURN_IF_ERROR(choose_sync(shape_, shares));
+  }
+  auto p = plan::make_plan(shape_, shares, o_.exact && t_);
+  if (!p) return p.status();
+  plan_ = std::move(*p);
+  if (!t_ && !members_.empty()) {  // every worker is gone: the root alone, if it can hold the model
+    const double need = double(plan::weight_bytes(plan_, 0)) +
+                        double(model::KvCache::bytes_per_position(m_.config.n_layers, m_.config.n_kv_heads,
+                                                                  m_.config.head_dim, o_.kv_type)) *
+                            o_.ctx * o_.n_slots;
+    if (need > util::physical_memory_bytes())
+      return Status::error("no worker is left, and the root alone cannot hold the model and its KV cache (" +
+                           std::to_string(int64_t(need / 1e6)) + " MB, this machine has " +
+                           std::to_string(int64_t(util::physical_memory_bytes() / 1e6)) + " MB)");
+  }
+  if (t_) {
+    int bad = -1;
+    Status st = setup_workers(&rep->streamed_bytes, &rep->streamed_to, &bad);
+    if (!st.ok()) {
+      if (bad > 0) *failed = rank_member_[size_t(bad)];
+      return st;
+    }
+    t_->reset_counters();
+    coll_ = std::make_unique<AutoCollective>(*t_, ExactRows::of(plan_.nodes[0]), o_.sync, forced_algo_, alpha_us_,
+                                             beta_gbps_, m_.config.dim, o_.step_timeout_s, o_.batch);
+  }
+  root_slice_ = slice_weights(m_.config, m_.weights, plan_.nodes[0]);
+  exec_ = std::make_unique<NodeExecutor>(m_.config, root_slice_.weights, root_slice_.part, pool_,
+                                         session_setup().run_config(), coll_.get());
+  return util::ok_status();
 }
 
 // What every node's session shares (each worker's slice is added per rank).
@@ -172,13 +236,15 @@ Status Cluster::probe_links() {
   return util::ok_status();
 }
 
-Status Cluster::setup_workers(const std::string& model_hash) {
+Status Cluster::setup_workers(uint64_t* streamed, int* streamed_to, int* failed) {
   const int n = t_->size();
   std::vector<bool> have(n, false);
   for (int r = 1; r < n; ++r) {
+    *failed = r;
     Setup s = session_setup();
-    s.model_hash = model_hash;
+    s.model_hash = model_hash_;
     s.slice = plan_.nodes[r];
+    s.slice_bytes = plan::weight_bytes(plan_, r);
     RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
     auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing
     if (!rep) return rep.status();
@@ -186,18 +252,24 @@ Status Cluster::setup_workers(const std::string& model_hash) {
     if (!h) return h.status();
     have[r] = *h != 0;
   }
-  RETURN_IF_ERROR(stream_slices(have));
+  *failed = -1;
+  RETURN_IF_ERROR(stream_slices(have, streamed, failed));
   for (int r = 1; r < n; ++r) {
+    if (!have[r]) ++*streamed_to;
     auto ready = t_->recv_expect(r, msg_type(Msg::kReady), 120.0);
-    if (!ready) return ready.status();
+    if (!ready) {
+      *failed = r;
+      return ready.status();
+    }
   }
+  *failed = -1;
   return util::ok_status();
 }
 
 // Every worker that lacks its slice gets it at once: one thread per worker slices and sends
 // (each thread drives only its own peer's connection, which TcpTransport allows), while
 // this thread prints the progress. The first failure stops the other streams.
-Status Cluster::stream_slices(const std::vector<bool>& have) {
+Status Cluster::stream_slices(const std::vector<bool>& have, uint64_t* streamed, int* failed) {
   const int n = t_->size();
   std::vector<StreamProgress> prog(n);
   std::vector<Status> result(n);
@@ -257,7 +329,10 @@ Status Cluster::stream_slices(const std::vector<bool>& have) {
     if (!all_done) std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 50));
   }
   for (auto& th : threads) th.join();
-  return first_failed >= 0 ? result[first_failed] : util::ok_status();
+  for (int r = 1; r < n; ++r) *streamed += prog[r].sent;
+  if (first_failed < 0) return util::ok_status();
+  *failed = first_failed;
+  return result[first_failed];
 }
 
 Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog,
@@ -299,22 +374,16 @@ Status Cluster::stream_slice(int rank, const plan::NodeSlice& s, StreamProgress*
   return util::ok_status();
 }
 
-Status Cluster::send_step(const std::vector<SeqStep>& batch, Step& s) {
+Status Cluster::send_step(std::span<const int32_t> tokens, Step& s) {
   if (!t_) return util::ok_status();
   const model::Matrix& embd = m_.weights.token_embd;
-  size_t rows = 0;
-  for (const SeqStep& q : batch) rows += q.tokens.size();
-  rows_.resize(embd.row_bytes * rows);
-  size_t b = 0;
-  for (const SeqStep& q : batch)
-    for (int32_t id : q.tokens) std::memcpy(rows_.data() + embd.row_bytes * b++, embd.row(id), embd.row_bytes);
+  rows_.resize(embd.row_bytes * tokens.size());
+  for (size_t b = 0; b < tokens.size(); ++b)
+    std::memcpy(rows_.data() + embd.row_bytes * b, embd.row(tokens[b]), embd.row_bytes);
   s.embd_type = embd.type;
   s.rows = rows_;
   const std::vector<uint8_t> payload = encode_step(s);
-  for (int r = 1; r < t_->size(); ++r) {
-    Status st = t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s);
-    if (!st.ok()) return step_failed(st);
-  }
+  for (int r = 1; r < t_->size(); ++r) RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s));
   return util::ok_status();
 }
 
@@ -323,9 +392,9 @@ Status Cluster::collect_replies(std::vector<StepReply>* replies) {
   if (!t_) return util::ok_status();
   for (int r = 1; r < t_->size(); ++r) {
     auto m = t_->recv_expect(r, msg_type(Msg::kStepReply), o_.step_timeout_s);
-    if (!m) return step_failed(m.status());
+    if (!m) return m.status();
     auto rep = parse_step_reply(m->payload, t_->peer_name(r));
-    if (!rep) return step_failed(rep.status());
+    if (!rep) return rep.status();
     nodes_[r].counters = rep->counters;
     replies->push_back(std::move(*rep));
   }
@@ -335,10 +404,28 @@ Status Cluster::collect_replies(std::vector<StepReply>* replies) {
   return util::ok_status();
 }
 
+Expected<StepReply> Cluster::execute(Step& s, std::span<const int32_t> tokens, std::vector<StepReply>* replies) {
+  RETURN_IF_ERROR(send_step(tokens, s));
+  const int D = m_.config.dim;
+  x_.resize(tokens.size() * D);
+  for (size_t b = 0; b < tokens.size(); ++b) exec_->embed(tokens[b], &x_[D * b]);
+  auto mine = exec_->run(s, x_.data());
+  if (!mine) return mine.status();
+  nodes_[0].counters.compute_s = exec_->counters().compute_s;
+  nodes_[0].counters.sync_s = exec_->counters().sync_s;
+  nodes_[0].counters.steps = exec_->counters().steps;
+  RETURN_IF_ERROR(collect_replies(replies));
+  for (size_t r = 0; r < replies->size(); ++r)
+    if ((*replies)[r].sampled.size() != mine->sampled.size() || (*replies)[r].scores.size() != mine->scores.size())
+      return Status::error(t_->peer_name(int(r) + 1) + " answered a step with the wrong number of candidate lists "
+                           "or row scores");
+  return mine;
+}
+
 Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep>& batch) {
   const model::Config& cfg = m_.config;
-  size_t rows = 0;
   Step s;
+  step_tokens_.clear();
   for (size_t i = 0; i < batch.size(); ++i) {
     const SeqStep& q = batch[i];
     CHECK(q.seq != nullptr && !q.tokens.empty());
@@ -351,7 +438,7 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
       if (batch[j].seq->slot() == q.seq->slot()) return Status::error("internal: a KV slot appears twice in a step");
     if (q.seq->n_past() + int64_t(q.tokens.size()) > o_.ctx)
       return Status::error("the sequence would pass the context of " + std::to_string(o_.ctx) + " tokens");
-    rows += q.tokens.size();
+    step_tokens_.insert(step_tokens_.end(), q.tokens.begin(), q.tokens.end());
     StepSegment g;
     g.slot = q.seq->slot();
     g.pos = q.seq->n_past();
@@ -371,25 +458,22 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
     }
     s.segs.push_back(std::move(g));
   }
+  const size_t rows = step_tokens_.size();
   if (rows == 0 || int(rows) > o_.batch)
     return Status::error("internal: a step of " + std::to_string(rows) + " rows (1.." + std::to_string(o_.batch) + ")");
-  RETURN_IF_ERROR(send_step(batch, s));
-  const int D = cfg.dim;
-  x_.resize(rows * D);
-  size_t b = 0;
-  for (const SeqStep& q : batch)
-    for (int32_t id : q.tokens) exec_->embed(id, &x_[D * b++]);
-  auto mine = exec_->run(s, x_.data());
-  if (!mine) return step_failed(mine.status());
-  nodes_[0].counters.compute_s = exec_->counters().compute_s;
-  nodes_[0].counters.sync_s = exec_->counters().sync_s;
-  nodes_[0].counters.steps = exec_->counters().steps;
+  RETURN_IF_ERROR(broken_);
+  maybe_rejoin();
+  RETURN_IF_ERROR(broken_);
+  // A failed step changed nothing the root keeps (logs, samplers): after a recovery it is
+  // run again as it was.
   std::vector<StepReply> replies;
-  RETURN_IF_ERROR(collect_replies(&replies));
-  for (size_t r = 0; r < replies.size(); ++r)
-    if (replies[r].sampled.size() != mine->sampled.size() || replies[r].scores.size() != mine->scores.size())
-      return step_failed(Status::error(t_->peer_name(int(r) + 1) + " answered a step with the wrong number of "
-                                       "candidate lists or row scores"));
+  Expected<StepReply> mine = execute(s, step_tokens_, &replies);
+  while (!mine) {
+    if (!o_.recover || members_.empty()) return step_failed(mine.status());
+    RETURN_IF_ERROR(recover(mine.status()));
+    mine = execute(s, step_tokens_, &replies);
+  }
+  step_ok_since_recovery_ = true;
   std::vector<SeqResult> out(batch.size());
   size_t si = 0, ri = 0;  // sampled segment, scored row
   std::vector<std::vector<sampler::Candidate>> parts;
@@ -414,8 +498,267 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
       }
     }
   }
-  for (const SeqStep& q : batch) q.seq->append(q.tokens);
+  for (const SeqStep& q : batch) {
+    history_[size_t(q.seq->slot())].add(q.seq->n_past(), q.tokens);
+    q.seq->append(q.tokens);
+  }
   return out;
+}
+
+// --- Recovery ---------------------------------------------------------------------------
+
+void SlotHistory::add(int pos, std::span<const int32_t> tokens) {
+  while (!segs_.empty() && segs_.back().pos >= pos) {
+    tokens_.resize(segs_.back().offset);
+    segs_.pop_back();
+  }
+  segs_.push_back({pos, int(tokens.size()), tokens_.size()});
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+namespace {
+
+// A worker that is there but will not take part (it said why, or the handshake found
+// another key, protocol or link setting), as opposed to one that vanished.
+bool is_refusal(const std::string& why) {
+  for (const char* mark : {" gave up: ", "cluster key", "speaks protocol", "--link-encryption", "is a root"})
+    if (why.find(mark) != std::string::npos) return true;
+  return false;
+}
+
+const char* state_name(int places_filled, int places) {
+  return places_filled == places ? "full size" : "degraded";
+}
+
+}  // namespace
+
+bool Cluster::reachable(const std::string& addr) {
+  auto hp = net::parse_host_port(addr);
+  return hp.ok() && net::connect_tcp(*hp, 0.5, "worker").ok();
+}
+
+int Cluster::member_at(const std::string& text) const {
+  for (size_t r = 1; r < rank_member_.size(); ++r) {
+    const std::string& a = members_[size_t(rank_member_[r])].addr;
+    if (text.find(a) != std::string::npos) return rank_member_[r];
+  }
+  return -1;
+}
+
+void Cluster::lose(int m, const std::string& why) {
+  Member& mb = members_[size_t(m)];
+  const double now = util::now_seconds();
+  for (int& p : places_)
+    if (p == m) p = -1;
+  ++health_.lost;
+  publish_health();
+  std::fprintf(stderr, "recovery: lost worker %s: %s\n", mb.addr.c_str(), why.c_str());
+  if (mb.rejoined && now - mb.since < o_.flap_window_s) {
+    mb.state = Member::State::kOut;
+    std::fprintf(stderr, "recovery: %s was lost again %.0f s after it rejoined: not taken back automatically "
+                 "(restart the root to use it again)\n", mb.addr.c_str(), now - mb.since);
+  } else {
+    mb.state = Member::State::kLost;
+  }
+  mb.since = now;
+  mb.next_try = now + o_.rejoin_every_s;
+  mb.backoff_s = o_.rejoin_every_s;
+}
+
+// A session of the member's own: the handshake checks its version, key and link setting
+// without touching the running cluster. A refusal puts it out (named on stderr).
+bool Cluster::verify_alone(Member& mb) {
+  auto t = net::TcpTransport::connect_root({mb.addr}, tcp_options());
+  if (t) {
+    (void)(*t)->send(1, msg_type(Msg::kShutdown), {}, 1.0);
+    return true;
+  }
+  if (is_refusal(t.error())) {
+    mb.state = Member::State::kOut;
+    std::fprintf(stderr, "recovery: worker %s refused: %s\n", mb.addr.c_str(), t.error().c_str());
+  }
+  return false;
+}
+
+// Fills empty places: a member back from a loss takes its own place; idle spares the rest.
+bool Cluster::fill_places() {
+  bool changed = false;
+  for (size_t p = 0; p < places_.size(); ++p)
+    if (places_[p] < 0)
+      for (size_t m = 0; m < members_.size(); ++m)
+        if (members_[m].home == int(p) && members_[m].state == Member::State::kIdle) {
+          places_[p] = int(m);
+          changed = true;
+        }
+  for (size_t p = 0; p < places_.size(); ++p)
+    if (places_[p] < 0)
+      for (size_t m = 0; m < members_.size() && places_[p] < 0; ++m)
+        if (members_[m].state == Member::State::kIdle &&
+            std::find(places_.begin(), places_.end(), int(m)) == places_.end()) {
+          places_[p] = int(m);
+          changed = true;
+        }
+  for (int p : places_)
+    if (p >= 0 && members_[size_t(p)].state == Member::State::kIdle) members_[size_t(p)].state = Member::State::kActive;
+  return changed;
+}
+
+int Cluster::lose_unreachable(const std::string& why, int named) {
+  int n = 0;
+  for (size_t r = 1; r < rank_member_.size(); ++r) {
+    const int m = rank_member_[r];
+    if (members_[size_t(m)].state == Member::State::kActive &&
+        (m == named || !reachable(members_[size_t(m)].addr))) {
+      lose(m, why);
+      ++n;
+    }
+  }
+  return n;
+}
+
+Status Cluster::recover(const Status& why) {
+  const double t0 = util::now_seconds();
+  exec_.reset();
+  coll_.reset();
+  t_.reset();  // every survivor ends its session and listens again
+  // The worker the error names, and every active one whose port no longer answers, are lost.
+  if (lose_unreachable(why.message(), member_at(why.message())) == 0) {
+    if (!step_ok_since_recovery_) {  // a fault that re-forming did not cure
+      broken_ = step_failed(Status::error(why.message() + " (again right after a recovery)"));
+      return broken_;
+    }
+    std::fprintf(stderr, "recovery: %s; no worker is gone, forming the cluster again\n", why.message().c_str());
+  }
+  return reform("re-formed", t0);
+}
+
+// Forms the cluster over the places filled (spares taking empty ones), replays every KV
+// slot and reports. A member that cannot join is dropped (refused: out; unreachable: lost)
+// and the cluster formed without it.
+Status Cluster::reform(const std::string& event, double t0) {
+  Status last;
+  for (int attempt = 0; attempt < 2 * int(members_.size()) + 2; ++attempt) {
+    fill_places();
+    Reform rep;
+    int failed = -1;
+    Status st = form(&rep, &failed);
+    if (st.ok()) st = replay(&rep);  // a failure here names nobody in particular
+    if (st.ok()) {
+      ++health_.recoveries;
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "%s on %d nodes (%s); re-sent %.1f MB of weights to %d worker(s); replayed %d tokens in %d "
+                    "steps; resumed in %.2f s",
+                    event.c_str(), n_nodes(), state_name(n_nodes() - 1, int(places_.size())),
+                    double(rep.streamed_bytes) / 1e6, rep.streamed_to, rep.replay_tokens, rep.replay_steps,
+                    util::now_seconds() - t0);
+      health_.last_recovery = buf;
+      std::fprintf(stderr, "recovery: %s\n", buf);
+      publish_health();
+      step_ok_since_recovery_ = false;
+      return util::ok_status();
+    }
+    last = st;
+    if (st.message().find(kTooLittleMemory) != std::string::npos) break;  // fewer nodes would not help
+    if (failed < 0) failed = member_at(st.message());
+    exec_.reset();
+    coll_.reset();
+    t_.reset();
+    if (failed < 0 || !is_refusal(st.message())) {
+      if (lose_unreachable(st.message(), failed) > 0) continue;
+      break;  // nobody to blame
+    }
+    Member& mb = members_[size_t(failed)];  // there, but refuses
+    for (int& p : places_)
+      if (p == failed) p = -1;
+    mb.state = Member::State::kOut;
+    std::fprintf(stderr, "recovery: worker %s refused: %s\n", mb.addr.c_str(), st.message().c_str());
+  }
+  exec_.reset();
+  coll_.reset();
+  t_.reset();
+  broken_ = Status::error("the cluster could not be formed again: " + last.message());
+  publish_health();
+  return broken_;
+}
+
+// Between steps: a lost worker whose address answers (and which passes the handshake on
+// its own) is taken back; the cluster is re-formed with it.
+void Cluster::maybe_rejoin() {
+  if (!o_.recover || members_.empty()) return;
+  const double now = util::now_seconds();
+  if (now < next_rejoin_check_) return;
+  next_rejoin_check_ = now + 0.5;
+  bool back = false;
+  for (Member& mb : members_) {
+    if (mb.state != Member::State::kLost || now < mb.next_try) continue;
+    mb.backoff_s = std::min(30.0, mb.backoff_s * 2);
+    mb.next_try = now + mb.backoff_s;
+    if (!reachable(mb.addr) || !verify_alone(mb)) continue;
+    mb.state = Member::State::kIdle;
+    mb.rejoined = true;
+    mb.since = now;
+    std::fprintf(stderr, "recovery: worker %s is back\n", mb.addr.c_str());
+    back = true;
+  }
+  if (!back) return;
+  const std::vector<int> before = places_;
+  fill_places();
+  if (places_ == before) return;  // it waits as a spare
+  (void)reform("rejoined", now);
+}
+
+// Every slot's history again, the slots side by side. Segments that ran in vec_dot order
+// (transformer.h: fewer than kLaneMinRows rows, or every segment without lane order) and
+// follow each other are merged into one rowwise segment: the same bits in far fewer steps
+// than the decode steps they came from. Lane-order segments run as they ran.
+Status Cluster::replay(Reform* rep) {
+  const auto rowwise = [&](const SlotHistory::Seg& g) {
+    return !o_.lane_order || (!o_.decode_lanes && g.n < model::kLaneMinRows);
+  };
+  std::vector<size_t> next(history_.size(), 0);
+  std::vector<StepReply> replies;
+  std::vector<int32_t> tokens;  // of one replay step (step_tokens_ holds the step to run after)
+  for (;;) {
+    Step s;
+    tokens.clear();
+    for (size_t slot = 0; slot < history_.size(); ++slot) {
+      const SlotHistory& h = history_[slot];
+      const auto& segs = h.segs();
+      if (next[slot] >= segs.size()) continue;
+      const int room = o_.batch - int(tokens.size());
+      if (segs[next[slot]].n > room) continue;  // next step (every segment fits an empty one)
+      StepSegment seg;
+      seg.slot = int(slot);
+      seg.pos = segs[next[slot]].pos;
+      seg.rowwise = rowwise(segs[next[slot]]);
+      do {
+        const auto t = h.tokens(segs[next[slot]]);
+        tokens.insert(tokens.end(), t.begin(), t.end());
+        seg.n += int(t.size());
+        ++next[slot];
+      } while (seg.rowwise && next[slot] < segs.size() && rowwise(segs[next[slot]]) &&
+               segs[next[slot]].pos == seg.pos + seg.n && seg.n + segs[next[slot]].n <= room);
+      s.segs.push_back(std::move(seg));
+    }
+    if (s.segs.empty()) return util::ok_status();
+    auto r = execute(s, tokens, &replies);
+    if (!r) return r.status();
+    ++rep->replay_steps;
+    rep->replay_tokens += int(tokens.size());
+  }
+}
+
+void Cluster::publish_health() {
+  health_.nodes = 1 + int(std::count_if(places_.begin(), places_.end(), [](int p) { return p >= 0; }));
+  if (!broken_.ok()) health_.nodes = 1;
+  std::lock_guard<std::mutex> l(health_mu_);
+  health_snapshot_ = health_;
+}
+
+ClusterHealth Cluster::health() const {
+  std::lock_guard<std::mutex> l(health_mu_);
+  return health_snapshot_;
 }
 
 Expected<int32_t> Cluster::extend(Sequence& seq, std::span<const int32_t> tokens, bool sample) {

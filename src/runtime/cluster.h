@@ -13,11 +13,21 @@
 // --sync-type auto (the default) picks exact sync, whose tokens are one node's, unless the
 // link model predicts q8_0 saves kAutoSyncSaving of the time per token (then q8_0), and
 // says so in describe().
-// Deliberately no tokenizer, no text, no scheduling and no retry: a lost worker ends the
-// session with an error that names it.
+// Recovery (ClusterOptions::recover, on by default): a step that fails because a worker
+// died, timed out or answered nonsense is not the end. The root drops every link (the
+// survivors go back to listening), puts an idle --spare in the dead worker's place (the
+// plan is then unchanged) or re-plans over the survivors, connects again, sends each node
+// the slice it lacks (a worker keeps the slices of earlier sessions; a --model worker
+// slices its own file), replays every KV slot's history (SlotHistory, below) and runs the
+// failed step again. Under exact sync the tokens are then exactly those of an undisturbed
+// run on any node count. Between steps, a dead worker's address is tried every
+// rejoin_every_s; one that answers (and passes the handshake on its own first) is taken
+// back the same way. One that dies again within flap_window_s of coming back stays out.
+// Deliberately no tokenizer, no text and no scheduling.
 #pragma once
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +35,7 @@
 #include "model/loader.h"
 #include "model/transformer.h"
 #include "net/collectives.h"
+#include "net/tcp_transport.h"
 #include "net/transport.h"
 #include "plan/plan.h"
 #include "runtime/auto_collective.h"
@@ -61,6 +72,40 @@ struct ClusterOptions {
   int n_slots = 1;                   // sequences in the KV cache at once (ctx positions each)
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // weight streaming progress on stderr
+  std::vector<std::string> spares;   // idle workers ("host:port") that take a dead one's place
+  bool recover = true;               // re-form and replay when a worker is lost (else the error ends it)
+  double rejoin_every_s = 2;         // how often a lost worker's address is tried again
+  double flap_window_s = 60;         // a worker lost again this soon after rejoining stays out
+};
+
+// What the cluster is now, for /health and /metrics (safe to read from any thread).
+struct ClusterHealth {
+  int nodes = 1, nodes_planned = 1;  // now, and as started (the root and its --workers)
+  uint64_t recoveries = 0;           // re-formings after a loss or for a rejoin
+  uint64_t lost = 0;                 // workers lost (died, timed out, answered nonsense)
+  std::string last_recovery;         // the latest recovery's one-line report
+};
+
+// Every step's segments of one KV slot since the cluster started, pruned to those whose
+// rows can still be read: the KV rows of a slot are a function of this history alone
+// (transformer.h: a row depends only on its own segment and slot), so evaluating the same
+// segments again, in order, rebuilds the slot bit for bit on any node count. A segment at
+// position p makes every earlier segment starting at >= p dead, so the list stays sorted
+// by position; one that starts before p and reaches past it is kept whole.
+class SlotHistory {
+ public:
+  struct Seg {
+    int pos = 0, n = 0;
+    size_t offset = 0;  // into tokens()
+  };
+  void add(int pos, std::span<const int32_t> tokens);
+  const std::vector<Seg>& segs() const { return segs_; }
+  std::span<const int32_t> tokens(const Seg& g) const { return {tokens_.data() + g.offset, size_t(g.n)}; }
+  size_t n_tokens() const { return tokens_.size(); }
+
+ private:
+  std::vector<Seg> segs_;
+  std::vector<int32_t> tokens_;
 };
 
 struct NodeStats {
@@ -103,25 +148,61 @@ class Cluster {
   int n_vocab() const { return m_.config.n_vocab; }
   int n_nodes() const { return int(nodes_.size()); }
   const plan::Plan& plan() const { return plan_; }
-  // Totals per node (root first) since start; workers' as of their last reply.
+  // Totals per node (root first) since the cluster was last formed; workers' as of their
+  // last reply.
   std::vector<NodeStats> stats() const;
+  ClusterHealth health() const;
   std::string describe() const;  // "3 nodes, sync q8_0, all-reduce auto (alpha .. us, beta .. Gbit/s)"
 
  private:
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}
+  // A worker the root knows: one of --workers (home: its place in the list) or a spare.
+  struct Member {
+    enum class State { kActive, kIdle, kLost, kOut };  // kOut: not taken back automatically
+    std::string addr;
+    int home = -1;             // index in --workers, or -1 for a spare
+    State state = State::kIdle;
+    double since = 0;          // when it came back (rejoined) or was lost
+    bool rejoined = false;     // active again after a loss (flap_window_s applies)
+    double next_try = 0, backoff_s = 0;  // lost: when its address is tried again
+  };
+  // What a re-forming did, for its report line.
+  struct Reform {
+    uint64_t streamed_bytes = 0;
+    int streamed_to = 0, replay_tokens = 0, replay_steps = 0;
+  };
   Setup session_setup() const;
+  net::TcpOptions tcp_options() const;
   util::Status probe_links();
   util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares);
-  util::Status setup_workers(const std::string& model_hash);
+  // Connects to the members at places_, plans, sets every node up; *failed: the member
+  // to blame when it fails because of one (else -1).
+  util::Status form(Reform* rep, int* failed);
+  util::Status setup_workers(uint64_t* streamed, int* streamed_to, int* failed);
+  // After a failed step: who is lost, re-form, replay; fails when no cluster can be formed.
+  util::Status recover(const util::Status& why);
+  util::Status reform(const std::string& event, double t0);
+  void maybe_rejoin();
+  bool fill_places();
+  bool verify_alone(Member& mb);  // a session of its own: handshake, then shutdown
+  void lose(int member, const std::string& why);
+  int lose_unreachable(const std::string& why, int named);  // named (or -1) and the silent; how many
+  int member_at(const std::string& text) const;  // the active member an error names, or -1
+  static bool reachable(const std::string& addr);  // its port accepts a TCP connection
+  util::Status replay(Reform* rep);
+  // One step's I/O and compute: embedding rows of `tokens` (the step's rows in order) to
+  // every worker, the root's part, every worker's reply.
+  util::Expected<StepReply> execute(Step& s, std::span<const int32_t> tokens, std::vector<StepReply>* replies);
+  void publish_health();
   struct StreamProgress {  // one worker's weight stream, shared with the progress printer
     bool active = false;
     std::atomic<bool> done{false};
     std::atomic<uint64_t> total{0}, sent{0};
     std::atomic<double> seconds{0};
   };
-  util::Status stream_slices(const std::vector<bool>& have);
+  util::Status stream_slices(const std::vector<bool>& have, uint64_t* streamed, int* failed);
   util::Status stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog, const std::atomic<bool>& abort);
-  util::Status send_step(const std::vector<SeqStep>& batch, Step& s);
+  util::Status send_step(std::span<const int32_t> tokens, Step& s);
   util::Status collect_replies(std::vector<StepReply>* replies);
 
   const model::LoadedModel& m_;
@@ -138,6 +219,21 @@ class Cluster {
   std::vector<NodeStats> nodes_;
   std::vector<uint8_t> rows_;       // [rows][row bytes] embedding rows of a step
   std::vector<float> x_;            // [rows][dim] the same rows embedded
+  std::vector<int32_t> step_tokens_;  // a step's rows' tokens in order
+
+  std::string model_path_, model_hash_;
+  plan::ModelShape shape_;
+  std::vector<double> home_shares_;  // the root's, then one per --workers entry
+  std::vector<Member> members_;      // --workers in order, then --spare
+  std::vector<int> places_;          // per --workers entry: the member computing its share, or -1
+  std::vector<int> rank_member_;     // rank -> member (rank 0: -1, the root)
+  std::vector<SlotHistory> history_; // per KV slot
+  double next_rejoin_check_ = 0;
+  bool step_ok_since_recovery_ = true;
+  util::Status broken_;              // recovery failed: every later step fails with this
+  ClusterHealth health_;
+  mutable std::mutex health_mu_;     // guards health_snapshot_
+  ClusterHealth health_snapshot_;
 };
 
 }  // namespace runtime

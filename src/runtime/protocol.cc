@@ -94,6 +94,7 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   w.put_u8(uint8_t(s.attention));
   w.put_u8(uint8_t(s.lane_order ? 1 : 0) | uint8_t(s.decode_lanes ? 2 : 0));
   put_f64(w, s.step_timeout_s);
+  w.put_u64(s.slice_bytes);
   return w.take();
 }
 
@@ -150,6 +151,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   s.lane_order = u & 1;
   s.decode_lanes = u & 2;
   RETURN_IF_ERROR(get_f64(r, &s.step_timeout_s));
+  RETURN_IF_ERROR(r.get_u64(&s.slice_bytes));
   RETURN_IF_ERROR(r.finish());
   const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
@@ -220,7 +222,7 @@ std::vector<uint8_t> encode_step(const Step& s) {
     w.put_i32(g.slot);
     w.put_i32(g.pos);
     w.put_i32(g.n);
-    w.put_u8(uint8_t(g.want));
+    w.put_u8(uint8_t(g.want) | (g.rowwise ? 0x80 : 0));
     w.put_i32(g.k);
     w.put_f32(g.repeat_penalty);
     w.put_f32(g.presence_penalty);
@@ -255,6 +257,8 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
     RETURN_IF_ERROR(r.get_i32(&g.pos));
     RETURN_IF_ERROR(r.get_i32(&g.n));
     RETURN_IF_ERROR(r.get_u8(&want));
+    g.rowwise = want & 0x80;
+    want &= 0x7f;
     RETURN_IF_ERROR(r.get_i32(&g.k));
     RETURN_IF_ERROR(r.get_f32(&g.repeat_penalty));
     RETURN_IF_ERROR(r.get_f32(&g.presence_penalty));

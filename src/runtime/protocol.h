@@ -4,14 +4,16 @@
 // error names the message and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
 //                measurements (α, β) or a forced algorithm, ctx, KV type, attention mode,
-//                batch (rows per step), KV slots, timeouts
-//   setup-reply  worker -> root: whether it already holds the slice (cache or --model)
+//                batch (rows per step), KV slots, timeouts, the slice's bytes
+//   setup-reply  worker -> root: whether it already holds the slice (cache or --model);
+//                or an error (net kError) when the worker cannot take the session: its
+//                memory is too small, or its --model is another file
 //   tensor       root -> worker: one chunk (<= 64 MiB) of one tensor of the slice
 //   weights-done root -> worker: tensor count; the worker answers ready (or an error)
 //   step         root -> worker: the token embedding rows in their file type, and per
 //                segment (one sequence's consecutive rows: KV slot, pos, n) what to return
-//                (nothing / top-k candidates of its last row / row scores for targets) and
-//                its penalties
+//                (nothing / top-k candidates of its last row / row scores for targets),
+//                whether its rows take vec_dot order whatever their number, and its penalties
 //   step-reply   worker -> root: per sampled segment its candidates + local log-sum-exp,
 //                per scored row its local (max, sum of exp) and the target's logit if
 //                owned; its counters
@@ -44,6 +46,9 @@ inline net::MessageType msg_type(Msg m) { return net::app_message(static_cast<ui
 constexpr size_t kMaxChunkBytes = size_t(64) << 20;  // tensor bytes per frame
 constexpr int kMaxStepRows = 65536;  // rows of one step (setup's batch)
 constexpr int kMaxSlots = 4096;      // KV slots of a session
+// In a worker's refusal of a setup that does not fit its memory; the root then knows that
+// re-planning over fewer nodes cannot help.
+constexpr const char* kTooLittleMemory = "more than this machine's memory";
 
 struct Setup {
   std::string model_hash;  // SHA-256 hex of the GGUF file's bytes
@@ -59,6 +64,7 @@ struct Setup {
   bool lane_order = true;        // model::RunConfig::lane_order for the session
   bool decode_lanes = false;     // model::RunConfig::decode_lanes (one byte with lane_order)
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
+  uint64_t slice_bytes = 0;      // the slice's weights (the worker checks its memory first)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
   model::RunConfig run_config() const;  // how the node runs the model, from the fields above
 };
@@ -80,6 +86,7 @@ enum class Want : uint8_t { kNothing = 0, kCandidates = 1, kScores = 2 };
 struct StepSegment {
   int32_t slot = 0, pos = 0, n = 0;  // rows of one sequence: positions pos..pos+n-1 of a KV slot
   Want want = Want::kNothing;
+  bool rowwise = false;           // model::Segment::rowwise (a replay of decode rows)
   int32_t k = 1;                  // candidates to return (n_vocab: the whole range)
   sampler::PenaltyCounts penalties;
   float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;

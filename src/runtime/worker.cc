@@ -145,9 +145,17 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
   return h;
 }
 
+// Tells the root why this worker cannot take its session (it reads "<worker> gave up: ..."),
+// and ends the session with the same reason.
+Status refuse(net::Transport& t, const std::string& why) {
+  (void)t.send(0, net::MessageType::kError, net::encode_error({net::ErrorCode::kOther, why}), 5.0);
+  return Status::error(why);
+}
+
 Status Worker::session(net::Transport& t) {
   const std::string root = t.peer_name(0);
-  // Setup (answering link probes that come first).
+  // Setup (answering link probes that come first; a root that only checks this worker is
+  // there says shutdown instead).
   Setup s;
   for (;;) {
     auto m = t.recv(0, 60.0);
@@ -156,19 +164,37 @@ Status Worker::session(net::Transport& t) {
       RETURN_IF_ERROR(t.send(0, net::MessageType::kPong, m->payload, 30.0));
       continue;
     }
+    if (m->type == msg_type(Msg::kShutdown)) return util::ok_status();
     if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
     auto p = parse_setup(m->payload, root);
     if (!p) return p.status();
     if (std::string why = model::attention_unsupported(p->config, p->kv_type, p->attention); !why.empty())
-      return util::Status::error("session setup from " + root + ": " + why);
+      return refuse(t, "session setup from " + root + ": " + why);
     s = std::move(*p);
     break;
   }
+  if (local_ && local_hash_ != s.model_hash)
+    return refuse(t, "this worker serves " + o_.model_path + " (sha256 " + local_hash_.substr(0, 12) +
+                         "), and the root runs another model (sha256 " + s.model_hash.substr(0, 12) +
+                         "): give the worker the root's file with --model, or none to receive slices");
   std::shared_ptr<HeldSlice> held;
   const std::string key = s.slice_key();
   for (const auto& h : held_)
     if (h->key == key) held = h;
-  if (!held && local_ && local_hash_ == s.model_hash) {
+  // Memory, before any weight moves: the slice unless it is here already, and the KV slots.
+  const double kv_bytes = double(model::KvCache::bytes_per_position(s.config.n_layers,
+                                                                     s.slice.kv_heads.end - s.slice.kv_heads.begin,
+                                                                     s.config.head_dim, s.kv_type)) *
+                          s.ctx * s.n_slots;
+  const double need = kv_bytes + (held || local_ ? 0.0 : double(s.slice_bytes));
+  if (need > util::physical_memory_bytes())
+    return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
+                         " MB) and " + std::to_string(s.n_slots) + " KV slots of " + std::to_string(s.ctx) +
+                         " positions (" + std::to_string(int64_t(kv_bytes / 1e6)) + " MB) need " +
+                         std::to_string(int64_t(need / 1e6)) + " MB, " + kTooLittleMemory + " (" +
+                         std::to_string(int64_t(util::physical_memory_bytes() / 1e6)) +
+                         " MB); add nodes, or give the root fewer --parallel slots or a smaller --ctx");
+  if (!held && local_) {
     held = std::make_shared<HeldSlice>();
     held->key = key;
     held->config = local_->config;
@@ -187,13 +213,6 @@ Status Worker::session(net::Transport& t) {
   remember(held);
 
   const model::Config& cfg = held->config;
-  const double kv_bytes = double(model::KvCache::bytes_per_position(cfg.n_layers, held->node.part.n_kv_heads,
-                                                                     cfg.head_dim, s.kv_type)) *
-                          s.ctx * s.n_slots;
-  if (kv_bytes > util::physical_memory_bytes())
-    return Status::error("session setup from " + root + ": " + std::to_string(s.n_slots) + " KV slots of " +
-                         std::to_string(s.ctx) + " positions need " + std::to_string(int64_t(kv_bytes / 1e6)) +
-                         " MB, more than this machine's memory; give the root fewer --parallel slots or a smaller --ctx");
   AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim,
                       s.step_timeout_s, s.batch);
   // The root's batch order and slots, so shared rows agree.
@@ -213,8 +232,9 @@ Status Worker::session(net::Transport& t) {
     }
     if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
     auto st = parse_step(m->payload, root);
-    if (!st) return st.status();
-    RETURN_IF_ERROR(check_step_fits(*st, D, s.ctx, s.n_slots, s.batch, root));
+    if (!st) return refuse(t, st.error());
+    if (Status fits = check_step_fits(*st, D, s.ctx, s.n_slots, s.batch, root); !fits.ok())
+      return refuse(t, fits.message());
     const int rows = st->rows_total();
     const size_t rb = tensor::row_bytes(st->embd_type, D);
     x.resize(size_t(rows) * D);

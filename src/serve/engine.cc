@@ -110,6 +110,7 @@ EngineMetrics Engine::metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineMetrics m = m_;
   m.sched = std::move(s);
+  m.cluster = cluster_.health();
   return m;
 }
 

@@ -54,6 +54,7 @@ struct EngineMetrics {
   double prompt_s = 0, gen_s = 0;
   double last_tokens_per_s = 0;  // generation speed of the last finished request
   runtime::SchedulerStats sched;  // slots, queue, the latest step, each node's counters
+  runtime::ClusterHealth cluster; // nodes now and as started, recoveries
 };
 
 class Engine {

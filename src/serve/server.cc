@@ -113,6 +113,14 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_slots_in_use", "", m.sched.slots_in_use);
   metric("shardlm_slots_total", "gauge", "KV slots (--parallel).");
   value("shardlm_slots_total", "", m.sched.slots);
+  metric("shardlm_cluster_nodes", "gauge", "Nodes computing now (the root included).");
+  value("shardlm_cluster_nodes", "", m.cluster.nodes);
+  metric("shardlm_cluster_nodes_planned", "gauge", "Nodes the cluster started with.");
+  value("shardlm_cluster_nodes_planned", "", m.cluster.nodes_planned);
+  metric("shardlm_recoveries_total", "counter", "Times the cluster was re-formed (a worker lost or back).");
+  value("shardlm_recoveries_total", "", double(m.cluster.recoveries));
+  metric("shardlm_workers_lost_total", "counter", "Workers lost (died, timed out or answered nonsense).");
+  value("shardlm_workers_lost_total", "", double(m.cluster.lost));
   metric("shardlm_batch_size", "gauge", "Rows (tokens) of the latest step of the model.");
   value("shardlm_batch_size", "", m.sched.last_batch_rows);
   metric("shardlm_batch_sequences", "gauge", "Sequences in the latest step of the model.");
@@ -308,8 +316,11 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     util::Status st = engine.health();
-    if (st.ok()) return res.set_content(R"({"status":"ok"})", "application/json");
-    send_error(res, api_error(503, "the model is unavailable: " + st.message(), "server_error"));
+    if (!st.ok()) return send_error(res, api_error(503, "the model is unavailable: " + st.message(), "server_error"));
+    const runtime::ClusterHealth h = engine.metrics().cluster;  // degraded: serving on fewer nodes than started
+    res.set_content(dump({{"status", h.nodes < h.nodes_planned ? "degraded" : "ok"}, {"nodes", h.nodes},
+                          {"nodes_planned", h.nodes_planned}, {"recoveries", h.recoveries}}),
+                    "application/json");
   });
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_text(engine.metrics(), counter), "text/plain; version=0.0.4");

@@ -6,8 +6,9 @@
     default q8_0 sync on a confident prompt (others printed as INFO) (workers are reused across runs: each serves
     one root after another and keeps its slices);
   * a root with the wrong cluster key exits non-zero naming the worker;
-  * a worker killed mid-generation, and one SIGSTOPped mid-generation (alive but silent):
-    the root exits non-zero within 5 s naming it;
+  * with --no-recovery, a worker killed mid-generation, and one SIGSTOPped mid-generation
+    (alive but silent): the root exits non-zero within 5 s naming it (recovery, the default,
+    is test_recovery.py's);
   * a worker survives its root being killed and serves the next root;
   * fake peers (tiny Python sockets speaking the frame format by hand): a worker answering
     the hello with another protocol version, a truncated frame (then silence, and then a
@@ -193,7 +194,7 @@ def main():
 
     # A worker killed mid-generation.
     victim, vaddr = start_worker()
-    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1",
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1", "--no-recovery",
            "--workers", addrs[0] + "," + vaddr]
     root = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     root.stdout.read(8)  # generation has started
@@ -211,7 +212,7 @@ def main():
 
     # A worker SIGSTOPped mid-generation: alive, connected, silent.
     stopped, saddr = start_worker()
-    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1",
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "400", "--temp", "0", "-t", "1", "--no-recovery",
            "--workers", addrs[0] + "," + saddr]
     root = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     root.stdout.read(8)

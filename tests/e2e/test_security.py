@@ -247,13 +247,21 @@ def tampering(single, w, waddr):
         ("a flipped byte in the first step reply (worker -> root)", first_of_type(DOWN, STEP_REPLY, flip_payload_byte)),
         ("a replayed first step", first_of_type(UP, STEP, lambda f: [f, f])),
     ]
-    for what, edit in cases:
+    for i, (what, edit) in enumerate(cases):
         proxy = Proxy(waddr, edit)
-        r = generate([proxy.addr], ["--cluster-key", KEY], timeout=60)
+        r = generate([proxy.addr], ["--cluster-key", KEY, "--no-recovery"], timeout=60)
         proxy.close()
         check(r.returncode != 0 and "integrity" in r.stderr and proxy.addr in r.stderr,
-              "%s: root exits non-zero saying integrity and naming worker %s (rc %d, %s)" %
+              "%s: with --no-recovery the root exits non-zero saying integrity and naming worker %s (rc %d, %s)" %
               (what, proxy.addr, r.returncode, r.stderr.strip()[-300:]))
+        if i == 0:  # with recovery (the default) the tampered link's worker is dropped and the text is the same
+            proxy = Proxy(waddr, first_of_type(UP, STEP, flip_payload_byte))
+            r = generate([proxy.addr], ["--cluster-key", KEY], timeout=60)
+            proxy.close()
+            check(r.returncode == 0 and r.stdout == single and "integrity" in r.stderr and
+                  "lost worker " + proxy.addr in r.stderr,
+                  "%s: with recovery the root drops worker %s (integrity) and writes the same text (rc %d, %s)" %
+                  (what, proxy.addr, r.returncode, r.stderr.strip()[-300:]))
         # The same worker serves the next root, directly.
         r = generate([waddr], ["--cluster-key", KEY])
         check(w.poll() is None and r.returncode == 0 and r.stdout == single,

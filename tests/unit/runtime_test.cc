@@ -475,7 +475,7 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   EXPECT_TRUE(fast->decode_lanes);
   s.decode_lanes = false;
   std::vector<uint8_t> bad = runtime::encode_setup(s);
-  bad[bad.size() - 9] = 4;  // the flag byte (lane order, decode lanes), before the final f64 (step timeout)
+  bad[bad.size() - 17] = 4;  // the flag byte (lane order, decode lanes), before the step timeout (f64) and slice bytes (u64)
   auto refused = runtime::parse_setup(bad, "test");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("batch-order flag"), std::string::npos) << refused.error();

