@@ -255,7 +255,7 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
       kernels::rmsnorm(&xn_[size_t(rows + b) * D], &x_[size_t(row + first + b) * D], w_.output_norm.data(), D,
                        c.rms_eps);
     if (k > 0) {
-      const kernels::BatchOrder o = lane_order_ && (k >= kLaneMinRows || decode_lanes_)
+      const kernels::BatchOrder o = !g.rowwise && lane_order_ && (k >= kLaneMinRows || decode_lanes_)
                                         ? kernels::BatchOrder::kLanes
                                         : kernels::BatchOrder::kVecDot;
       if (!out_runs.empty() && out_runs.back().order == o)

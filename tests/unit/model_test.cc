@@ -312,6 +312,59 @@ TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
   }
 }
 
+// A cluster rebuilding a slot after losing a node (runtime/cluster.h, SlotHistory) evaluates
+// decode rows that ran one per step as one rowwise segment: every row must come out with
+// the bits it had when it ran alone, in each batch regime (20 rows: past the decode tiles'
+// 16), for lane-order and vec_dot types and both attention paths.
+TEST(MultiSequence, RowwiseSegmentEqualsTheRowsOneByOne) {
+  for (tensor::Type type : {tensor::Type::Q4_0, tensor::Type::Q4_1, tensor::Type::Q4_K, tensor::Type::Q6_K}) {
+    for (model::AttentionMode mode : {model::AttentionMode::kFlash, model::AttentionMode::kExact}) {
+      auto m = model::load_model(make("toy", type));
+      ASSERT_TRUE(m.ok()) << m.error();
+      const model::Config& c = (*m)->config;
+      const int V = c.n_vocab, D = c.dim, n_prompt = 7, n_dec = 20;
+      std::vector<int32_t> toks;
+      std::mt19937 rng(11);
+      for (int i = 0; i < n_prompt + n_dec; ++i) toks.push_back(int32_t(rng() % V));
+      util::ThreadPool pool(2);
+      model::RunConfig rc;
+      rc.ctx = 64;
+      rc.max_batch = 32;
+      rc.attention = mode;
+      std::vector<float> x(size_t(32) * D), l(size_t(32) * V), alone(size_t(n_dec) * V);
+      model::Transformer one(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+      model::Segment prompt{0, 0, n_prompt, model::Logits::kNone};
+      for (int b = 0; b < n_prompt; ++b) one.embed(toks[b], &x[size_t(b) * D]);
+      ASSERT_TRUE(one.forward_batch(&prompt, 1, x.data(), nullptr).ok());
+      for (int i = 0; i < n_dec; ++i) {
+        model::Segment seg{0, n_prompt + i, 1, model::Logits::kLast};
+        one.embed(toks[n_prompt + i], x.data());
+        ASSERT_TRUE(one.forward_batch(&seg, 1, x.data(), &alone[size_t(i) * V]).ok());
+      }
+      model::Transformer re(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+      for (int b = 0; b < n_prompt; ++b) re.embed(toks[b], &x[size_t(b) * D]);
+      ASSERT_TRUE(re.forward_batch(&prompt, 1, x.data(), nullptr).ok());
+      model::Segment rows{0, n_prompt, n_dec, model::Logits::kAll, /*rowwise=*/true};
+      for (int b = 0; b < n_dec; ++b) re.embed(toks[n_prompt + b], &x[size_t(b) * D]);
+      ASSERT_TRUE(re.forward_batch(&rows, 1, x.data(), l.data()).ok());
+      for (int i = 0; i < n_dec; ++i)
+        EXPECT_EQ(std::memcmp(&l[size_t(i) * V], &alone[size_t(i) * V], sizeof(float) * V), 0)
+            << tensor::type_name(type) << " " << model::attention_mode_name(mode) << " row " << i;
+      // Without rowwise, lane-order types take lanes for these rows: other bits (so the flag
+      // is what the equality rests on). Only asserted where lanes exist.
+      if (type == tensor::Type::Q4_0) {
+        model::Transformer lanes(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+        for (int b = 0; b < n_prompt; ++b) lanes.embed(toks[b], &x[size_t(b) * D]);
+        ASSERT_TRUE(lanes.forward_batch(&prompt, 1, x.data(), nullptr).ok());
+        rows.rowwise = false;
+        for (int b = 0; b < n_dec; ++b) lanes.embed(toks[n_prompt + b], &x[size_t(b) * D]);
+        ASSERT_TRUE(lanes.forward_batch(&rows, 1, x.data(), l.data()).ok());
+        EXPECT_NE(std::memcmp(l.data(), alone.data(), sizeof(float) * V * n_dec), 0) << "lanes gave the same bits";
+      }
+    }
+  }
+}
+
 TEST(ModelErrors, UnknownArchitectureListsSupported) {
   expect_load_error([](gguf::Writer& w, const gguf::File& f) {
     copy_all(w, f);

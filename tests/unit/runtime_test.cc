@@ -25,6 +25,7 @@
 #include "net/collectives.h"
 #include "net/transport.h"
 #include "plan/plan.h"
+#include "runtime/cluster.h"
 #include "runtime/net_collective.h"
 #include "runtime/protocol.h"
 #include "runtime/scoring.h"
@@ -404,6 +405,7 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   decode.k = 40;
   decode.penalties = {{3, 2}, {17, 1}};
   decode.repeat_penalty = 1.1f;
+  decode.rowwise = true;
   s.segs = {score, decode};
   std::vector<uint8_t> rows(4 * 4 * 8, 0x3c);  // 4 rows of 8 F32 values
   s.rows = rows;
@@ -416,6 +418,8 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   EXPECT_EQ(p->segs[1].pos, 40);
   EXPECT_EQ(p->segs[1].penalties, decode.penalties);
   EXPECT_EQ(p->segs[1].repeat_penalty, 1.1f);
+  EXPECT_FALSE(p->segs[0].rowwise);
+  EXPECT_TRUE(p->segs[1].rowwise);
   EXPECT_EQ(p->rows_total(), 4);
   EXPECT_TRUE(runtime::check_step_fits(*p, 8, 64, 3, 8, "test").ok());
   // Each refused by name: too few slots, too short a context, too many rows, a slot twice.
@@ -442,6 +446,31 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   EXPECT_EQ(q->scores[0].sum, 2.25);
   EXPECT_TRUE(q->scores[0].owns);
   EXPECT_FALSE(q->scores[1].owns);
+}
+
+// The replay history of a KV slot (runtime/cluster.h): a segment at position p drops every
+// segment that starts at or after p, keeps one that starts before p whole, and the list
+// stays sorted by position.
+TEST(SlotHistory, KeepsWhatTheSlotStillReadsInOrder) {
+  runtime::SlotHistory h;
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {9, 10}, c = {11}, d = {12, 13, 14};
+  h.add(0, a);  // 0..7
+  h.add(8, b);  // 8..9
+  h.add(10, c); // 10
+  ASSERT_EQ(h.segs().size(), 3u);
+  h.add(9, d);  // truncated to 9: drops c (10), keeps b (8..9) whole
+  ASSERT_EQ(h.segs().size(), 3u);
+  EXPECT_EQ(h.segs()[1].pos, 8);
+  EXPECT_EQ(h.segs()[2].pos, 9);
+  EXPECT_EQ(std::vector<int32_t>(h.tokens(h.segs()[2]).begin(), h.tokens(h.segs()[2]).end()), d);
+  h.add(4, b);  // truncated to 4: drops b and d, keeps a (0..7) whole
+  ASSERT_EQ(h.segs().size(), 2u);
+  EXPECT_EQ(h.segs()[0].n, 8);
+  EXPECT_EQ(h.segs()[1].pos, 4);
+  EXPECT_EQ(h.n_tokens(), a.size() + b.size());
+  h.add(0, c);  // a new conversation from 0: only it
+  ASSERT_EQ(h.segs().size(), 1u);
+  EXPECT_EQ(h.n_tokens(), 1u);
 }
 
 TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
