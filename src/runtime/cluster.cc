@@ -568,7 +568,11 @@ void Cluster::lose(int m, const std::string& why) {
 // A session of the member's own: the handshake checks its version, key and link setting
 // without touching the running cluster. A refusal puts it out (named on stderr).
 bool Cluster::verify_alone(Member& mb) {
-  auto t = net::TcpTransport::connect_root({mb.addr}, tcp_options());
+  net::TcpOptions quick = tcp_options();  // the cluster waits meanwhile: a frozen host costs ~1 s
+  quick.connect_timeout_s = 0.5;
+  quick.handshake_timeout_s = 1.0;
+  quick.setup_timeout_s = 1.0;
+  auto t = net::TcpTransport::connect_root({mb.addr}, quick);
   if (t) {
     (void)(*t)->send(1, msg_type(Msg::kShutdown), {}, 1.0);
     return true;
