@@ -18,8 +18,10 @@
     400 naming --chat-template; `chat` refuses to start, naming it too.
 Every process runs with -t 1; the whole test takes seconds.
 """
+import atexit
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -41,6 +43,7 @@ KEY = "sk-http-test"
 ORIGIN = "https://app.example.com"
 MAX_BODY = 4096
 TMP = tempfile.mkdtemp(prefix="shardlm-http-")
+atexit.register(shutil.rmtree, TMP, True)
 
 
 def path(name):
