@@ -1,4 +1,5 @@
-// api.h: the OpenAI-compatible request and response formats. parse_request() reads a
+// api.h: the OpenAI-compatible request and response formats (and the bodies of
+// llama-server's /tokenize and /detokenize). parse_request() reads a
 // /v1/chat/completions or /v1/completions body and checks every field it knows (types,
 // ranges, roles, n == 1, max_tokens within the context, stop strings), answering a
 // malformed request with an ApiError that becomes {"error":{"message","type","param",

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <random>
 
+#include "serve/assets.h"
 #include "serve/page.h"
 #include "serve/tls.h"
 #include "util/log.h"
@@ -338,11 +339,12 @@ class Handler {
             const std::string s = "data: " + data + "\n\n";
             return sink.write(s.data(), s.size());
           };
-          // A comment line while queued: SSE clients ignore it, and a write to a closed
-          // connection fails, so a client that left gives up its place.
+          // A comment line while queued, ": waiting N" with the requests queued (the page
+          // shows it): SSE clients ignore it, and a write to a closed connection fails, so
+          // a client that left gives up its place.
           auto waiting = [&] {
-            static const char kWaiting[] = ": waiting\n\n";
-            return sink.write(kWaiting, sizeof kWaiting - 1);
+            const std::string w = ": waiting " + std::to_string(engine_.metrics().sched.queued) + "\n\n";
+            return sink.write(w.data(), w.size());
           };
           bool first = true;
           GenerationResult out = engine_.generate(
@@ -481,6 +483,11 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   });
 
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
+  for (const Asset* a = assets_begin(); a != assets_end(); ++a)
+    svr.Get(a->path, [a](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "public, max-age=86400");
+      res.set_content(a->body.data(), a->body.size(), a->content_type);
+    });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     util::Status st = engine.health();
     if (st.ok()) return res.set_content(R"({"status":"ok"})", "application/json");
@@ -550,6 +557,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     std::string path = "other";
     for (const Route& r : kRoutes)
       if (req.path == r.path) path = r.path;
+    if (req.path.rfind("/assets/", 0) == 0) path = "/assets/";
     counter.add(path, res.status);
     access_log.write(req, res);
   });

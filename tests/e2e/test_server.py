@@ -331,7 +331,7 @@ def main():
             if state in ("done", "error"):
                 break
             time.sleep(0.2)
-        answer = browser.eval("document.getElementById('answer-1').textContent")
+        answer = browser.eval("document.getElementById('answer-1').dataset.raw")
         speed = browser.eval("document.getElementById('speed').textContent")
         shot = os.path.join(ARTIFACTS, "serve_page.png")
         browser.screenshot(shot)
