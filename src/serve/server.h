@@ -1,6 +1,7 @@
 // server.h: the HTTP side of `shardlm serve` (cpp-httplib, HTTPS with a certificate):
 // POST /v1/chat/completions and /v1/completions (JSON or server-sent events), GET
-// /v1/models, /health, /metrics (Prometheus text), the chat page at "/", and llama-server's
+// /v1/models, /health, /metrics (Prometheus text), the chat page at "/" with its libraries
+// at /assets/ (serve/assets.h), and llama-server's
 // POST /tokenize, /detokenize and GET /props. Every error is an OpenAI-style error object
 // with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401 (on /v1/,
 // /tokenize, /detokenize and /props), unknown routes 404, wrong methods 405, a POST without
