@@ -90,11 +90,29 @@ const Route kRoutes[] = {{"/", false, false},          {"/health", false, false}
                          {"/tokenize", true, true},    {"/detokenize", true, true},
                          {"/props", false, true}};
 
+void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
+  res.set_header("Allow", post ? "POST" : "GET");
+  send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
+                            "invalid_request_error", "method_not_allowed"));
+}
+
+void not_found(const httplib::Request& req, httplib::Response& res) {
+  send_error(res, api_error(404, "no route " + req.method + " " + req.path +
+                                     "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
+                                     "/props, /health, /metrics",
+                            "invalid_request_error", "unknown_url"));
+}
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (path == r.path) return &r;
+  return nullptr;
+}
+
 bool needs_key(const std::string& path) {
   if (path.rfind("/v1/", 0) == 0) return true;
-  for (const Route& r : kRoutes)
-    if (path == r.path) return r.keyed;
-  return false;
+  const Route* r = find_route(path);
+  return r && r->keyed;
 }
 
 // Methods whose requests cpp-httplib reads a body for: without Content-Length or chunked
@@ -130,7 +148,8 @@ class AccessLog {
     if (t0 != std::chrono::steady_clock::time_point{})
       std::snprintf(secs, sizeof secs, "%.3fs",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    const std::string bytes = res.get_header_value("Content-Type") == "text/event-stream" ? "stream" : std::to_string(res.body.size());
+    const bool stream = res.get_header_value("Content-Type") == "text/event-stream";
+    const std::string bytes = stream ? "stream" : std::to_string(res.body.size());
     std::lock_guard<std::mutex> lock(mu_);
     std::fprintf(f_, "%s %s:%d \"%s %s\" %d %s %s\n", when, req.remote_addr.c_str(), req.remote_port,
                  req.method.c_str(), req.path.c_str(), res.status, bytes.c_str(), secs);
@@ -461,6 +480,13 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     if (expects_body(req.method) && !req.has_header("Content-Length") &&
         req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
       res.set_header("Connection", "close");
+      // Only POST routes take a body: other methods are answered as they would be after it.
+      const Route* r = find_route(req.path);
+      if (req.method != "POST" || !r || !r->post) {
+        if (r) method_not_allowed(req, res, r->post);
+        else not_found(req, res);
+        return httplib::Server::HandlerResponse::Handled;
+      }
       send_error(res, api_error(411, "the request has no body (no Content-Length header): send a JSON body, "
                                      "e.g. curl -d '{...}'", "invalid_request_error", "missing_body"));
       return httplib::Server::HandlerResponse::Handled;
@@ -513,11 +539,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   // Known routes with the wrong method: 405 naming the right one.
   for (const Route& route : kRoutes) {
     const bool post = route.post;
-    auto wrong = [post](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", post ? "POST" : "GET");
-      send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
-                                "invalid_request_error", "method_not_allowed"));
-    };
+    auto wrong = [post](const httplib::Request& req, httplib::Response& res) { method_not_allowed(req, res, post); };
     if (post)
       svr.Get(route.path, wrong);
     else
@@ -533,10 +555,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
                                          std::to_string(o.max_body) + " bytes (--max-body)",
                                 "invalid_request_error", "request_too_large"));
     } else if (res.status == 404) {
-      send_error(res, api_error(404, "no route " + req.method + " " + req.path +
-                                         "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
-                                         "/props, /health, /metrics",
-                                "invalid_request_error", "unknown_url"));
+      not_found(req, res);
     } else {
       send_error(res, api_error(res.status, "HTTP error " + std::to_string(res.status),
                                 res.status < 500 ? "invalid_request_error" : "server_error"));
@@ -555,8 +574,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   });
   svr.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
     std::string path = "other";
-    for (const Route& r : kRoutes)
-      if (req.path == r.path) path = r.path;
+    if (const Route* r = find_route(req.path)) path = r->path;
     if (req.path.rfind("/assets/", 0) == 0) path = "/assets/";
     counter.add(path, res.status);
     access_log.write(req, res);

@@ -216,6 +216,12 @@ def routes(http, addr):
     secs, status = http.raw(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n\r\n"
                              % KEY).encode(), addr)
     check(status.startswith("HTTP/1.1 411") and secs < 5, "a POST without a body: %r after %.2f s" % (status, secs))
+    for method, route, want in (("DELETE", "/v1/models", "405"), ("PUT", "/nowhere", "404"),
+                                ("POST", "/nowhere", "404")):
+        secs, status = http.raw(("%s %s HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n\r\n"
+                                 % (method, route, KEY)).encode(), addr)
+        check(status.startswith("HTTP/1.1 " + want) and secs < 5, "%s %s without a body: %r after %.2f s" % (
+            method, route, status, secs))
 
 
 def access_log(log_file, n_requests):
