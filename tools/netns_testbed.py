@@ -218,6 +218,9 @@ def main():
     if args.rt:
         RT.extend(["chrt", "-f", "10"])
         RT_RELAY.extend(["chrt", "-f", "20"])
+    if args.link_encryption == "off" and not args.cluster_key_file:
+        sys.exit("--link-encryption off needs --cluster-key-file (a keyed link in clear); without a key links are "
+                 "in clear anyway")
     if args.cluster_key_file:
         args.cluster_key_file = os.path.abspath(args.cluster_key_file)
     if os.geteuid() != 0:
