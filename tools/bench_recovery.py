@@ -30,6 +30,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns_testbed as tb  # noqa: E402
 
+tb.PREFIX, tb.HUB = "shr", "shr-hub"  # namespaces of its own: a netns_testbed.py run may be going on beside it
+
 LINE = re.compile(r"re-formed on (\d+) nodes .*?re-sent ([\d.]+) MB of weights to (\d+) worker\(s\); replayed (\d+) "
                   r"tokens in (\d+) steps; resumed in ([\d.]+) s")
 

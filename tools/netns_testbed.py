@@ -24,6 +24,11 @@ also the token time beyond the compute floor (the slowest node's compute, or wit
 nodes than cores the sum of all nodes' compute / cores) against the model's sync + step
 message and reply.
 
+With --cluster-key-file the root and every worker are keyed, so every frame is sealed with
+AES-256-GCM (issue 18); add --link-encryption off for a keyed handshake with frames in
+clear. The weight streaming of each N (the first bench after the workers start) is
+reported as MB/s per worker, from the root's "weights to ..." lines.
+
 Every namespace is deleted on exit (atexit and SIGINT/SIGTERM), also after a failure.
 Needs root (ip netns, tc). Example:
   tools/netns_testbed.py -m MODEL --nodes 1,2,4 --latency-us 100,1000 --gbps 1
@@ -113,11 +118,19 @@ def start(cmd, ns, rt=None):
     return p
 
 
+def key_args(args):
+    """The security options root and workers share."""
+    a = ["--cluster-key-file", args.cluster_key_file] if args.cluster_key_file else []
+    if args.link_encryption == "off":
+        a += ["--insecure", "--link-encryption", "off"]
+    return a
+
+
 def start_workers(args, n_nodes):
     workers = []
     for i in range(1, n_nodes):
-        p = start([args.bin, "worker", "--host", "127.0.0.1", "--port", str(WORKER_PORT), "-t", str(args.threads)],
-                  node_ns(i))
+        p = start([args.bin, "worker", "--host", "127.0.0.1", "--port", str(WORKER_PORT), "-t", str(args.threads)]
+                  + key_args(args), node_ns(i))
         line = p.stdout.readline()
         if not line.startswith("listening on"):
             raise RuntimeError("worker %d did not start: %s %s" % (i, line, p.stderr.read()[-500:]))
@@ -164,10 +177,15 @@ def bench(args, model, n_nodes, n_prompt=None, n_gen=None, reps=None):
         cmd += ["--sync-type", args.sync_type]
     if n_nodes > 1:
         cmd += ["--workers", ",".join(SUBNET + "%d:%d" % (i + 1, RELAY_PORT) for i in range(1, n_nodes))]
+        cmd += key_args(args)
     r = subprocess.run(ns_exec(node_ns(0), *cmd), capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise RuntimeError("bench failed: " + r.stderr.strip()[-800:])
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    b = json.loads(r.stdout.strip().splitlines()[-1])
+    # "weights to worker HOST:PORT: 347.8 / 347.8 MB, 117.2 MB/s, took 3.0 s", per worker streamed to
+    b["stream_mbs"] = [float(x) for x in re.findall(r"^weights to .*?: [\d.]+ / [\d.]+ MB, ([\d.]+) MB/s, took",
+                                                     r.stderr, re.M)]
+    return b
 
 
 def main():
@@ -189,6 +207,10 @@ def main():
     ap.add_argument("--no-calibrate", action="store_true",
                     help="add the whole latency in the relay (default: only what the stack does not already cost)")
     ap.add_argument("--json-out", help="also write every result to this file")
+    ap.add_argument("--cluster-key-file", help="key root and workers with this file (`shardlm keygen --out FILE`): "
+                                               "sealed frames")
+    ap.add_argument("--link-encryption", choices=["on", "off"], default="on",
+                    help="off: keyed handshake, frames in clear (with --cluster-key-file)")
     ap.add_argument("--rt", action="store_true",
                     help="run root and workers SCHED_FIFO (relays at a higher priority), so that other users' load "
                          "on a shared machine does not land in the measured times (the kernel keeps 5%% for others)")
@@ -196,6 +218,11 @@ def main():
     if args.rt:
         RT.extend(["chrt", "-f", "10"])
         RT_RELAY.extend(["chrt", "-f", "20"])
+    if args.link_encryption == "off" and not args.cluster_key_file:
+        sys.exit("--link-encryption off needs --cluster-key-file (a keyed link in clear); without a key links are "
+                 "in clear anyway")
+    if args.cluster_key_file:
+        args.cluster_key_file = os.path.abspath(args.cluster_key_file)
     if os.geteuid() != 0:
         sys.exit("netns_testbed.py needs root (ip netns, tc)")
     for f in (args.bin, args.relay):
@@ -229,8 +256,10 @@ def main():
                     stop(relays)
                 m = re.search(r"alpha (\d+) us", b.get("cluster", ""))
                 base_us = float(m.group(1)) if m else 0.0
-                print("<!-- %s N=%d: alpha with the relay at 0 delay: %.0f us -->" % (os.path.basename(model), n,
-                                                                                      base_us), flush=True)
+                print("<!-- %s N=%d: alpha with the relay at 0 delay: %.0f us; weights streamed at %s MB/s -->" % (
+                    os.path.basename(model), n, base_us, ", ".join("%.1f" % x for x in b["stream_mbs"]) or "-"),
+                    flush=True)
+                results.append(dict(model=os.path.basename(model), nodes=n, stream_mbs=b["stream_mbs"]))
             for lat in latencies if n > 1 else [0]:
                 relays = start_relays(args, n, max(0.0, lat - base_us))
                 try:
@@ -241,7 +270,7 @@ def main():
                 comp = [x["tg_compute_ms"] for x in nodes] or [0]
                 sync = [x["tg_sync_ms"] for x in nodes] or [0]
                 m = re.search(r"alpha (\d+) us, beta ([\d.]+) Gbit/s: decode ([\w-]+)", b.get("cluster", ""))
-                algo = m.group(3) if m else "-"
+                algo = m.group(3) if m else ("exact" if "sync exact" in b.get("cluster", "") else "-")
                 pred, step = model_sync_ms(args, model, n, lat, algo) if m else (0.0, 0.0)
                 ratio = sync[0] / pred if pred else float("nan")
                 token_ms = 1e3 / b["tg_tps"] if b["tg_tps"] else float("nan")
@@ -256,7 +285,8 @@ def main():
                            compute_max_ms=max(comp), sync_ms=sync[0], sync_max_ms=max(sync), model_sync_ms=pred,
                            ratio=ratio, token_ms=token_ms, rest_ms=rest, model_step_ms=step, ratio_rest=ratio2,
                            ttft_ms=ttft, tg_tps=b["tg_tps"], pp_tps=b["pp_tps"],
-                           probe=("%s us, %s Gbit/s" % (m.group(1), m.group(2))) if m else "-")
+                           probe=("%s us, %s Gbit/s" % (m.group(1), m.group(2))) if m else "-",
+                           stream_mbs=b["stream_mbs"])
                 results.append(row)
                 dash = lambda fmt, v: fmt % v if n > 1 and args.n_gen else "-"
                 print("| %s | %d | %s | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s | %s | %s | %s | %s |" % (

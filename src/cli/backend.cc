@@ -26,7 +26,7 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
 }
 
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
-                         Backend* b, int n_slots) {
+                         Backend* b, int n_slots, bool need_chat) {
   auto m = model::load_model(o.model);
   if (!m) return m.error();
   b->model = std::move(*m);
@@ -35,6 +35,7 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   b->tok = std::move(*tok);
   auto prompts = serve::PromptBuilder::create(*b->model->file, *b->tok, chat_template);
   if (!prompts) return prompts.error();
+  if (need_chat && !prompts->has_chat()) return serve::PromptBuilder::no_template_error();
   b->prompts.emplace(std::move(*prompts));
   std::string ctx_error;
   const int ctx = resolve_ctx(o, b->model->config, &ctx_error);

@@ -31,9 +31,10 @@ inline void add_chat_template_option(CLI::App* cmd, std::string* choice) {
 }
 
 // Opens everything with n_slots KV slots of the resolved context each; an error message
-// ("" on success).
+// ("" on success). need_chat: a model without a chat template (and no --chat-template) is
+// refused; else it is opened for completions only (serve).
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
-                         Backend* b, int n_slots = 1);
+                         Backend* b, int n_slots = 1, bool need_chat = true);
 // Why n_slots slots of ctx positions cannot run this model here ("" when they can).
 std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots);
 

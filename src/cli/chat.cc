@@ -1,11 +1,19 @@
-// chat.cc: `shardlm chat`: a terminal chat. Reads one user message per line from stdin
-// (interactive or piped), keeps the conversation, renders it with the model's chat
-// template and streams each reply to stdout, followed by a newline. The same engine as
-// `serve` (KV prefix reuse makes each turn evaluate only the new messages). "/reset"
-// starts a new conversation; "/quit" or end of input ends.
+// chat.cc: `shardlm chat`: a terminal chat. Reads one user message per line, keeps the
+// conversation, renders it with the model's chat template and streams each reply to
+// stdout, followed by a newline. On a terminal the line is read with libedit: editing,
+// the arrow keys, and a history kept in $SHARDLM_HISTORY (default ~/.shardlm_history); from
+// a pipe, plain lines. Ctrl-C during a reply stops that reply (what was said stays in the
+// conversation, marked " [stopped]" on stderr); at the prompt it ends the program, as do
+// Ctrl-D and /quit. A reply cut off by -n is marked " [cut off at -n N tokens]" (stderr). /help lists the
+// commands, /reset starts over and says so. The same engine as `serve` (KV prefix reuse
+// makes each turn evaluate only the new messages).
+#include <editline/readline.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,6 +22,68 @@
 #include "cli/commands.h"
 
 namespace cli {
+
+namespace {
+
+// Lines from libedit on a terminal (with history), else from std::getline.
+class LineReader {
+ public:
+  explicit LineReader(bool tty) : tty_(tty) {
+    if (!tty_) return;
+    if (const char* h = std::getenv("SHARDLM_HISTORY")) history_ = h;
+    else if (const char* home = std::getenv("HOME")) history_ = std::string(home) + "/.shardlm_history";
+    using_history();
+    if (!history_.empty()) read_history(history_.c_str());
+  }
+  ~LineReader() {
+    if (tty_ && !history_.empty()) history_truncate_file(history_.c_str(), 1000);
+  }
+  // False at end of input.
+  bool read(std::string* line) {
+    if (!tty_) return bool(std::getline(std::cin, *line));
+    char* l = readline("> ");
+    if (!l) return false;
+    *line = l;
+    std::free(l);
+    if (line->find_first_not_of(" \t") != std::string::npos) {
+      add_history(line->c_str());
+      if (!history_.empty()) write_history(history_.c_str());  // Ctrl-C at the prompt ends without destructors
+    }
+    return true;
+  }
+
+ private:
+  bool tty_;
+  std::string history_;
+};
+
+std::atomic<bool> g_interrupted{false};
+
+void on_interrupt(int) { g_interrupted = true; }
+
+// While alive, SIGINT sets g_interrupted instead of ending the program.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~InterruptScope() { sigaction(SIGINT, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+const char kHelp[] =
+    "/help    this list\n"
+    "/reset   start a new conversation (the --system message is kept)\n"
+    "/quit    end (also Ctrl-D, or Ctrl-C at the prompt)\n"
+    "Ctrl-C during a reply stops the reply; the up and down arrows recall earlier lines.\n";
+
+}  // namespace
 
 Runner add_chat(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal");
@@ -33,17 +103,28 @@ Runner add_chat(CLI::App& app) {
     Backend b;
     if (std::string e = open_backend(*o, *co, *tmpl, &b); !e.empty()) return fail(e);
     const bool tty = isatty(0);
-    if (tty) std::fprintf(stderr, "chat with %s; /reset starts over, /quit or Ctrl-D ends\n", o->model.c_str());
+    if (tty) std::fprintf(stderr, "chat with %s; /help lists the commands, Ctrl-C stops a reply\n", o->model.c_str());
     std::vector<tokenizer::ChatMessage> history;
     if (!system->empty()) history.push_back({"system", *system});
     const size_t base = history.size();
+    uint64_t seed = run_seed(cmd, s->seed);
+    LineReader reader(tty);
     std::string line;
-    for (;;) {
-      if (tty) std::fprintf(stderr, "> ");
-      if (!std::getline(std::cin, line)) break;
-      if (line == "/quit") break;
+    while (reader.read(&line)) {
+      if (line == "/quit" || line == "/exit") break;
+      if (line == "/help") {
+        std::fputs(kHelp, stderr);
+        continue;
+      }
       if (line == "/reset") {
+        const size_t dropped = history.size() - base;
         history.resize(base);
+        std::fprintf(stderr, "new conversation (%zu message%s dropped%s)\n", dropped, dropped == 1 ? "" : "s",
+                     base ? ", the system message kept" : "");
+        continue;
+      }
+      if (line.size() > 1 && line[0] == '/' && line.find(' ') == std::string::npos) {
+        std::fprintf(stderr, "unknown command %s; /help lists the commands\n", line.c_str());
         continue;
       }
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -61,21 +142,35 @@ Runner add_chat(CLI::App& app) {
       serve::GenerationRequest g;
       g.prompt = std::move(*tokens);
       g.params = *s;
+      g.params.seed = seed++;  // a different draw each turn, reproducible from --seed
       g.seed_given = true;
       g.max_tokens = std::min(*n_predict, room);
       std::string reply;
-      serve::GenerationResult r = b.engine->generate(g, [&](const std::string& t) {
-        reply += t;
-        std::fwrite(t.data(), 1, t.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      });
+      serve::GenerationResult r;
+      {
+        InterruptScope interrupts;
+        r = b.engine->generate(g, [&](const std::string& t) {
+          if (g_interrupted) return false;
+          reply += t;
+          std::fwrite(t.data(), 1, t.size(), stdout);
+          std::fflush(stdout);
+          return true;
+        });
+      }
+      if (!r.status.ok()) {
+        std::fputc('\n', stdout);
+        return fail(r.status.message());
+      }
+      // Marks on stderr: the reply on stdout stays the model's text.
+      if (r.finish_reason == "cancelled") std::fputs(" [stopped]", stderr);
+      if (r.finish_reason == "length")
+        std::fprintf(stderr, " [cut off at %s %d tokens]", g.max_tokens == *n_predict ? "-n" : "the context of",
+                     g.max_tokens == *n_predict ? *n_predict : ctx);
       std::fputc('\n', stdout);
       std::fflush(stdout);
-      if (!r.status.ok()) return fail(r.status.message());
       history.push_back({"assistant", reply});
-      s->seed++;  // a different draw each turn, still reproducible from --seed
     }
+    if (tty) std::fputc('\n', stderr);
     return 0;
   };
 }

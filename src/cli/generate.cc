@@ -1,7 +1,9 @@
 // generate.cc: `shardlm generate`: prompt in, generated text to stdout (streamed,
 // UTF-8 safe), statistics to stderr (prompt and generation tokens/s separately). With
 // --workers the model runs on a cluster (runtime::Cluster); one node otherwise. With
-// --stats: per token ms of compute and of sync, and bytes sent / received by each node.
+// --stats: the seed (random unless --seed is given), per token ms of compute and of sync,
+// and bytes sent / received by each node. The text ends with a newline, so the statistics
+// start on a line of their own when stdout and stderr share a pipe.
 #include <cstdio>
 #include <future>
 #include <memory>
@@ -89,6 +91,7 @@ Runner add_generate(CLI::App& app) {
     auto job = std::make_shared<runtime::Job>();
     job->prompt = tokens;
     job->params = *s;
+    job->params.seed = run_seed(cmd, s->seed);
     job->max_tokens = std::max(1, *n_predict);
     job->on_token = [&](int32_t id) {  // on the scheduler's thread
       if (generated == 0) stats1 = cluster.stats();
@@ -117,6 +120,8 @@ Runner add_generate(CLI::App& app) {
     std::fprintf(stderr, "generation: %d tokens in %.1f ms (%.2f tokens/s)\n", generated, end.gen_s * 1e3,
                  generated > 0 && end.gen_s > 0 ? generated / end.gen_s : 0.0);
     if (*stats) {
+      std::fprintf(stderr, "seed: %llu%s\n", (unsigned long long)job->params.seed,
+                   cmd->count("--seed") ? "" : " (random; --seed repeats a run)");
       print_node_stats(stats0, stats1, static_cast<int>(tokens.size()), "prompt");
       print_node_stats(stats1, stats2, end.generated - 1, "generation");
     }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -39,14 +41,22 @@ inline void add_run_options(CLI::App* cmd, RunOptions* o) {
   cmd->add_option("-t,--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
   cmd->add_option("-c,--ctx", o->ctx, "context length, up to the model's trained context (default: min(trained, 4096))")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, q8_0 (needs --flash-attn on) or f32")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, model::KvType>{
-          {"f16", model::KvType::kF16}, {"f32", model::KvType::kF32}, {"q8_0", model::KvType::kQ8_0}},
-          CLI::ignore_case));
-  cmd->add_option("--flash-attn", o->attention,
-                  "attention: on (tiled flash attention, default) or off (llama.cpp's exact non-flash path)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, model::AttentionMode>{
-          {"on", model::AttentionMode::kFlash}, {"off", model::AttentionMode::kExact}}, CLI::ignore_case));
+  // Enum options are read as names and mapped here: CLI11's enum transformers print the
+  // values (raw bytes for a uint8_t enum) in --help and in their errors.
+  cmd->add_option_function<std::string>(
+         "--kv-type",
+         [o](const std::string& v) {
+           o->kv_type = v == "f32" ? model::KvType::kF32 : v == "q8_0" ? model::KvType::kQ8_0 : model::KvType::kF16;
+         },
+         "KV cache type: f16, q8_0 (needs --flash-attn on) or f32")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}, CLI::ignore_case))->default_str("f16");
+  cmd->add_option_function<std::string>(
+         "--flash-attn",
+         [o](const std::string& v) {
+           o->attention = v == "off" ? model::AttentionMode::kExact : model::AttentionMode::kFlash;
+         },
+         "attention: on (tiled flash attention, default) or off (llama.cpp's exact non-flash path)")
+      ->check(CLI::IsMember({"on", "off"}, CLI::ignore_case))->default_str("on");
   cmd->add_option("-b,--batch", o->batch, "prompt tokens evaluated per step (beside one decode row per running request)")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_flag("--exact-batches", o->exact_batches,
                 "Q4_0/Q4_K/Q6_K prompt batches in the decode path's summation order: a prompt's logits "
@@ -67,15 +77,33 @@ inline int resolve_ctx(const RunOptions& o, const model::Config& c, std::string*
 }
 
 inline void add_sampler_options(CLI::App* cmd, sampler::Params* s) {
-  cmd->add_option("--temp", s->temperature, "temperature (0: greedy)")->capture_default_str();
+  // (CLI::NonNegativeNumber's error prints DBL_MAX in full.)
+  const CLI::Validator non_negative(
+      [](std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return end != v.c_str() && *end == 0 && x >= 0 ? std::string() : "must be 0 (greedy) or more, not " + v;
+      },
+      "");
+  cmd->add_option("--temp", s->temperature, "temperature (0: greedy)")->capture_default_str()->check(non_negative);
   cmd->add_option("--top-k", s->top_k, "top-k (0: off)")->capture_default_str();
   cmd->add_option("--top-p", s->top_p, "top-p (1: off)")->capture_default_str();
   cmd->add_option("--min-p", s->min_p, "min-p (0: off)")->capture_default_str();
   cmd->add_option("--repeat-penalty", s->repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
   cmd->add_option("--repeat-last-n", s->repeat_last_n, "tokens the penalties look back")->capture_default_str();
-  cmd->add_option("--presence-penalty", s->presence_penalty)->capture_default_str();
-  cmd->add_option("--frequency-penalty", s->frequency_penalty)->capture_default_str();
-  cmd->add_option("--seed", s->seed, "random seed")->capture_default_str();
+  cmd->add_option("--presence-penalty", s->presence_penalty, "subtracted from the logit of every token seen (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", s->frequency_penalty,
+                  "subtracted from a token's logit per time it was seen (0: off)")->capture_default_str();
+  cmd->add_option("--seed", s->seed, "random seed (default: a random one; 0 and up reproduce a run)");
+}
+
+// The seed of a run: --seed's value when given, else a random one, so that sampling with a
+// temperature differs from run to run unless asked to repeat.
+inline uint64_t run_seed(const CLI::App* cmd, uint64_t given) {
+  if (cmd->count("--seed") > 0) return given;
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
 }
 
 // Cluster options of the commands that run a model (DESIGN §1: the root drives workers).

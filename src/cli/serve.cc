@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "net/cluster_key.h"
 #include "serve/server.h"
+#include "serve/tls.h"
 
 namespace cli {
 
@@ -38,6 +39,14 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--max-tokens", so->default_max_tokens, "max_tokens of a request that gives none")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--model-name", so->model_name, "model id reported by /v1/models (default: the file name)");
+  auto* cert = cmd->add_option("--tls-cert", so->tls_cert, "serve HTTPS with this PEM certificate (chain)");
+  auto* key = cmd->add_option("--tls-key", so->tls_key, "the PEM private key of --tls-cert (no passphrase)");
+  cert->needs(key);
+  key->needs(cert);
+  cmd->add_option("--cors", so->cors_origins,
+                  "let browser pages from these origins call the API (e.g. https://app.example.com, or '*')")
+      ->delimiter(',');
+  cmd->add_option("--access-log", so->access_log, "one line per request to this file ('-': stderr)");
   add_sampler_options(cmd, &so->defaults);
   return [=]() {
     if (so->api_key.empty())
@@ -46,8 +55,15 @@ Runner add_serve(CLI::App& app) {
       std::fprintf(stderr, "warning: serving on %s without --api-key (or $SHARDLM_API_KEY): anyone who can reach "
                    "the port can use the model\n", so->host.c_str());
     if (so->model_name == "shardlm") so->model_name = std::filesystem::path(o->model).stem().string();
+    // The certificate's errors before the model is loaded.
+    if (!so->tls_cert.empty())
+      if (util::Status st = serve::check_tls_files(so->tls_cert, so->tls_key); !st.ok()) return fail(st.message());
+    so->slots = *parallel;
     Backend b;
-    if (std::string e = open_backend(*o, *co, *tmpl, &b, *parallel); !e.empty()) return fail(e);
+    if (std::string e = open_backend(*o, *co, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
+    if (!b.prompts->has_chat())
+      std::fprintf(stderr, "note: %s; /v1/chat/completions and the chat page answer 400\n",
+                   serve::PromptBuilder::no_template_error().c_str());
     util::Status st = serve::run_server(*b.engine, *b.prompts, *so, [&](const std::string& url) {
       std::printf("listening on %s\n", url.c_str());
       std::fflush(stdout);

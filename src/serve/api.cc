@@ -177,15 +177,60 @@ std::optional<ApiError> parse_stop(const json& body, Request* out) {
 
 }  // namespace
 
-std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, int ctx,
-                                      const sampler::Params& defaults, Request* out) {
-  json body;
+namespace {
+
+std::optional<ApiError> parse_object(std::string_view body_text, json* body) {
   try {
-    body = json::parse(body_text);
+    *body = json::parse(body_text);
   } catch (const json::exception& e) {
     return bad_request(std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
   }
-  if (!body.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
+  if (!body->is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_tokenize(std::string_view body_text, TokenizeRequest* out) {
+  json body;
+  if (auto e = parse_object(body_text, &body)) return e;
+  const json* c = field(body, "content");
+  if (!c) return bad_request("'content' is required: the text to tokenize", "content", "missing_field");
+  if (!c->is_string()) return wrong_type("content", "a string", *c);
+  TokenizeRequest r;
+  r.content = c->get<std::string>();
+  if (auto e = boolean(body, "add_special", &r.add_special)) return e;
+  if (auto e = boolean(body, "parse_special", &r.parse_special)) return e;
+  if (auto e = boolean(body, "with_pieces", &r.with_pieces)) return e;
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_detokenize(std::string_view body_text, int32_t n_vocab, std::vector<int32_t>* out) {
+  json body;
+  if (auto e = parse_object(body_text, &body)) return e;
+  const json* t = field(body, "tokens");
+  if (!t) return bad_request("'tokens' is required: an array of token ids", "tokens", "missing_field");
+  if (!t->is_array()) return wrong_type("tokens", "an array of token ids", *t);
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < t->size(); ++i) {
+    const json& v = (*t)[i];
+    const std::string p = "tokens[" + std::to_string(i) + "]";
+    if (!v.is_number_integer()) return wrong_type(p, "an integer", v);
+    if (v.is_number_unsigned() ? v.get<unsigned long long>() >= (unsigned long long)n_vocab
+                               : (v.get<long long>() < 0 || v.get<long long>() >= n_vocab))
+      return bad_request("'" + p + "' is " + v.dump() + ", but token ids are 0 to " + std::to_string(n_vocab - 1), p,
+                         "invalid_value");
+    ids.push_back(int32_t(v.get<long long>()));
+  }
+  *out = std::move(ids);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, int ctx,
+                                      const sampler::Params& defaults, Request* out) {
+  json body;
+  if (auto e = parse_object(body_text, &body)) return e;
   Request r;
   r.endpoint = ep;
   r.params = defaults;

@@ -1,4 +1,5 @@
-// api.h: the OpenAI-compatible request and response formats. parse_request() reads a
+// api.h: the OpenAI-compatible request and response formats (and the bodies of
+// llama-server's /tokenize and /detokenize). parse_request() reads a
 // /v1/chat/completions or /v1/completions body and checks every field it knows (types,
 // ranges, roles, n == 1, max_tokens within the context, stop strings), answering a
 // malformed request with an ApiError that becomes {"error":{"message","type","param",
@@ -6,6 +7,7 @@
 // extras. Deliberately no tokenization here (the prompt's length is checked by the server
 // once the chat template has been rendered).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +49,18 @@ struct Request {
 // beyond it is refused). defaults: sampling parameters for fields the request omits.
 std::optional<ApiError> parse_request(std::string_view body, Endpoint ep, int ctx, const sampler::Params& defaults,
                                       Request* out);
+
+// /tokenize and /detokenize, in llama-server's formats: {"content": TEXT, "add_special":
+// false, "parse_special": true, "with_pieces": false} and {"tokens": [ID, ...]}, each id
+// below n_vocab.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;   // BOS (and EOS) as the vocabulary asks
+  bool parse_special = true;  // "<|im_start|>" in the text is the special token
+  bool with_pieces = false;   // [{"id": ID, "piece": TEXT}] instead of [ID]
+};
+std::optional<ApiError> parse_tokenize(std::string_view body, TokenizeRequest* out);
+std::optional<ApiError> parse_detokenize(std::string_view body, int32_t n_vocab, std::vector<int32_t>* out);
 
 struct Usage {
   int prompt_tokens = 0;

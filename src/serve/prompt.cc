@@ -15,7 +15,7 @@ util::Expected<PromptBuilder> PromptBuilder::create(const gguf::File& f, const t
   std::string source, what;
   if (choice.empty()) {
     auto s = f.get_string("tokenizer.chat_template");
-    if (!s) return util::Status::error(std::string("the model has no tokenizer.chat_template; choose one with ") + kChoices);
+    if (!s) return PromptBuilder(tok, std::nullopt);
     source = *s;
     what = "the model's chat template";
   } else if (auto b = tokenizer::builtin_chat_template(choice)) {
@@ -35,10 +35,16 @@ util::Expected<PromptBuilder> PromptBuilder::create(const gguf::File& f, const t
   return PromptBuilder(tok, std::move(*t));
 }
 
+std::string PromptBuilder::no_template_error() {
+  return std::string("the model has no chat template (tokenizer.chat_template), so it can only complete text "
+                     "(/v1/completions, `generate`); for chat, choose a template with ") + kChoices;
+}
+
 util::Expected<std::string> PromptBuilder::render(const std::vector<tokenizer::ChatMessage>& messages) const {
+  if (!tmpl_) return util::Status::error(no_template_error());
   const std::string bos = tok_->bos() >= 0 ? tok_->piece(tok_->bos(), true) : "";
   const std::string eos = tok_->eos() >= 0 ? tok_->piece(tok_->eos(), true) : "";
-  return tmpl_.render(messages, /*add_generation_prompt=*/true, bos, eos);
+  return tmpl_->render(messages, /*add_generation_prompt=*/true, bos, eos);
 }
 
 util::Expected<std::vector<int32_t>> PromptBuilder::chat(const std::vector<tokenizer::ChatMessage>& messages) const {
@@ -47,6 +53,11 @@ util::Expected<std::vector<int32_t>> PromptBuilder::chat(const std::vector<token
   const int32_t bos = tok_->bos();
   const bool has_bos = bos >= 0 && !tok_->piece(bos, true).empty() && text->rfind(tok_->piece(bos, true), 0) == 0;
   return tok_->encode(*text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
+
+const std::string& PromptBuilder::template_source() const {
+  static const std::string none;
+  return tmpl_ ? tmpl_->source() : none;
 }
 
 std::vector<int32_t> PromptBuilder::completion(const std::string& prompt) const {

@@ -5,6 +5,7 @@
 // the vocabulary's BOS/EOS strings, then tokenized with special tokens parsed. BOS is added
 // only when the vocabulary asks for it and the rendered text does not already start with it.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,14 @@ namespace serve {
 class PromptBuilder {
  public:
   // choice: "" (the model's template), a built-in name or a file path. Errors name the
-  // problem and --chat-template.
+  // problem and --chat-template. A model without a template and no choice (a base model)
+  // gives a builder for completions only: chat() then fails with no_template_error().
   static util::Expected<PromptBuilder> create(const gguf::File& f, const tokenizer::Tokenizer& tok,
                                               const std::string& choice);
+  bool has_chat() const { return tmpl_.has_value(); }
+  static std::string no_template_error();  // names --chat-template
+  const std::string& template_source() const;  // "" without a template
+  const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
 
   util::Expected<std::string> render(const std::vector<tokenizer::ChatMessage>& messages) const;
   util::Expected<std::vector<int32_t>> chat(const std::vector<tokenizer::ChatMessage>& messages) const;
@@ -28,9 +34,10 @@ class PromptBuilder {
   std::vector<int32_t> completion(const std::string& prompt) const;
 
  private:
-  PromptBuilder(const tokenizer::Tokenizer& tok, tokenizer::ChatTemplate t) : tok_(&tok), tmpl_(std::move(t)) {}
+  PromptBuilder(const tokenizer::Tokenizer& tok, std::optional<tokenizer::ChatTemplate> t)
+      : tok_(&tok), tmpl_(std::move(t)) {}
   const tokenizer::Tokenizer* tok_;
-  tokenizer::ChatTemplate tmpl_;
+  std::optional<tokenizer::ChatTemplate> tmpl_;
 };
 
 }  // namespace serve

@@ -6,17 +6,22 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 
+#include "serve/assets.h"
 #include "serve/page.h"
+#include "serve/tls.h"
 #include "util/log.h"
 
 namespace serve {
@@ -74,7 +79,119 @@ class RequestCounter {
   std::map<std::pair<std::string, int>, uint64_t> counts_;
 };
 
-const char* const kRoutes[] = {"/", "/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"};
+struct Route {
+  const char* path;
+  bool post;   // else GET
+  bool keyed;  // needs the API key (as does every /v1/ path)
+};
+const Route kRoutes[] = {{"/", false, false},          {"/health", false, false},
+                         {"/metrics", false, false},   {"/v1/models", false, true},
+                         {"/v1/chat/completions", true, true}, {"/v1/completions", true, true},
+                         {"/tokenize", true, true},    {"/detokenize", true, true},
+                         {"/props", false, true}};
+
+void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
+  res.set_header("Allow", post ? "POST" : "GET");
+  send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
+                            "invalid_request_error", "method_not_allowed"));
+}
+
+void not_found(const httplib::Request& req, httplib::Response& res) {
+  send_error(res, api_error(404, "no route " + req.method + " " + req.path +
+                                     "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
+                                     "/props, /health, /metrics",
+                            "invalid_request_error", "unknown_url"));
+}
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (path == r.path) return &r;
+  return nullptr;
+}
+
+bool needs_key(const std::string& path) {
+  if (path.rfind("/v1/", 0) == 0) return true;
+  const Route* r = find_route(path);
+  return r && r->keyed;
+}
+
+// Methods whose requests cpp-httplib reads a body for: without Content-Length or chunked
+// encoding it would read until the client closes (or the read timeout).
+bool expects_body(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+// One line per answered request: time, client, method, path, status, body bytes (or
+// "stream"), seconds. The start time is the handler thread's (a thread serves one request
+// at a time; 0 when the request failed before routing, e.g. a malformed request line).
+class AccessLog {
+ public:
+  explicit AccessLog(const std::string& where) {
+    if (where == "-") f_ = stderr;
+    else if (!where.empty()) f_ = std::fopen(where.c_str(), "a");
+  }
+  ~AccessLog() {
+    if (f_ && f_ != stderr) std::fclose(f_);
+  }
+  bool failed(const std::string& where) const { return !where.empty() && !f_; }
+  static void started() { start_ = std::chrono::steady_clock::now(); }
+  void write(const httplib::Request& req, const httplib::Response& res) {
+    const auto t0 = start_;
+    start_ = {};
+    if (!f_) return;
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char secs[32] = "-";
+    if (t0 != std::chrono::steady_clock::time_point{})
+      std::snprintf(secs, sizeof secs, "%.3fs",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const bool stream = res.get_header_value("Content-Type") == "text/event-stream";
+    const std::string bytes = stream ? "stream" : std::to_string(res.body.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fprintf(f_, "%s %s:%d \"%s %s\" %d %s %s\n", when, req.remote_addr.c_str(), req.remote_port,
+                 req.method.c_str(), req.path.c_str(), res.status, bytes.c_str(), secs);
+    std::fflush(f_);
+  }
+
+ private:
+  FILE* f_ = nullptr;
+  std::mutex mu_;
+  static thread_local std::chrono::steady_clock::time_point start_;
+};
+thread_local std::chrono::steady_clock::time_point AccessLog::start_;
+
+// CORS for the configured origins ("*": any): the allow-origin header on every answer to
+// such an origin, and the preflight's methods and headers.
+class Cors {
+ public:
+  explicit Cors(const std::vector<std::string>& origins) : origins_(origins) {}
+  bool on() const { return !origins_.empty(); }
+  // Sets Access-Control-Allow-Origin when req's Origin is allowed.
+  void allow(const httplib::Request& req, httplib::Response& res) const {
+    const std::string origin = req.get_header_value("Origin");
+    if (origin.empty() || !on()) return;
+    for (const std::string& o : origins_) {
+      if (o == "*") return res.set_header("Access-Control-Allow-Origin", "*");
+      if (o == origin) {
+        res.set_header("Access-Control-Allow-Origin", origin);
+        return res.set_header("Vary", "Origin");
+      }
+    }
+  }
+  void preflight(const httplib::Request& req, httplib::Response& res) const {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+  }
+
+ private:
+  std::vector<std::string> origins_;
+};
 
 std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   std::string s;
@@ -178,6 +295,9 @@ class Handler {
   Handler(Engine& e, const PromptBuilder& p, const ServerOptions& o) : engine_(e), prompts_(p), o_(o) {}
 
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+    if (ep == Endpoint::kChat && !prompts_.has_chat())
+      return send_error(res, bad_request(PromptBuilder::no_template_error() + "; then restart the server",
+                                         "messages", "no_chat_template"));
     Request r;
     if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_error(res, *e);
     std::vector<int32_t> tokens;
@@ -246,11 +366,12 @@ class Handler {
             const std::string s = "data: " + data + "\n\n";
             return sink.write(s.data(), s.size());
           };
-          // A comment line while queued: SSE clients ignore it, and a write to a closed
-          // connection fails, so a client that left gives up its place.
+          // A comment line while queued, ": waiting N" with the requests queued (the page
+          // shows it): SSE clients ignore it, and a write to a closed connection fails, so
+          // a client that left gives up its place.
           auto waiting = [&] {
-            static const char kWaiting[] = ": waiting\n\n";
-            return sink.write(kWaiting, sizeof kWaiting - 1);
+            const std::string w = ": waiting " + std::to_string(engine_.metrics().sched.queued) + "\n\n";
+            return sink.write(w.data(), w.size());
           };
           bool first = true;
           GenerationResult out = engine_.generate(
@@ -275,6 +396,48 @@ class Handler {
         });
   }
 
+  void tokenize(const httplib::Request& req, httplib::Response& res) {
+    TokenizeRequest r;
+    if (auto e = parse_tokenize(req.body, &r)) return send_error(res, *e);
+    const tokenizer::Tokenizer& tok = prompts_.tokenizer();
+    json tokens = json::array();
+    for (int32_t id : tok.encode(r.content, r.add_special, r.parse_special)) {
+      if (r.with_pieces)
+        tokens.push_back({{"id", id}, {"piece", tok.piece(id, true)}});
+      else
+        tokens.push_back(id);
+    }
+    res.set_content(dump(json{{"tokens", tokens}}), "application/json");
+  }
+
+  void detokenize(const httplib::Request& req, httplib::Response& res) {
+    std::vector<int32_t> ids;
+    if (auto e = parse_detokenize(req.body, prompts_.tokenizer().n_vocab(), &ids)) return send_error(res, *e);
+    res.set_content(dump(json{{"content", prompts_.tokenizer().decode(ids, true)}}), "application/json");
+  }
+
+  void props(httplib::Response& res) {
+    const sampler::Params& d = o_.defaults;
+    auto tidy = [](float x) { return std::round(double(x) * 1e6) / 1e6; };  // 0.8f as 0.8, not 0.800000011920929
+    const tokenizer::Tokenizer& tok = prompts_.tokenizer();
+    json p = {
+        {"model", o_.model_name},
+        {"n_ctx", engine_.ctx()},
+        {"total_slots", o_.slots},
+        {"chat_template", prompts_.template_source()},
+        {"has_chat_template", prompts_.has_chat()},
+        {"bos_token", tok.bos() >= 0 ? tok.piece(tok.bos(), true) : ""},
+        {"eos_token", tok.eos() >= 0 ? tok.piece(tok.eos(), true) : ""},
+        {"n_vocab", tok.n_vocab()},
+        {"default_generation_settings",
+         {{"n_ctx", engine_.ctx()}, {"max_tokens", o_.default_max_tokens}, {"temperature", tidy(d.temperature)},
+          {"top_k", d.top_k}, {"top_p", tidy(d.top_p)}, {"min_p", tidy(d.min_p)}, {"repeat_penalty", tidy(d.repeat_penalty)},
+          {"repeat_last_n", d.repeat_last_n}, {"presence_penalty", tidy(d.presence_penalty)},
+          {"frequency_penalty", tidy(d.frequency_penalty)}}},
+    };
+    res.set_content(dump(p), "application/json");
+  }
+
  private:
   Engine& engine_;
   const PromptBuilder& prompts_;
@@ -286,17 +449,57 @@ class Handler {
 util::Status run_server(Engine& engine, const PromptBuilder& prompts, const ServerOptions& o,
                         const std::function<void(const std::string&)>& on_listening) {
   std::signal(SIGPIPE, SIG_IGN);
-  httplib::Server svr;
+  const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
+  std::unique_ptr<httplib::Server> server;
+  if (tls) {
+    if (o.tls_cert.empty() || o.tls_key.empty())
+      return util::Status::error("HTTPS needs both --tls-cert and --tls-key");
+    util::Status tls_status;
+    server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+      tls_status = setup_tls(ctx, o.tls_cert, o.tls_key);
+      return tls_status.ok();
+    });
+    if (!tls_status.ok()) return tls_status;
+    if (!server->is_valid()) return util::Status::error("cannot set up TLS with --tls-cert/--tls-key");
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& svr = *server;
   Handler h(engine, prompts, o);
   RequestCounter counter;
+  AccessLog access_log(o.access_log);
+  if (access_log.failed(o.access_log))
+    return util::Status::error("--access-log " + o.access_log + ": cannot open it for appending");
+  const Cors cors(o.cors_origins);
   const int threads = o.max_queue + 8;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_payload_max_length(o.max_body);
   svr.set_read_timeout(30);
   svr.set_write_timeout(10);
 
+  // Before the body is read: CORS, a body without a length, the API key.
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
-    if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0 || req.method == "OPTIONS")
+    AccessLog::started();
+    cors.allow(req, res);
+    if (req.method == "OPTIONS" && cors.on()) {
+      cors.preflight(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (expects_body(req.method) && !req.has_header("Content-Length") &&
+        req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
+      res.set_header("Connection", "close");
+      // Only POST routes take a body: other methods are answered as they would be after it.
+      const Route* r = find_route(req.path);
+      if (req.method != "POST" || !r || !r->post) {
+        if (r) method_not_allowed(req, res, r->post);
+        else not_found(req, res);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      send_error(res, api_error(411, "the request has no body (no Content-Length header): send a JSON body, "
+                                     "e.g. curl -d '{...}'", "invalid_request_error", "missing_body"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (o.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS")
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -314,6 +517,11 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   });
 
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
+  for (const Asset* a = assets_begin(); a != assets_end(); ++a)
+    svr.Get(a->path, [a](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "public, max-age=86400");
+      res.set_content(a->body.data(), a->body.size(), a->content_type);
+    });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     util::Status st = engine.health();
     if (!st.ok()) return send_error(res, api_error(503, "the model is unavailable: " + st.message(), "server_error"));
@@ -336,31 +544,29 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
     h.completions(req, res, Endpoint::kCompletion);
   });
+  svr.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) { h.tokenize(req, res); });
+  svr.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) { h.detokenize(req, res); });
+  svr.Get("/props", [&](const httplib::Request&, httplib::Response& res) { h.props(res); });
   // Known routes with the wrong method: 405 naming the right one.
-  for (const char* route : kRoutes) {
-    const bool post = std::string(route).find("completions") != std::string::npos;
-    auto wrong = [post](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", post ? "POST" : "GET");
-      send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
-                                "invalid_request_error", "method_not_allowed"));
-    };
+  for (const Route& route : kRoutes) {
+    const bool post = route.post;
+    auto wrong = [post](const httplib::Request& req, httplib::Response& res) { method_not_allowed(req, res, post); };
     if (post)
-      svr.Get(route, wrong);
+      svr.Get(route.path, wrong);
     else
-      svr.Post(route, wrong);
-    svr.Put(route, wrong);
-    svr.Delete(route, wrong);
-    svr.Patch(route, wrong);
+      svr.Post(route.path, wrong);
+    svr.Put(route.path, wrong);
+    svr.Delete(route.path, wrong);
+    svr.Patch(route.path, wrong);
   }
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413) {
-      send_error(res, bad_request("the request body is larger than the server's limit of " +
-                                      std::to_string(o.max_body) + " bytes (--max-body)", "", "request_too_large"));
+      send_error(res, api_error(413, "the request body is larger than the server's limit of " +
+                                         std::to_string(o.max_body) + " bytes (--max-body)",
+                                "invalid_request_error", "request_too_large"));
     } else if (res.status == 404) {
-      send_error(res, api_error(404, "no route " + req.method + " " + req.path +
-                                         "; see /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics",
-                                "invalid_request_error", "unknown_url"));
+      not_found(req, res);
     } else {
       send_error(res, api_error(res.status, "HTTP error " + std::to_string(res.status),
                                 res.status < 500 ? "invalid_request_error" : "server_error"));
@@ -379,10 +585,10 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   });
   svr.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
     std::string path = "other";
-    for (const char* r : kRoutes)
-      if (req.path == r) path = r;
+    if (const Route* r = find_route(req.path)) path = r->path;
+    if (req.path.rfind("/assets/", 0) == 0) path = "/assets/";
     counter.add(path, res.status);
-    LOG_DEBUG("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
+    access_log.write(req, res);
   });
 
   int port = o.port;
@@ -393,7 +599,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     return util::Status::error("cannot listen on " + o.host + ":" + std::to_string(port) +
                                " (in use or not allowed); choose another --port");
   }
-  on_listening("http://" + o.host + ":" + std::to_string(port));
+  on_listening((tls ? "https://" : "http://") + o.host + ":" + std::to_string(port));
   if (!svr.listen_after_bind()) return util::Status::error("the HTTP server stopped unexpectedly");
   return util::ok_status();
 }

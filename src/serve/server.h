@@ -1,14 +1,21 @@
-// server.h: the HTTP side of `shardlm serve` (cpp-httplib): POST /v1/chat/completions and
-// /v1/completions (JSON or server-sent events), GET /v1/models, /health, /metrics
-// (Prometheus text) and the chat page at "/". Every error is an OpenAI-style error object
-// with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401, unknown
-// routes 404, wrong methods 405, a full queue 429 (with Retry-After), a broken cluster
-// 503. A client that disconnects (streaming or not) is noticed within about 100 ms and its
+// server.h: the HTTP side of `shardlm serve` (cpp-httplib, HTTPS with a certificate):
+// POST /v1/chat/completions and /v1/completions (JSON or server-sent events), GET
+// /v1/models, /health, /metrics (Prometheus text), the chat page at "/" with its libraries
+// at /assets/ (serve/assets.h), and llama-server's
+// POST /tokenize, /detokenize and GET /props. Every error is an OpenAI-style error object
+// with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401 (on /v1/,
+// /tokenize, /detokenize and /props), unknown routes 404, wrong methods 405, a POST without
+// a body length 411 (answered at once, not after the read timeout), a body over --max-body
+// 413, a full queue 429 (with Retry-After), a broken cluster 503. A model without a chat
+// template serves completions; chat requests get a 400 naming --chat-template. With
+// cors_origins, browsers on those origins may call every route (preflight included). A
+// client that disconnects (streaming or not) is noticed within about 100 ms and its
 // generation stops.
 #pragma once
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "sampler/sampler.h"
 #include "serve/engine.h"
@@ -26,9 +33,13 @@ struct ServerOptions {
   int default_max_tokens = 1024;     // for requests without max_tokens (and at most the context)
   std::string model_name = "shardlm";
   sampler::Params defaults;          // for fields a request omits
+  int slots = 1;                     // --parallel, reported by /props
+  std::string tls_cert, tls_key;     // both or neither: HTTPS (serve/tls.h)
+  std::vector<std::string> cors_origins;  // "*": any origin
+  std::string access_log;            // "": none, "-": stderr, else a file appended to
 };
 
-// Binds, calls on_listening("http://host:port"), and serves until the process ends.
+// Binds, calls on_listening("http(s)://host:port"), and serves until the process ends.
 util::Status run_server(Engine& engine, const PromptBuilder& prompts, const ServerOptions& o,
                         const std::function<void(const std::string&)>& on_listening);
 

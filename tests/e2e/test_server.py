@@ -180,7 +180,7 @@ def bad_input(url):
         ("invalid UTF-8", chat, b'{"messages":[{"role":"user","content":"\xff\xfe"}]}', 400),
         ("completions without prompt", url + "/v1/completions", json.dumps({"max_tokens": 3}), 400),
         ("completions with token ids", url + "/v1/completions", json.dumps({"prompt": [1, 2, 3]}), 400),
-        ("oversized body", chat, json.dumps({"messages": [{"role": "user", "content": "x" * 300000}]}), 400),
+        ("oversized body", chat, json.dumps({"messages": [{"role": "user", "content": "x" * 300000}]}), 413),
     ]
     for what, u, body, want in cases:
         status, j = http(u, "POST", body, auth)
@@ -331,7 +331,7 @@ def main():
             if state in ("done", "error"):
                 break
             time.sleep(0.2)
-        answer = browser.eval("document.getElementById('answer-1').textContent")
+        answer = browser.eval("document.getElementById('answer-1').dataset.raw")
         speed = browser.eval("document.getElementById('speed').textContent")
         shot = os.path.join(ARTIFACTS, "serve_page.png")
         browser.screenshot(shot)

@@ -3,6 +3,8 @@
 // splits, and KV prefix reuse: on SmolLM2, logits after evaluating a prompt's suffix on
 // top of a reused (or overwritten) cache prefix are bit-identical to evaluating the whole
 // prompt, and the engine's greedy answer for a prompt does not depend on what ran before.
+// Also /tokenize and /detokenize bodies, and a base model (no chat template): completions
+// only, chat refused naming --chat-template.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <filesystem>
 
 #include "model/loader.h"
+#include "model/synthetic.h"
 #include "model/transformer.h"
 #include "runtime/cluster.h"
 #include "serve/api.h"
@@ -23,6 +26,7 @@
 #include "serve/stop.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
+#include "scratch.h"
 
 namespace {
 
@@ -164,6 +168,63 @@ TEST(ServeApi, ChunksAndResponses) {
   auto full = serve::response_json(Endpoint::kCompletion, ids, "x", "length", u);
   EXPECT_EQ(full["object"], "text_completion");
   EXPECT_EQ(full["choices"][0]["text"], "x");
+}
+
+TEST(ServeApi, TokenizeAndDetokenizeBodies) {
+  serve::TokenizeRequest t;
+  ASSERT_FALSE(serve::parse_tokenize(R"({"content": "hi"})", &t).has_value());
+  EXPECT_EQ(t.content, "hi");
+  EXPECT_FALSE(t.add_special);
+  EXPECT_TRUE(t.parse_special);
+  EXPECT_FALSE(t.with_pieces);
+  ASSERT_FALSE(serve::parse_tokenize(R"({"content": "", "add_special": true, "parse_special": false,
+                                        "with_pieces": true})", &t).has_value());
+  EXPECT_TRUE(t.add_special && !t.parse_special && t.with_pieces && t.content.empty());
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {"{}", "content"}, {R"({"content": 1})", "content"}, {R"({"content": "x", "add_special": 1})", "add_special"},
+           {"[1]", ""}, {"{", ""}}) {
+    auto e = serve::parse_tokenize(body, &t);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->param, param) << body << " -> " << e->message;
+  }
+  std::vector<int32_t> ids;
+  ASSERT_FALSE(serve::parse_detokenize(R"({"tokens": [0, 5, 9]})", 10, &ids).has_value());
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 5, 9}));
+  ASSERT_FALSE(serve::parse_detokenize(R"({"tokens": []})", 10, &ids).has_value());
+  EXPECT_TRUE(ids.empty());
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"tokens": [10]})", "tokens[0]"}, {R"({"tokens": [1, -1]})", "tokens[1]"},
+           {R"({"tokens": [1, 18446744073709551615]})", "tokens[1]"}, {R"({"tokens": [0.5]})", "tokens[0]"},
+           {R"({"tokens": "0"})", "tokens"}, {"{}", "tokens"}}) {
+    auto e = serve::parse_detokenize(body, 10, &ids);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, param) << body << " -> " << e->message;
+  }
+}
+
+TEST(ServePrompt, BaseModelCompletesButRefusesChatNamingTheOption) {
+  const std::string path = shardlm_test::scratch_path("base.gguf");
+  ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy"), tensor::Type::Q4_0, 3).ok());
+  auto m = model::load_model(path);
+  ASSERT_TRUE(m.ok()) << m.error();
+  auto tok = tokenizer::Tokenizer::from_gguf(*(*m)->file);
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  auto base = serve::PromptBuilder::create(*(*m)->file, **tok, "");
+  ASSERT_TRUE(base.ok()) << base.error();
+  EXPECT_FALSE(base->has_chat());
+  EXPECT_EQ(base->template_source(), "");
+  EXPECT_FALSE(base->completion("abc").empty());
+  auto chat = base->chat({{"user", "hi"}});
+  ASSERT_FALSE(chat.ok());
+  EXPECT_NE(chat.error().find("--chat-template"), std::string::npos) << chat.error();
+  EXPECT_EQ(chat.error(), serve::PromptBuilder::no_template_error());
+  auto chosen = serve::PromptBuilder::create(*(*m)->file, **tok, "llama3");
+  ASSERT_TRUE(chosen.ok()) << chosen.error();
+  EXPECT_TRUE(chosen->has_chat());
+  EXPECT_NE(chosen->template_source().find("start_header_id"), std::string::npos);
+  EXPECT_TRUE(chosen->chat({{"user", "hi"}}).ok());
+  EXPECT_FALSE(serve::PromptBuilder::create(*(*m)->file, **tok, "no-such-template").ok());
 }
 
 // Pushes pieces and returns everything released (push + flush).
