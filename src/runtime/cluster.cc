@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -540,7 +541,9 @@ bool Cluster::reachable(const std::string& addr) {
 int Cluster::member_at(const std::string& text) const {
   for (size_t r = 1; r < rank_member_.size(); ++r) {
     const std::string& a = members_[size_t(rank_member_[r])].addr;
-    if (text.find(a) != std::string::npos) return rank_member_[r];
+    for (size_t at = text.find(a); at != std::string::npos; at = text.find(a, at + 1))
+      if (at + a.size() == text.size() || !std::isdigit(static_cast<unsigned char>(text[at + a.size()])))
+        return rank_member_[r];  // host:9001 is not host:90011
   }
   return -1;
 }
@@ -585,26 +588,19 @@ bool Cluster::verify_alone(Member& mb) {
 }
 
 // Fills empty places: a member back from a loss takes its own place; idle spares the rest.
-bool Cluster::fill_places() {
-  bool changed = false;
+void Cluster::fill_places() {
   for (size_t p = 0; p < places_.size(); ++p)
     if (places_[p] < 0)
       for (size_t m = 0; m < members_.size(); ++m)
-        if (members_[m].home == int(p) && members_[m].state == Member::State::kIdle) {
-          places_[p] = int(m);
-          changed = true;
-        }
+        if (members_[m].home == int(p) && members_[m].state == Member::State::kIdle) places_[p] = int(m);
   for (size_t p = 0; p < places_.size(); ++p)
     if (places_[p] < 0)
       for (size_t m = 0; m < members_.size() && places_[p] < 0; ++m)
         if (members_[m].state == Member::State::kIdle &&
-            std::find(places_.begin(), places_.end(), int(m)) == places_.end()) {
+            std::find(places_.begin(), places_.end(), int(m)) == places_.end())
           places_[p] = int(m);
-          changed = true;
-        }
   for (int p : places_)
     if (p >= 0 && members_[size_t(p)].state == Member::State::kIdle) members_[size_t(p)].state = Member::State::kActive;
-  return changed;
 }
 
 int Cluster::lose_unreachable(const std::string& why, int named) {
@@ -755,7 +751,6 @@ Status Cluster::replay(Reform* rep) {
 
 void Cluster::publish_health() {
   health_.nodes = 1 + int(std::count_if(places_.begin(), places_.end(), [](int p) { return p >= 0; }));
-  if (!broken_.ok()) health_.nodes = 1;
   std::lock_guard<std::mutex> l(health_mu_);
   health_snapshot_ = health_;
 }

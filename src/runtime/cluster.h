@@ -183,7 +183,7 @@ class Cluster {
   util::Status recover(const util::Status& why);
   util::Status reform(const std::string& event, double t0);
   void maybe_rejoin();
-  bool fill_places();
+  void fill_places();  // empty places: a member back takes its own, idle spares the rest
   bool verify_alone(Member& mb);  // a session of its own: handshake, then shutdown
   void lose(int member, const std::string& why);
   int lose_unreachable(const std::string& why, int named);  // named (or -1) and the silent; how many
