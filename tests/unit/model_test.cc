@@ -319,6 +319,16 @@ TEST(ModelErrors, UnknownArchitectureListsSupported) {
   }, "unsupported architecture 'mamba'; supported: llama");
 }
 
+// A gemma3 file (the toy's keys under "gemma3.") without its sliding-window size.
+TEST(ModelErrors, Gemma3WithoutWindowKeyNamesIt) {
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) {
+    for (const auto& [k, v] : f.kv())
+      w.set(k.rfind("llama.", 0) == 0 ? "gemma3." + k.substr(6) : k, v);
+    for (const auto& t : f.tensors()) w.add_tensor(t.name, t.ne, t.type, t.data);
+    w.set("general.architecture", gguf::Value::string("gemma3"));
+  }, "gemma3 model metadata lacks gemma3.attention.sliding_window");
+}
+
 TEST(ModelErrors, MissingTensorIsNamed) {
   expect_load_error([](gguf::Writer& w, const gguf::File& f) { copy_all(w, f, "blk.1.ffn_up.weight"); },
                     "missing tensor 'blk.1.ffn_up.weight'");
