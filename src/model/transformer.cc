@@ -28,11 +28,12 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
 
 namespace {
 // Rows each layer's cache keeps: a windowed layer needs its window behind the first row of a
-// batch and the batch's own rows after it.
+// batch, the batch's own rows after it, and up to 31 rows before the window (masked) so the
+// exact path's sums start on a 32-position boundary (see attention()).
 std::vector<int> layer_ctx(const Config& c, int ctx, int max_batch) {
   std::vector<int> r(c.n_layers, ctx);
   for (int l = 0; l < c.n_layers; ++l)
-    if (c.is_swa(l)) r[l] = std::min(ctx, c.n_swa + max_batch - 1);
+    if (c.is_swa(l)) r[l] = std::min(ctx, c.n_swa + max_batch + 31);
   return r;
 }
 
@@ -399,16 +400,16 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
     int64_t j0, j1;
     util::split_range(jobs, ith, nth, &j0, &j1);
     float* s = &scores_[size_t(ith) * (ctx() + 8)];
-    std::vector<uint16_t> q16(hd), p16(ctx());
-    std::vector<float> rest(hd);
+    std::vector<uint16_t> q16(hd), p16(ctx()), vrows;
     for (int64_t j = j0; j < j1; ++j) {
       const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
-      // A window's positions are lo .. p (llama.cpp masks p - t >= n_swa). While the ring has
-      // not wrapped, the scores run over 0 .. p with the ones before lo masked, as llama.cpp's
-      // (whose row sums then group the same); after, over lo .. p.
+      // A window's positions are lo .. p (llama.cpp masks p - t >= n_swa). The scores and the
+      // V sum run over first .. p, first = lo rounded down to a multiple of 32, with the
+      // positions before lo masked: the groups of 8 (softmax) and lanes of 32 (V) before
+      // first hold only zeros in llama.cpp's row of every position, so its sums are ours.
       const int g = kv_of_head_[h], p = row_pos_[b], slot = row_slot_[b];
       const int lo = window > 0 ? std::max(0, p - window + 1) : 0;
-      const int first = p < ring ? 0 : lo, n_ctx = p + 1 - first;
+      const int first = lo / 32 * 32, n_ctx = p + 1 - first;
       const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
       float* out = &att_[size_t(b) * q_dim_ + size_t(h) * hd];
       if (f16) {
@@ -429,14 +430,16 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
       kernels::softmax(s, n_pad);
       if (f16) {
         for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
-        // The rows of first .. p lie in the ring as one run, or two when they wrap around it.
-        const int run = std::min(n_ctx, ring - first % ring);
-        kernels::weighted_sum_f16(kv_.v16(kv_.offset(slot, l, g, first)), hd, p16.data(), run, hd, out);
-        if (run < n_ctx) {
-          kernels::weighted_sum_f16(kv_.v16(kv_.offset(slot, l, g, first + run)), hd, p16.data() + run,
-                                    n_ctx - run, hd, rest.data());
-          for (int i = 0; i < hd; ++i) out[i] += rest[i];
+        // The rows of first .. p lie in the ring as one run, or wrap around it: then they are
+        // copied into one run, so the sum keeps its order.
+        const uint16_t* v = kv_.v16(kv_.offset(slot, l, g, first));
+        if (first % ring + n_ctx > ring) {
+          vrows.resize(size_t(n_ctx) * hd);
+          for (int t = 0; t < n_ctx; ++t)
+            std::memcpy(&vrows[size_t(t) * hd], kv_.v16(kv_.offset(slot, l, g, first + t)), sizeof(uint16_t) * hd);
+          v = vrows.data();
         }
+        kernels::weighted_sum_f16(v, hd, p16.data(), n_ctx, hd, out);
       } else {
         std::fill(out, out + hd, 0.0f);
         for (int t = 0; t < n_ctx; ++t) {
