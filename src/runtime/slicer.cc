@@ -15,6 +15,8 @@ plan::ModelShape shape_of(const model::Config& cfg, const model::Weights& w) {
   s.dim = cfg.dim; s.n_layers = cfg.n_layers; s.n_heads = cfg.n_heads;
   s.n_kv_heads = cfg.n_kv_heads; s.head_dim = cfg.head_dim; s.n_ff = cfg.n_ff;
   s.n_vocab = cfg.n_vocab; s.qkv_bias = cfg.qkv_bias; s.qk_norm = cfg.qk_norm;
+  s.n_swa = cfg.n_swa;
+  for (int l = 0; l < cfg.n_layers; ++l) s.n_swa_layers += cfg.is_swa(l);
   s.token_embd = w.token_embd.type;
   s.output = w.output.type;
   bool uniform = true;
