@@ -18,8 +18,9 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
 std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode) {
   if (kv_type == KvType::kQ8_0 && mode != AttentionMode::kFlash)
     return "a q8_0 KV cache needs flash attention (--flash-attn on), as in llama.cpp";
-  if (mode == AttentionMode::kFlash && cfg.n_swa > 0)
-    return "sliding-window attention (" + cfg.arch_name + ") runs on the exact path only: use --flash-attn off";
+  if (kv_type == KvType::kQ8_0 && cfg.n_swa > 0)
+    return "the sliding-window layers of " + cfg.arch_name +
+           " run the exact attention path, which reads an f16 or f32 KV cache: use --kv-type f16";
   if (kv_type == KvType::kQ8_0 && cfg.head_dim % 32 != 0)
     return "a q8_0 KV cache needs head_dim to be a multiple of 32 (this model's is " +
            std::to_string(cfg.head_dim) + "): use --kv-type f16";
@@ -81,7 +82,7 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
   gate_.resize(B * part.n_ff);
   up_.resize(B * part.n_ff);
   proj_.resize(B * cfg.dim);
-  if (mode_ == AttentionMode::kExact) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
+  if (mode_ == AttentionMode::kExact || cfg.n_swa > 0) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
   rope_.resize(B * cfg.n_rot);
   if (cfg.n_swa > 0) rope_swa_.resize(B * cfg.n_rot);
   row_slot_.resize(B);
@@ -358,7 +359,8 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
     }
   }
   const float scale = c.q_scale > 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
-  if (mode_ == AttentionMode::kFlash) {
+  // Flash attention has no window mask: windowed layers always take the exact path.
+  if (mode_ == AttentionMode::kFlash && !c.is_swa(l)) {
     // Tiled over each slot's cache at absolute positions, online softmax, fixed reduction
     // order: a row's output is independent of the batch split, the threads and the other
     // segments.

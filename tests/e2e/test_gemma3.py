@@ -7,8 +7,9 @@
     node's) on several prompts, and with the default sync on a confident prompt;
   * a prompt longer than the sliding window (512) with a batch of 64 goes through the
     windowed layers' rings and gives one node's text on 3 nodes;
-  * `--flash-attn on` (the CLI's default) is refused naming the sliding window; the rest runs
-    with `--flash-attn off`.
+  * with `--flash-attn on` (flash on the global layers, the exact path on the windowed ones)
+    3 nodes give one node's text; a q8_0 KV cache (flash only) is refused naming the
+    sliding window. The rest runs with `--flash-attn off` (llama.cpp's path).
 Every process runs with -t 1. Skipped when the model file is absent.
 """
 import os
@@ -55,8 +56,13 @@ def main():
     r = generate(LONG, addrs[:2], ["--sync-type", "exact", "--batch", "64"], n="8")
     check(one.returncode == 0 and r.returncode == 0 and r.stdout == one.stdout,
           "a prompt past the window: 3 nodes print one node's text (%s %s)" % (one.stderr[-200:], r.stderr[-200:]))
-    r = generate(PROMPTS[0], flash="on")
-    check(r.returncode != 0 and "sliding-window" in r.stderr, "--flash-attn on is refused: %r" % r.stderr[-200:])
+    # Flash attention on the global layers, the exact path on the windowed ones.
+    one = generate(PROMPTS[0], flash="on")
+    r = generate(PROMPTS[0], addrs[:2], ["--sync-type", "exact"], flash="on")
+    check(one.returncode == 0 and r.returncode == 0 and r.stdout == one.stdout,
+          "--flash-attn on: 3 nodes print one node's text (%s)" % one.stderr[-200:])
+    r = generate(PROMPTS[0], extra=["--kv-type", "q8_0"], flash="on")
+    check(r.returncode != 0 and "sliding-window" in r.stderr, "a q8_0 KV cache is refused: %r" % r.stderr[-200:])
 
 
 if __name__ == "__main__":
