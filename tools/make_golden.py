@@ -57,13 +57,13 @@ def no_repack(llama_cpp):
     low.llama_model_default_params = params
 
 
-def run_variant(path, llama_cpp):
+def run_variant(path, llama_cpp, prompts=PROMPTS):
     # One token per llama_decode (n_batch = 1): llama.cpp's decode path, whose float order
     # (vec_dot, non-flash attention) shardlm follows operation for operation.
     llm = llama_cpp.Llama(model_path=path, n_ctx=N_CTX, n_batch=1, n_ubatch=1, n_threads=2,
                           logits_all=False, verbose=False, flash_attn=False)
     runs = []
-    for prompt in PROMPTS:
+    for prompt in prompts:
         toks = llm.tokenize(prompt.encode(), add_bos=True, special=True)
         llm.reset()
         llm.eval(toks)

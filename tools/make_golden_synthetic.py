@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Makes tests/data/golden_synthetic.json: llama.cpp's logits for architectures we have no
-real model of (qwen2: QKV bias + NEOX rope; qwen3: per-head Q/K norm; llama with Llama 3.1
+real model of (qwen2: QKV bias + NEOX rope; qwen3: per-head Q/K norm; gemma3 with a window of 8
+positions; llama with Llama 3.1
 rope_freqs), on random-weight models written by `shardlm make-model` (so llama.cpp loading
 them also checks our writer). Teacher-forced: 16 fixed token ids, one per llama_decode,
 weight repacking off, every position's full logits recorded.
@@ -15,7 +16,7 @@ import subprocess
 
 import numpy as np
 
-MODELS = [("toy-qwen2", "Q8_0"), ("toy-qwen3", "Q4_K"), ("toy-llama31", "Q4_0")]
+MODELS = [("toy-qwen2", "Q8_0"), ("toy-qwen3", "Q4_K"), ("toy-llama31", "Q4_0"), ("toy-gemma3", "Q8_0")]
 TOKENS = [5, 100, 37, 200, 300, 7, 8, 9, 400, 11, 12, 13, 14, 15, 16, 17]
 SEED = 1
 

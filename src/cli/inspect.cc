@@ -22,6 +22,14 @@ Runner add_inspect(CLI::App& app) {
       std::printf("\nmodel: %s, dim %d, layers %d, heads %d (kv %d), head dim %d, ff %d, vocab %d\n",
                   cfg->arch_name.c_str(), cfg->dim, cfg->n_layers, cfg->n_heads, cfg->n_kv_heads,
                   cfg->head_dim, cfg->n_ff, cfg->n_vocab);
+      if (cfg->n_swa > 0) {
+        int n_swa_layers = 0;
+        for (int l = 0; l < cfg->n_layers; ++l) n_swa_layers += cfg->is_swa(l);
+        std::printf("sliding window: %d positions on %d of %d layers (period %d, the last of each global), rope base %g "
+                    "(windowed) / %g (global); a windowed layer's KV cache keeps window + batch - 1 rows\n",
+                    cfg->n_swa, n_swa_layers, cfg->n_layers, cfg->swa_pattern, cfg->rope_base_swa, cfg->rope_base);
+      }
+      if (cfg->logit_softcap > 0) std::printf("final logit soft-cap: %g\n", cfg->logit_softcap);
     } else {
       std::printf("\nnot a runnable model: %s\n", cfg.error().c_str());
     }

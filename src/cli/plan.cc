@@ -10,9 +10,11 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/weights.h"
 #include "model/synthetic.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "runtime/slicer.h"
 
 namespace cli {
 
@@ -26,45 +28,17 @@ struct PlanOptions {
   bool shared_medium = false;
 };
 
-// The shape and per-layer matrix types of a GGUF model (metadata and tensor infos only).
+// The shape and per-layer matrix types of a GGUF model, as the runtime derives them from
+// its bound weights (model/schema.h; matrices stay in the mapped file, unread).
 util::Expected<plan::ModelShape> shape_from_file(const std::string& path) {
   auto f = gguf::File::open(path);
   if (!f) return f.status();
-  const gguf::File& file = **f;
-  auto cfg = model::load_config(file);
+  auto cfg = model::load_config(**f);
   if (!cfg) return cfg.status();
-  plan::ModelShape s;
-  s.name = cfg->name.empty() ? path : cfg->name;
-  s.dim = cfg->dim; s.n_layers = cfg->n_layers; s.n_heads = cfg->n_heads;
-  s.n_kv_heads = cfg->n_kv_heads; s.head_dim = cfg->head_dim; s.n_ff = cfg->n_ff;
-  s.n_vocab = cfg->n_vocab; s.qkv_bias = cfg->qkv_bias; s.qk_norm = cfg->qk_norm;
-  auto type_of = [&](const std::string& name, tensor::Type* t) -> util::Status {
-    const gguf::TensorInfo* info = file.find_tensor(name);
-    if (!info) return util::Status::error(path + ": tensor '" + name + "' is missing");
-    *t = info->type;
-    return util::ok_status();
-  };
-  RETURN_IF_ERROR(type_of("token_embd.weight", &s.token_embd));
-  s.output = s.token_embd;  // tied embeddings when output.weight is absent
-  if (file.find_tensor("output.weight")) RETURN_IF_ERROR(type_of("output.weight", &s.output));
-  bool uniform = true;
-  for (int l = 0; l < s.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    plan::MatrixTypes m;
-    RETURN_IF_ERROR(type_of(p + "attn_q.weight", &m.wq));
-    RETURN_IF_ERROR(type_of(p + "attn_k.weight", &m.wk));
-    RETURN_IF_ERROR(type_of(p + "attn_v.weight", &m.wv));
-    RETURN_IF_ERROR(type_of(p + "attn_output.weight", &m.wo));
-    RETURN_IF_ERROR(type_of(p + "ffn_gate.weight", &m.gate));
-    RETURN_IF_ERROR(type_of(p + "ffn_up.weight", &m.up));
-    RETURN_IF_ERROR(type_of(p + "ffn_down.weight", &m.down));
-    s.layers.push_back(m);
-    const plan::MatrixTypes& a = s.layers[0];
-    uniform = uniform && m.wq == a.wq && m.wk == a.wk && m.wv == a.wv && m.wo == a.wo &&
-              m.gate == a.gate && m.up == a.up && m.down == a.down;
-  }
-  s.layer = s.layers[0];
-  if (uniform) s.layers.clear();
+  auto w = model::bind_weights(**f, *cfg);
+  if (!w) return util::Status::error(path + ": " + w.error());
+  plan::ModelShape s = runtime::shape_of(*cfg, *w);
+  if (s.name.empty()) s.name = path;
   return s;
 }
 
@@ -78,7 +52,7 @@ util::Expected<plan::ModelShape> shape_from_name(const std::string& name, const 
   s.dim = sh->dim; s.n_layers = sh->n_layers; s.n_heads = sh->n_heads; s.n_kv_heads = sh->n_kv_heads;
   s.head_dim = sh->dim / sh->n_heads; s.n_ff = sh->n_ff; s.n_vocab = sh->n_vocab;
   s.qkv_bias = sh->arch == "qwen2";
-  s.qk_norm = sh->arch == "qwen3";
+  s.qk_norm = sh->arch == "qwen3" || sh->arch == "gemma3";
   plan::set_all_types(s, *type);
   return s;
 }

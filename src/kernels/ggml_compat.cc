@@ -1,6 +1,6 @@
 // ggml_compat.cc: float ops in exactly ggml's x86 (AVX2+FMA+F16C) order of operations, so
 // our activations round to the same int8 values as llama.cpp's and greedy tokens match:
-// SiLU/SwiGLU with ggml_v_expf, softmax with its 8-lane sums in double, and the F16 dot
+// SiLU/SwiGLU with ggml_v_expf, GeGLU from ggml's F16 table of gelu, softmax with its 8-lane sums in double, and the F16 dot
 // products of attention (4 accumulators of 8 lanes, fused multiply-add, ggml's reduction
 // tree). Each op has an AVX2 version (target attributes, chosen at run time) and a scalar
 // one that performs the same IEEE operations with std::fma. Not here: anything that is
@@ -172,6 +172,38 @@ void swiglu(float* out, const float* gate, const float* up, int64_t n) {
       }
   }
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // ggml's scalar tail
+}
+
+float gelu(float x) {
+  // As GCC compiles ggml_gelu_f32 (1 + a x x contracted to one fma): the table then equals
+  // ggml_table_gelu_f16 in all 65536 entries (checked against libggml-cpu's table).
+  const float inner = 0.79788456080286535587989211986876f * x * std::fma(0.044715f * x, x, 1.0f);
+  return 0.5f * x * (1.0f + std::tanh(inner));
+}
+
+namespace {
+// ggml_table_gelu_f16: for every F16 value h, the F16 rounding of gelu(h).
+const std::vector<uint16_t>& gelu_table() {
+  static const std::vector<uint16_t> t = [] {
+    std::vector<uint16_t> v(1 << 16);
+    for (uint32_t h = 0; h < v.size(); ++h) v[h] = util::f32_to_fp16(gelu(util::fp16_to_f32(uint16_t(h))));
+    return v;
+  }();
+  return t;
+}
+}  // namespace
+
+void geglu(float* out, const float* gate, const float* up, int64_t n) {
+  const std::vector<uint16_t>& t = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f)
+      out[i] = 0.0f;
+    else if (x >= 10.0f)
+      out[i] = x * up[i];
+    else
+      out[i] = util::fp16_to_f32(t[util::f32_to_fp16(x)]) * up[i];
+  }
 }
 
 void softmax(float* x, int64_t n) {

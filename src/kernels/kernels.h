@@ -59,6 +59,11 @@ void quantize_activation(tensor::Type t, const float* x, void* out, int64_t n);
 void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
 // silu(gate) * up, elementwise, with ggml's vector exp (ggml_compat.cc)
 void swiglu(float* out, const float* gate, const float* up, int64_t n);
+// gelu(gate) * up, elementwise, as ggml's CPU GeGLU: gelu (tanh form) read from a table of
+// its F16-rounded values at the F16-rounded input, x * up above 10, 0 below -10
+void geglu(float* out, const float* gate, const float* up, int64_t n);
+// ggml_gelu_f32: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), no table
+float gelu(float x);
 void add(float* out, const float* a, const float* b, int64_t n);
 // In-place softmax of x[0..n), summed as ggml does (8-lane groups in double)
 void softmax(float* x, int64_t n);

@@ -1,9 +1,39 @@
 // config.cc: GGUF metadata -> Config.
 #include "model/config.h"
 
+#include <cmath>
+
 namespace model {
 
-const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3"; }
+const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3, gemma3"; }
+
+namespace {
+
+// Gemma 3's keys and constants, as llama.cpp's llama_model_gemma3 reads them.
+util::Status load_gemma3(const gguf::File& f, const std::string& p, Config* c) {
+  const std::string window = p + "attention.sliding_window";
+  const auto n_swa = f.get_int(window);
+  if (!n_swa || *n_swa <= 0 || *n_swa > (1 << 30))
+    return util::Status::error("gemma3 model metadata lacks " + window +
+                               " (the window of its local attention layers); re-convert the model "
+                               "with a current convert_hf_to_gguf.py");
+  c->n_swa = static_cast<int>(*n_swa);
+  const std::string pattern = p + "attention.sliding_window_pattern";
+  if (const gguf::Value* v = f.find(pattern); v && !f.get_int(pattern))
+    return util::Status::error(pattern + " given per layer is not supported (only a period)");
+  c->swa_pattern = static_cast<int>(f.get_int(pattern).value_or(6));
+  if (c->swa_pattern < 1) return util::Status::error(pattern + " must be positive");
+  c->rope_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+  c->logit_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(0.0));
+  c->act = Activation::kGelu;
+  c->post_norms = true;
+  c->embed_scale = std::sqrt(static_cast<float>(c->dim));
+  // Gemma 3 27B (62 layers) scales queries by 1/sqrt(dim / heads), the others by 1/sqrt(head_dim).
+  c->q_scale = 1.0f / std::sqrt(static_cast<float>(c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim));
+  return util::ok_status();
+}
+
+}  // namespace
 
 util::Expected<Config> load_config(const gguf::File& f) {
   Config c;
@@ -16,6 +46,8 @@ util::Expected<Config> load_config(const gguf::File& f) {
     c.arch = Arch::kQwen2;
   } else if (*arch == "qwen3") {
     c.arch = Arch::kQwen3;
+  } else if (*arch == "gemma3") {
+    c.arch = Arch::kGemma3;
   } else {
     return util::Status::error("unsupported architecture '" + *arch +
                                "'; supported: " + supported_architectures());
@@ -64,7 +96,8 @@ util::Expected<Config> load_config(const gguf::File& f) {
     return util::Status::error("rope.dimension_count " + std::to_string(c.n_rot) + " does not fit head dim " + std::to_string(c.head_dim));
   c.rope_neox = c.arch != Arch::kLlama;
   c.qkv_bias = c.arch == Arch::kQwen2;
-  c.qk_norm = c.arch == Arch::kQwen3;
+  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3;
+  if (c.arch == Arch::kGemma3) RETURN_IF_ERROR(load_gemma3(f, p, &c));
   return c;
 }
 

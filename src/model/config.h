@@ -2,6 +2,7 @@
 // architecture families we support. An unknown architecture or a missing key is a clear
 // error that lists what is supported. Deliberately no tensors here (see weights.h).
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "gguf/gguf.h"
@@ -9,7 +10,8 @@
 
 namespace model {
 
-enum class Arch { kLlama, kQwen2, kQwen3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
+enum class Activation : uint8_t { kSilu = 0, kGelu = 1 };  // of the gated MLP: SwiGLU or GeGLU
 
 struct Config {
   Arch arch = Arch::kLlama;
@@ -29,7 +31,20 @@ struct Config {
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   bool rope_neox = false;        // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
   bool qkv_bias = false;         // qwen2
-  bool qk_norm = false;          // qwen3: RMS norm of each Q and K head
+  bool qk_norm = false;          // qwen3, gemma3: RMS norm of each Q and K head
+  // gemma3 (defaults are the llama family's):
+  Activation act = Activation::kSilu;
+  bool post_norms = false;       // RMS norms of the attention and MLP outputs before their residual adds
+  float embed_scale = 1.0f;      // the embedded rows are multiplied by this (gemma: sqrt(dim))
+  float q_scale = 0.0f;          // > 0: q multiplied by it before attention, scores unscaled;
+                                 // 0: scores scaled by 1/sqrt(head_dim) (llama.cpp's kq_scale)
+  float logit_softcap = 0.0f;    // > 0: logits = cap * tanh(logits / cap)
+  int n_swa = 0;                 // > 0: windowed layers attend to the last n_swa positions
+  int swa_pattern = 0;           // layer l is windowed iff l % swa_pattern < swa_pattern - 1
+  float rope_base_swa = 10000.0f;  // rope base of the windowed layers
+
+  bool is_swa(int layer) const { return n_swa > 0 && (swa_pattern <= 0 || layer % swa_pattern < swa_pattern - 1); }
+  float rope_base_of(int layer) const { return is_swa(layer) ? rope_base_swa : rope_base; }
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
@@ -37,6 +52,6 @@ struct Config {
 
 // Reads the config; errors name the missing key or unsupported architecture.
 util::Expected<Config> load_config(const gguf::File& file);
-const char* supported_architectures();  // "llama, qwen2, qwen3"
+const char* supported_architectures();  // "llama, qwen2, qwen3, gemma3"
 
 }  // namespace model

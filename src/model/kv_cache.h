@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -29,16 +30,27 @@ inline kernels::KvFormat kv_format(KvType t) {
 
 class KvCache {
  public:
-  // A Q8_0 cache needs head_dim % 32 == 0 (callers check and report it).
-  KvCache(int n_layers, int n_kv_heads, int head_dim, int ctx, KvType type, int n_slots = 1)
+  // A Q8_0 cache needs head_dim % 32 == 0 (callers check and report it). layer_ctx (empty:
+  // ctx for every layer) gives a layer fewer positions: a sliding-window layer keeps only
+  // the last layer_ctx[l] positions, position p in row p % layer_ctx[l] (a ring).
+  KvCache(int n_layers, int n_kv_heads, int head_dim, int ctx, KvType type, int n_slots = 1,
+          std::vector<int> layer_ctx = {})
       : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), ctx_(ctx), n_slots_(n_slots), type_(type),
-        row_bytes_(kernels::kv_row_bytes(kv_format(type), head_dim)) {
+        row_bytes_(kernels::kv_row_bytes(kv_format(type), head_dim)), layer_ctx_(std::move(layer_ctx)) {
     CHECK(n_slots >= 1);
-    const size_t n = size_t(n_slots) * n_layers * n_kv_heads * ctx * row_bytes_;
+    if (layer_ctx_.empty()) layer_ctx_.assign(n_layers, ctx);
+    CHECK(int(layer_ctx_.size()) == n_layers);
+    for (int c : layer_ctx_) {
+      CHECK(c >= 1 && c <= ctx);
+      layer_row0_.push_back(slot_rows_);
+      slot_rows_ += size_t(n_kv_heads) * c;
+    }
+    const size_t n = size_t(n_slots) * slot_rows_ * row_bytes_;
     k_.resize(n);
     v_.resize(n);
   }
   int ctx() const { return ctx_; }  // positions per slot
+  int layer_ctx(int layer) const { return layer_ctx_[layer]; }  // rows a layer keeps (<= ctx)
   int n_slots() const { return n_slots_; }
   KvType type() const { return type_; }
   size_t row_bytes() const { return row_bytes_; }
@@ -48,7 +60,8 @@ class KvCache {
   }
   // Byte offset of (slot, layer, head, pos)'s row.
   size_t offset(int slot, int layer, int head, int pos) const {
-    return (((size_t(slot) * n_layers_ + layer) * n_kv_heads_ + head) * ctx_ + pos) * row_bytes_;
+    const int c = layer_ctx_[layer];
+    return (size_t(slot) * slot_rows_ + layer_row0_[layer] + size_t(head) * c + pos % c) * row_bytes_;
   }
   void store(int slot, int layer, int head, int pos, const float* k, const float* v) {
     CHECK(pos >= 0 && pos < ctx_ && slot >= 0 && slot < n_slots_);
@@ -62,8 +75,10 @@ class KvCache {
       kernels::kv_store_row(kv_format(type_), v, v_.data() + o, head_dim_);
     }
   }
-  // One KV head's rows of a layer in one slot, for kernels::flash_attention.
+  // One KV head's rows of a layer in one slot, for kernels::flash_attention (a layer that
+  // keeps every position only).
   kernels::KvHeadView view(int slot, int layer, int head) const {
+    CHECK(layer_ctx_[layer] == ctx_);
     const size_t o = offset(slot, layer, head, 0);
     return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_};
   }
@@ -79,6 +94,9 @@ class KvCache {
   int n_layers_, n_kv_heads_, head_dim_, ctx_, n_slots_;
   KvType type_;
   size_t row_bytes_;
+  std::vector<int> layer_ctx_;     // [layer] rows kept
+  std::vector<size_t> layer_row0_;  // [layer] first row of the layer within a slot
+  size_t slot_rows_ = 0;           // rows of one slot (all layers and heads)
   std::vector<uint8_t> k_, v_;
 };
 

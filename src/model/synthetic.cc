@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "model/schema.h"
 #include "tensor/quants.h"
 
 namespace model {
 
 const char* shape_names() {
-  return "toy, toy-qwen2, toy-qwen3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b";
+  return "toy, toy-qwen2, toy-qwen3, toy-gemma3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b";
 }
 
 std::optional<Shape> shape_by_name(const std::string& name) {
@@ -19,6 +20,13 @@ std::optional<Shape> shape_by_name(const std::string& name) {
   if (name == "toy") return s;
   if (name == "toy-qwen2") { s.arch = "qwen2"; return s; }
   if (name == "toy-qwen3") { s.arch = "qwen3"; return s; }
+  // 6 layers so the pattern has its global layer (5); a window of 8 positions so a test of
+  // 16 positions crosses it; 2 query heads of 128 (gemma's head_dim is 256 at 270M).
+  if (name == "toy-gemma3") {
+    s.arch = "gemma3", s.n_layers = 6, s.n_heads = 2, s.n_kv_heads = 1, s.tied = true, s.rope_base = 1000000.0f;
+    s.sliding_window = 8;
+    return s;
+  }
   if (name == "toy-llama31") { s.rope_base = 500000.0f; s.llama3_rope_freqs = true; return s; }
   if (name == "smollm2-135m") {
     s.dim = 576; s.n_layers = 30; s.n_heads = 9; s.n_kv_heads = 3; s.n_ff = 1536; s.n_vocab = 49152;
@@ -135,6 +143,7 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
   w.set(a + ".rope.dimension_count", gguf::Value::u32(head_dim));
   w.set(a + ".vocab_size", gguf::Value::u32(s.n_vocab));
+  if (s.sliding_window > 0) w.set(a + ".attention.sliding_window", gguf::Value::u32(s.sliding_window));
   // Synthetic byte-level vocabulary: 256 byte tokens, filler, then BOS and EOS.
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
@@ -172,26 +181,22 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   if (s.llama3_rope_freqs) w.add_tensor("rope_freqs.weight", {head_dim / 2}, tensor::Type::F32, freqs->data());
   vec("output_norm.weight", s.dim);
   if (!s.tied) matrix("output.weight", s.dim, s.n_vocab, pool_dim);
+  // The layer tensors the architecture needs (model/schema.h), in the schema's order.
+  Config c;
+  c.dim = s.dim, c.n_heads = s.n_heads, c.n_kv_heads = s.n_kv_heads, c.head_dim = head_dim, c.n_ff = s.n_ff;
+  c.qkv_bias = a == "qwen2", c.qk_norm = a == "qwen3" || a == "gemma3", c.post_norms = a == "gemma3";
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    vec(p + "attn_norm.weight", s.dim);
-    matrix(p + "attn_q.weight", s.dim, s.dim, pool_dim);
-    matrix(p + "attn_k.weight", s.dim, kv_dim, pool_dim);
-    matrix(p + "attn_v.weight", s.dim, kv_dim, pool_dim);
-    if (a == "qwen2") {
-      w.add_tensor(p + "attn_q.bias", {s.dim}, tensor::Type::F32, bias->data());
-      w.add_tensor(p + "attn_k.bias", {kv_dim}, tensor::Type::F32, bias->data());
-      w.add_tensor(p + "attn_v.bias", {kv_dim}, tensor::Type::F32, bias->data());
+    for (const LayerTensor& t : layer_schema()) {
+      if (!t.needed(c)) continue;
+      const int64_t rows = dim_of(t.rows, c);
+      if (t.matrix)
+        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : pool_dim);
+      else if (t.cut == Cut::kWhole)  // norms
+        vec(p + t.name, rows);
+      else  // qwen2's biases
+        w.add_tensor(p + t.name, {rows}, tensor::Type::F32, bias->data());
     }
-    if (a == "qwen3") {
-      vec(p + "attn_q_norm.weight", head_dim);
-      vec(p + "attn_k_norm.weight", head_dim);
-    }
-    matrix(p + "attn_output.weight", s.dim, s.dim, pool_dim);
-    vec(p + "ffn_norm.weight", s.dim);
-    matrix(p + "ffn_gate.weight", s.dim, s.n_ff, pool_dim);
-    matrix(p + "ffn_up.weight", s.dim, s.n_ff, pool_dim);
-    matrix(p + "ffn_down.weight", s.n_ff, s.dim, pool_ff);
   }
   return w.write(path);
 }

@@ -22,9 +22,10 @@ struct Shape {
   float rope_base = 10000.0f;
   bool tied = false;
   bool llama3_rope_freqs = false;  // Llama 3.1 frequency factors tensor (rope_freqs.weight)
+  int sliding_window = 0;          // gemma3: <arch>.attention.sliding_window
 };
 
-// Named shapes: toy, toy-qwen2, toy-qwen3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b.
+// Named shapes: toy, toy-qwen2, toy-qwen3, toy-gemma3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b.
 std::optional<Shape> shape_by_name(const std::string& name);
 
 // Llama 3.1's per-pair rope frequency factors for n_rot dims (as convert_hf_to_gguf computes

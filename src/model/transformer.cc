@@ -18,6 +18,9 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
 std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode) {
   if (kv_type == KvType::kQ8_0 && mode != AttentionMode::kFlash)
     return "a q8_0 KV cache needs flash attention (--flash-attn on), as in llama.cpp";
+  if (kv_type == KvType::kQ8_0 && cfg.n_swa > 0)
+    return "the sliding-window layers of " + cfg.arch_name +
+           " run the exact attention path, which reads an f16 or f32 KV cache: use --kv-type f16";
   if (kv_type == KvType::kQ8_0 && cfg.head_dim % 32 != 0)
     return "a q8_0 KV cache needs head_dim to be a multiple of 32 (this model's is " +
            std::to_string(cfg.head_dim) + "): use --kv-type f16";
@@ -25,6 +28,16 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
 }
 
 namespace {
+// Rows each layer's cache keeps: a windowed layer needs its window behind the first row of a
+// batch, the batch's own rows after it, and up to 31 rows before the window (masked) so the
+// exact path's sums start on a 32-position boundary (see attention()).
+std::vector<int> layer_ctx(const Config& c, int ctx, int max_batch) {
+  std::vector<int> r(c.n_layers, ctx);
+  for (int l = 0; l < c.n_layers; ++l)
+    if (c.is_swa(l)) r[l] = std::min(ctx, c.n_swa + max_batch + 31);
+  return r;
+}
+
 RunConfig run_config(int ctx, KvType kv_type, int max_batch, AttentionMode attention) {
   RunConfig rc;
   rc.ctx = ctx;
@@ -47,7 +60,8 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
       pool_(pool),
       part_(part),
       comm_(comm),
-      kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, rc.ctx, rc.kv_type, rc.n_slots),
+      kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, rc.ctx, rc.kv_type, rc.n_slots,
+          layer_ctx(cfg, rc.ctx, std::max(1, rc.max_batch))),
       max_batch_(std::max(1, rc.max_batch)),
       q_dim_(part.n_heads * cfg.head_dim),
       kv_dim_(part.n_kv_heads * cfg.head_dim),
@@ -68,10 +82,12 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
   gate_.resize(B * part.n_ff);
   up_.resize(B * part.n_ff);
   proj_.resize(B * cfg.dim);
-  if (mode_ == AttentionMode::kExact) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
+  if (mode_ == AttentionMode::kExact || cfg.n_swa > 0) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
   rope_.resize(B * cfg.n_rot);
+  if (cfg.n_swa > 0) rope_swa_.resize(B * cfg.n_rot);
   row_slot_.resize(B);
   row_pos_.resize(B);
+  ring_hi_.assign(rc.n_slots, -1);
 }
 
 void Transformer::embed(int32_t token, float* x) const {
@@ -121,9 +137,30 @@ util::Status Transformer::forward_batch(const Segment* segs, int n_segs, const f
     CHECK(rows <= max_batch_);
   }
   CHECK(rows >= 1);
+  RETURN_IF_ERROR(check_rings(segs, n_segs));
   std::memcpy(x_.data(), x, sizeof(float) * rows * cfg_.dim);
+  if (cfg_.embed_scale != 1.0f)  // gemma: the embedded rows times sqrt(dim) (ggml_scale)
+    for (size_t i = 0; i < size_t(rows) * cfg_.dim; ++i) x_[i] *= cfg_.embed_scale;
   plan_runs(segs, n_segs);
   return step(segs, n_segs, logits);
+}
+
+util::Status Transformer::check_rings(const Segment* segs, int n_segs) {
+  if (cfg_.n_swa <= 0) return util::ok_status();
+  int ring = ctx();
+  for (int l = 0; l < cfg_.n_layers; ++l) ring = std::min(ring, kv_.layer_ctx(l));
+  for (int s = 0; s < n_segs; ++s) {
+    const Segment& g = segs[s];
+    int& hi = ring_hi_[g.slot];
+    // Rows of positions <= hi - ring are overwritten; the segment's first row needs
+    // pos - n_swa + 1 .. pos - 1.
+    if (ring < ctx() && g.pos - cfg_.n_swa + 1 <= hi - ring && g.pos - cfg_.n_swa + 1 > 0)
+      return util::Status::error("KV slot " + std::to_string(g.slot) + " rewound from position " + std::to_string(hi) +
+                                 " to " + std::to_string(g.pos) + ": its sliding-window layers keep only " +
+                                 std::to_string(ring) + " rows; evaluate the sequence from position 0");
+    hi = g.pos + g.n - 1;
+  }
+  return util::ok_status();
 }
 
 void Transformer::plan_runs(const Segment* segs, int n_segs) {
@@ -211,9 +248,13 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
   int n = 0;  // rows
   for (int s = 0; s < n_segs; ++s) n += segs[s].n;
   // rope_[b] = (cos, sin) pairs for row b's position
-  for (int b = 0; b < n; ++b)
-    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale,
-                        w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data());
+  for (int b = 0; b < n; ++b) {
+    const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
+    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale, factors);
+    if (!rope_swa_.empty())  // the windowed layers' own base
+      kernels::rope_cache(&rope_swa_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base_swa, c.rope_freq_scale,
+                          factors);
+  }
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
@@ -228,17 +269,22 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
     // x += att Wo, summed over the nodes (the first reduce point)
     RETURN_IF_ERROR(project(ReducePoint::kAttention, lw.wo, att_.data(), n, part_.head_begin * c.head_dim, q_dim_,
                             proj_.data()));
+    post_norm(lw.attn_post_norm, n);
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
 
-    // --- MLP block: x += (silu(xn Wg) * (xn Wu)) Wd
+    // --- MLP block: x += (act(xn Wg) * (xn Wu)) Wd, act silu (SwiGLU) or gelu (GeGLU)
     for (int b = 0; b < n; ++b)
       kernels::rmsnorm(&xn_[size_t(b) * D], &x_[size_t(b) * D], lw.ffn_norm.data(), D, c.rms_eps);
     act_src_ = nullptr;
     linear(lw.w_gate, xn_.data(), n, gate_.data());
     linear(lw.w_up, xn_.data(), n, up_.data());
-    kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
+    if (c.act == Activation::kGelu)
+      kernels::geglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
+    else
+      kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
     // x += mlp Wd, summed over the nodes (the second reduce point)
     RETURN_IF_ERROR(project(ReducePoint::kMlp, lw.w_down, gate_.data(), n, part_.ff_begin, part_.n_ff, proj_.data()));
+    post_norm(lw.ffn_post_norm, n);
     kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
   }
   if (!logits) return util::ok_status();
@@ -270,7 +316,18 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
   act_src_ = nullptr;
   linear(w_.output, xn_.data(), rows, logits, out_runs, w_.output.rows);
   act_src_ = nullptr;
+  if (c.logit_softcap > 0) {  // cap * tanh(logits / cap), as ggml_scale, ggml_tanh, ggml_scale
+    const float inv = 1.0f / c.logit_softcap;
+    for (size_t i = 0; i < size_t(rows) * w_.output.rows; ++i)
+      logits[i] = std::tanh(logits[i] * inv) * c.logit_softcap;
+  }
   return util::ok_status();
+}
+
+void Transformer::post_norm(const Vector& w, int n) {
+  if (w.empty()) return;
+  const int D = cfg_.dim;
+  for (int b = 0; b < n; ++b) kernels::rmsnorm(&proj_[size_t(b) * D], &proj_[size_t(b) * D], w.data(), D, cfg_.rms_eps);
 }
 
 void Transformer::attention(int l, const Segment* segs, int n_segs) {
@@ -288,19 +345,22 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
     if (!lw.bq.empty()) kernels::add(q, q, lw.bq.data(), q_dim_);
     if (!lw.bk.empty()) kernels::add(k, k, lw.bk.data(), kv_dim_);
     if (!lw.bv.empty()) kernels::add(v, v, lw.bv.data(), kv_dim_);
-    const float* rc = &rope_[size_t(b) * c.n_rot];
+    const float* rc = &(c.is_swa(l) ? rope_swa_ : rope_)[size_t(b) * c.n_rot];
     for (int h = 0; h < n_heads; ++h) {
       if (!lw.q_norm.empty()) kernels::rmsnorm(q + h * hd, q + h * hd, lw.q_norm.data(), hd, c.rms_eps);
       kernels::rope_apply(q + h * hd, rc, c.n_rot, c.rope_neox);
     }
+    if (c.q_scale > 0)  // gemma: q scaled before attention (ggml_scale), scores then unscaled
+      for (int i = 0; i < q_dim_; ++i) q[i] *= c.q_scale;
     for (int g = 0; g < n_kv; ++g) {
       if (!lw.k_norm.empty()) kernels::rmsnorm(k + g * hd, k + g * hd, lw.k_norm.data(), hd, c.rms_eps);
       kernels::rope_apply(k + g * hd, rc, c.n_rot, c.rope_neox);
       kv_.store(row_slot_[b], l, g, row_pos_[b], k + g * hd, v + g * hd);
     }
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (mode_ == AttentionMode::kFlash) {
+  const float scale = c.q_scale > 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
+  // Flash attention has no window mask: windowed layers always take the exact path.
+  if (mode_ == AttentionMode::kFlash && !c.is_swa(l)) {
     // Tiled over each slot's cache at absolute positions, online softmax, fixed reduction
     // order: a row's output is independent of the batch split, the threads and the other
     // segments.
@@ -336,25 +396,35 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
   // ggml's order (kernels::dot_f16 / weighted_sum_f16), so results match bit for bit.
   const bool f16 = kv_.type() == KvType::kF16;
   const int64_t jobs = int64_t(n) * n_heads;
+  const int window = c.is_swa(l) ? c.n_swa : 0;  // a windowed layer: the last n_swa positions
+  const int ring = kv_.layer_ctx(l);             // rows its cache keeps (position p in p % ring)
   pool_.run([&](int ith, int nth) {
     int64_t j0, j1;
     util::split_range(jobs, ith, nth, &j0, &j1);
     float* s = &scores_[size_t(ith) * (ctx() + 8)];
-    std::vector<uint16_t> q16(hd), p16(ctx());
+    std::vector<uint16_t> q16(hd), p16(ctx()), vrows;
     for (int64_t j = j0; j < j1; ++j) {
       const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
-      const int g = kv_of_head_[h], n_ctx = row_pos_[b] + 1, slot = row_slot_[b];
+      // A window's positions are lo .. p (llama.cpp masks p - t >= n_swa). The scores and the
+      // V sum run over first .. p, first = lo rounded down to a multiple of 32, with the
+      // positions before lo masked: the groups of 8 (softmax) and lanes of 32 (V) before
+      // first hold only zeros in llama.cpp's row of every position, so its sums are ours.
+      const int g = kv_of_head_[h], p = row_pos_[b], slot = row_slot_[b];
+      const int lo = window > 0 ? std::max(0, p - window + 1) : 0;
+      const int first = lo / 32 * 32, n_ctx = p + 1 - first;
       const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
       float* out = &att_[size_t(b) * q_dim_ + size_t(h) * hd];
       if (f16) {
         for (int i = 0; i < hd; ++i) q16[i] = util::f32_to_fp16(q[i]);
-        for (int t = 0; t < n_ctx; ++t) s[t] = kernels::dot_f16(kv_.k16(kv_.offset(slot, l, g, t)), q16.data(), hd) * scale;
+        for (int t = 0; t < n_ctx; ++t)
+          s[t] = first + t < lo ? -INFINITY
+                                : kernels::dot_f16(kv_.k16(kv_.offset(slot, l, g, first + t)), q16.data(), hd) * scale;
       } else {
         for (int t = 0; t < n_ctx; ++t) {
-          const float* kr = kv_.k32(kv_.offset(slot, l, g, t));
+          const float* kr = kv_.k32(kv_.offset(slot, l, g, first + t));
           float dot = 0;
           for (int i = 0; i < hd; ++i) dot += q[i] * kr[i];
-          s[t] = dot * scale;
+          s[t] = first + t < lo ? -INFINITY : dot * scale;
         }
       }
       const int n_pad = (n_ctx + 7) / 8 * 8;  // llama.cpp's row is padded with masked (-inf) cells
@@ -362,11 +432,20 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
       kernels::softmax(s, n_pad);
       if (f16) {
         for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
-        kernels::weighted_sum_f16(kv_.v16(kv_.offset(slot, l, g, 0)), hd, p16.data(), n_ctx, hd, out);
+        // The rows of first .. p lie in the ring as one run, or wrap around it: then they are
+        // copied into one run, so the sum keeps its order.
+        const uint16_t* v = kv_.v16(kv_.offset(slot, l, g, first));
+        if (first % ring + n_ctx > ring) {
+          vrows.resize(size_t(n_ctx) * hd);
+          for (int t = 0; t < n_ctx; ++t)
+            std::memcpy(&vrows[size_t(t) * hd], kv_.v16(kv_.offset(slot, l, g, first + t)), sizeof(uint16_t) * hd);
+          v = vrows.data();
+        }
+        kernels::weighted_sum_f16(v, hd, p16.data(), n_ctx, hd, out);
       } else {
         std::fill(out, out + hd, 0.0f);
         for (int t = 0; t < n_ctx; ++t) {
-          const float* vr = kv_.v32(kv_.offset(slot, l, g, t));
+          const float* vr = kv_.v32(kv_.offset(slot, l, g, first + t));
           for (int i = 0; i < hd; ++i) out[i] += s[t] * vr[i];
         }
       }

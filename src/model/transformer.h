@@ -1,4 +1,4 @@
-// transformer.h: the forward pass of the llama family (llama, qwen2, qwen3) on one node:
+// transformer.h: the forward pass of the llama family (llama, qwen2, qwen3) and gemma3 on one node:
 // embedding, then per layer attention and MLP with residual adds, then norm and logits.
 // A batch carries rows of several sequences at once (segments: consecutive positions of
 // one KV slot), with matrix x matrix products for the weights and causal attention of each
@@ -116,8 +116,8 @@ class Transformer {
   // max_batch; a slot appears at most once, positions inside the context), appending to
   // each segment's KV slot. logits (if not null) receives, segment after segment, the
   // local n_vocab floats of the rows each asks for (kLast: its last row; kAll: every row).
-  // A row's result depends only on its own segment and slot. Fails only when the
-  // Collective does.
+  // A row's result depends only on its own segment and slot. Fails when the Collective
+  // does, or when a segment rewinds a sliding-window slot further than its ring keeps.
   util::Status forward_batch(const Segment* segs, int n_segs, const float* x, float* logits);
 
   // Evaluates tokens[0..n) at positions pos..pos+n-1 of slot 0, in batches of max_batch.
@@ -148,6 +148,9 @@ class Transformer {
   // Rows [i, i + nb) of a single-sequence call of n rows (slot 0).
   util::Status forward_chunk(const float* x, int nb, int pos, float* logits, bool all_logits, int i, int n);
   void attention(int layer, const Segment* segs, int n_segs);
+  void post_norm(const Vector& w, int n);
+  // A sliding-window ring cannot be rewound past what it keeps: the error names the slot.
+  util::Status check_rings(const Segment* segs, int n_segs);  // gemma: proj_ rows normed by w (nothing when w is empty)
   // Adjacent segments of the same batch order merged into runs.
   void plan_runs(const Segment* segs, int n_segs);
   // y[b][rows] = W x[b] for the rows of runs, activations quantized once per (input, type).
@@ -172,6 +175,7 @@ class Transformer {
   bool lane_order_, decode_lanes_;
   std::vector<Run> runs_;      // of the batch being evaluated
   std::vector<int> row_slot_, row_pos_;  // [B] each row's slot and position
+  std::vector<int> ring_hi_;     // [slot] last position written (sliding-window rings)
   std::vector<int> kv_of_head_;  // [local heads] local KV head each query head reads
 
   // Scratch for one batch of up to max_batch_ tokens.
@@ -184,6 +188,7 @@ class Transformer {
   std::vector<float> proj_;    // [B][dim] output of wo / w_down before the residual add
   std::vector<float> scores_;  // [threads][ctx] attention scores
   std::vector<float> rope_;    // [B][n_rot] cos/sin per token position
+  std::vector<float> rope_swa_;  // [B][n_rot] the same at the windowed layers' base (gemma)
   std::vector<uint8_t> act_;   // quantized activations
   const float* act_src_ = nullptr;
   tensor::Type act_type_ = tensor::Type::F32;

@@ -1,6 +1,7 @@
 // weights.cc: tensor lookup by name with shape and type checks.
 #include "model/weights.h"
 
+#include "model/schema.h"
 #include "tensor/quants.h"
 
 namespace model {
@@ -63,8 +64,7 @@ class Binder {
 size_t Weights::matrix_bytes() const {
   size_t total = output.bytes();
   for (const auto& l : layers)
-    total += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() +
-             l.w_up.bytes() + l.w_down.bytes();
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) total += m->bytes();
   return total;
 }
 
@@ -76,29 +76,20 @@ util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c) {
   if (f.find_tensor("output.weight")) {
     RETURN_IF_ERROR(b.matrix("output.weight", c.dim, c.n_vocab, &w.output));
   } else {
-    w.output = w.token_embd;  // tied embeddings (Llama 3.2, SmolLM2)
+    w.output = w.token_embd;  // tied embeddings (Llama 3.2, SmolLM2, Gemma 3)
   }
   RETURN_IF_ERROR(b.vector("rope_freqs.weight", c.n_rot / 2, &w.rope_freqs, /*optional=*/true));
   w.layers.resize(c.n_layers);
+  const auto schema = layer_schema();
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    RETURN_IF_ERROR(b.vector(p + "attn_norm.weight", c.dim, &l.attn_norm));
-    RETURN_IF_ERROR(b.matrix(p + "attn_q.weight", c.dim, c.q_dim(), &l.wq));
-    RETURN_IF_ERROR(b.matrix(p + "attn_k.weight", c.dim, c.kv_dim(), &l.wk));
-    RETURN_IF_ERROR(b.matrix(p + "attn_v.weight", c.dim, c.kv_dim(), &l.wv));
-    RETURN_IF_ERROR(b.matrix(p + "attn_output.weight", c.q_dim(), c.dim, &l.wo));
-    RETURN_IF_ERROR(b.vector(p + "attn_q.bias", c.q_dim(), &l.bq, !c.qkv_bias));
-    RETURN_IF_ERROR(b.vector(p + "attn_k.bias", c.kv_dim(), &l.bk, !c.qkv_bias));
-    RETURN_IF_ERROR(b.vector(p + "attn_v.bias", c.kv_dim(), &l.bv, !c.qkv_bias));
-    if (c.qk_norm) {
-      RETURN_IF_ERROR(b.vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
-      RETURN_IF_ERROR(b.vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
+    for (const LayerTensor& t : schema) {
+      if (t.matrix)
+        RETURN_IF_ERROR(b.matrix(p + t.name, dim_of(t.cols, c), dim_of(t.rows, c), &(l.*t.m)));
+      else
+        RETURN_IF_ERROR(b.vector(p + t.name, dim_of(t.rows, c), &(l.*t.v), !t.needed(c)));
     }
-    RETURN_IF_ERROR(b.vector(p + "ffn_norm.weight", c.dim, &l.ffn_norm));
-    RETURN_IF_ERROR(b.matrix(p + "ffn_gate.weight", c.dim, c.n_ff, &l.w_gate));
-    RETURN_IF_ERROR(b.matrix(p + "ffn_up.weight", c.dim, c.n_ff, &l.w_up));
-    RETURN_IF_ERROR(b.matrix(p + "ffn_down.weight", c.n_ff, c.dim, &l.w_down));
   }
   return w;
 }

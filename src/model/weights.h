@@ -1,5 +1,5 @@
 // weights.h: binds a model's tensors by name, checking each one's shape and type against
-// the Config, so a missing or misshapen tensor is reported by name before any compute.
+// the Config (model/schema.h lists a layer's tensors), so a missing or misshapen tensor is reported by name before any compute.
 // Matrices point into the mapped file (no copy); small vectors (norms, biases) are held
 // as F32 copies. Deliberately no slicing across nodes here (that is plan/ and runtime/).
 #pragma once
@@ -33,11 +33,13 @@ struct LayerWeights {
   Matrix wq;          // [q_dim rows][dim]
   Matrix wk, wv;      // [kv_dim rows][dim]
   Vector bq, bk, bv;  // qwen2 biases: [q_dim], [kv_dim], [kv_dim]
-  Vector q_norm, k_norm;  // qwen3: [head_dim]
+  Vector q_norm, k_norm;  // qwen3, gemma3: [head_dim]
   Matrix wo;          // [dim rows][q_dim]
+  Vector attn_post_norm;  // gemma3: [dim]
   Vector ffn_norm;    // [dim]
   Matrix w_gate, w_up;  // [n_ff rows][dim]
   Matrix w_down;      // [dim rows][n_ff]
+  Vector ffn_post_norm;   // gemma3: [dim]
 };
 
 struct Weights {
@@ -49,7 +51,7 @@ struct Weights {
   // Buffers that matrices point into when they are not in a mapped file (slices received
   // from the root, re-encoded column slices).
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> storage;
-  size_t matrix_bytes() const;  // bytes of all matrices read per token
+  size_t matrix_bytes() const;  // bytes of the output and layer matrices (read per token)
 };
 
 util::Expected<Weights> bind_weights(const gguf::File& file, const Config& cfg);

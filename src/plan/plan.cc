@@ -2,6 +2,7 @@
 // exact byte counts). See plan.h for the rules; nothing here touches a file or socket.
 #include "plan/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -304,6 +305,10 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   }
   add_reencode_notes(p, /*wo=*/true);
   add_reencode_notes(p, /*wo=*/false);
+  if (s.n_swa_layers > 0)
+    p.notes.push_back(fmt("sliding window: %d of %d layers attend to the last %d positions and cache only those "
+                          "(plus a batch and 31 rows); KV MB/1k counts min(1000, %d) positions for them",
+                          s.n_swa_layers, s.n_layers, s.n_swa, s.n_swa));
   if (exact)
     p.notes.push_back(fmt("exact sync: Wo and down cut by output rows (nothing re-encoded); their inputs are "
                           "gathered as %s / %s, their outputs as F32: 4 gathers per layer",
@@ -347,8 +352,10 @@ uint64_t embedding_bytes(const ModelShape& s) {
 uint64_t kv_bytes_per_1k(const Plan& p, int node, tensor::Type kv_type) {
   CHECK(node >= 0 && node < p.n_nodes());
   const ModelShape& s = p.shape;
-  return 2 * uint64_t(p.nodes[node].kv_heads.size()) * tensor::row_bytes(kv_type, s.head_dim) *
-         uint64_t(s.n_layers) * 1000;
+  // A windowed layer caches only its window (model/transformer.cc: plus a batch and 31 rows).
+  const uint64_t positions = uint64_t(s.n_layers - s.n_swa_layers) * 1000 +
+                             uint64_t(s.n_swa_layers) * uint64_t(std::min(1000, s.n_swa));
+  return 2 * uint64_t(p.nodes[node].kv_heads.size()) * tensor::row_bytes(kv_type, s.head_dim) * positions;
 }
 
 std::string describe_slices(const Plan& p) {

@@ -55,6 +55,8 @@ struct ModelShape {
   tensor::Type token_embd = tensor::Type::F32;  // [V rows][D], root only
   bool qkv_bias = false;  // qwen2: F32 biases [H*d], [G*d], [G*d], sliced with their rows
   bool qk_norm = false;   // qwen3: F32 [d] per-head norms of Q and K, replicated
+  int n_swa = 0;          // gemma3: sliding window (positions); 0: none
+  int n_swa_layers = 0;   // layers that attend to (and cache) only the window
   std::string name;       // for printouts
 
   const MatrixTypes& types(int l) const { return layers.empty() ? layer : layers[l]; }

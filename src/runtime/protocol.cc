@@ -77,6 +77,9 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   w.put_u8(c.rope_neox);
   w.put_u8(c.qkv_bias);
   w.put_u8(c.qk_norm);
+  w.put_u8(uint8_t(c.act) | uint8_t(c.post_norms) << 1);  // gemma3's fields (model/config.h)
+  for (int v : {c.n_swa, c.swa_pattern}) w.put_i32(v);
+  for (float v : {c.embed_scale, c.q_scale, c.logit_softcap, c.rope_base_swa}) w.put_f32(v);
   put_range(w, s.slice.heads);
   put_range(w, s.slice.kv_heads);
   put_range(w, s.slice.ff);
@@ -106,7 +109,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   uint8_t u = 0;
   RETURN_IF_ERROR(r.get_string(&s.model_hash, 128));
   RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(model::Arch::kQwen3)) return Status::error(what + " names an unknown architecture");
+  if (u > uint8_t(model::Arch::kGemma3)) return Status::error(what + " names an unknown architecture");
   c.arch = model::Arch(u);
   RETURN_IF_ERROR(r.get_string(&c.arch_name, 256));
   RETURN_IF_ERROR(r.get_string(&c.name, 4096));
@@ -119,6 +122,12 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   RETURN_IF_ERROR(get_bool(r, &c.rope_neox));
   RETURN_IF_ERROR(get_bool(r, &c.qkv_bias));
   RETURN_IF_ERROR(get_bool(r, &c.qk_norm));
+  RETURN_IF_ERROR(r.get_u8(&u));
+  if (u > 3) return Status::error(what + " has unknown model flags");
+  c.act = model::Activation(u & 1);
+  c.post_norms = u & 2;
+  for (int* v : {&c.n_swa, &c.swa_pattern}) RETURN_IF_ERROR(r.get_i32(v));
+  for (float* v : {&c.embed_scale, &c.q_scale, &c.logit_softcap, &c.rope_base_swa}) RETURN_IF_ERROR(r.get_f32(v));
   RETURN_IF_ERROR(get_range(r, &s.slice.heads));
   RETURN_IF_ERROR(get_range(r, &s.slice.kv_heads));
   RETURN_IF_ERROR(get_range(r, &s.slice.ff));

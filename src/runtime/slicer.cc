@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/schema.h"
 #include "tensor/quants.h"
 
 namespace runtime {
@@ -14,6 +15,8 @@ plan::ModelShape shape_of(const model::Config& cfg, const model::Weights& w) {
   s.dim = cfg.dim; s.n_layers = cfg.n_layers; s.n_heads = cfg.n_heads;
   s.n_kv_heads = cfg.n_kv_heads; s.head_dim = cfg.head_dim; s.n_ff = cfg.n_ff;
   s.n_vocab = cfg.n_vocab; s.qkv_bias = cfg.qkv_bias; s.qk_norm = cfg.qk_norm;
+  s.n_swa = cfg.n_swa;
+  for (int l = 0; l < cfg.n_layers; ++l) s.n_swa_layers += cfg.is_swa(l);
   s.token_embd = w.token_embd.type;
   s.output = w.output.type;
   bool uniform = true;
@@ -101,35 +104,81 @@ NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, co
   w.output = slice_rows(full.output, s.vocab.begin, s.vocab.end);
   w.rope_freqs = full.rope_freqs;
   w.layers.resize(cfg.n_layers);
-  const int64_t q0 = int64_t(s.heads.begin) * d, q1 = int64_t(s.heads.end) * d;
-  const int64_t k0 = int64_t(s.kv_heads.begin) * d, k1 = int64_t(s.kv_heads.end) * d;
+  // The node's range of each cut, in rows (or columns) of the tensor.
+  const auto range = [&](model::Cut c) -> std::pair<int64_t, int64_t> {
+    switch (c) {
+      case model::Cut::kHeadRows:
+      case model::Cut::kHeadCols: return {int64_t(s.heads.begin) * d, int64_t(s.heads.end) * d};
+      case model::Cut::kKvRows: return {int64_t(s.kv_heads.begin) * d, int64_t(s.kv_heads.end) * d};
+      case model::Cut::kFfRows:
+      case model::Cut::kFfCols: return {s.ff.begin, s.ff.end};
+      case model::Cut::kWhole: break;
+    }
+    return {0, 0};
+  };
   for (int l = 0; l < cfg.n_layers; ++l) {
     const model::LayerWeights& f = full.layers[l];
     model::LayerWeights& o = w.layers[l];
-    o.attn_norm = f.attn_norm;
-    o.ffn_norm = f.ffn_norm;
-    o.q_norm = f.q_norm;
-    o.k_norm = f.k_norm;
-    o.wq = slice_rows(f.wq, q0, q1);
-    o.wk = slice_rows(f.wk, k0, k1);
-    o.wv = slice_rows(f.wv, k0, k1);
-    o.bq = slice_vector(f.bq, q0, q1);
-    o.bk = slice_vector(f.bk, k0, k1);
-    o.bv = slice_vector(f.bv, k0, k1);
-    if (s.exact)
-      o.wo = slice_rows(f.wo, s.rows.begin, s.rows.end);
-    else
-      o.wo = q0 == 0 && q1 == f.wo.cols ? f.wo : slice_columns(f.wo, q0, q1, &w.storage);
-    o.w_gate = slice_rows(f.w_gate, s.ff.begin, s.ff.end);
-    o.w_up = slice_rows(f.w_up, s.ff.begin, s.ff.end);
-    if (s.exact)
-      o.w_down = slice_rows(f.w_down, s.rows.begin, s.rows.end);
-    else
-      o.w_down = s.ff.begin == 0 && s.ff.end == f.w_down.cols
-                     ? f.w_down
-                     : slice_columns(f.w_down, s.ff.begin, s.ff.end, &w.storage);
+    for (const model::LayerTensor& t : model::layer_schema()) {
+      const auto [b, e] = range(t.cut);
+      if (!t.matrix) {
+        o.*t.v = t.cut == model::Cut::kWhole ? f.*t.v : slice_vector(f.*t.v, b, e);
+        continue;
+      }
+      const model::Matrix& m = f.*t.m;
+      model::Matrix& out = o.*t.m;
+      if (t.cut == model::Cut::kHeadCols || t.cut == model::Cut::kFfCols) {
+        // A reduce point's input columns; in exact mode its output rows.
+        if (s.exact)
+          out = slice_rows(m, s.rows.begin, s.rows.end);
+        else
+          out = b == 0 && e == m.cols ? m : slice_columns(m, b, e, &w.storage);
+      } else {
+        out = t.cut == model::Cut::kWhole ? m : slice_rows(m, b, e);
+      }
+    }
   }
   return nm;
+}
+
+util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, const model::Weights& w) {
+  const int64_t d = cfg.head_dim;
+  const auto local = [&](model::Dim dim, model::Cut cut, bool rows) -> int64_t {
+    const bool reduce_input = cut == model::Cut::kHeadCols || cut == model::Cut::kFfCols;
+    if (reduce_input && s.exact) return rows ? s.rows.size() : model::dim_of(dim, cfg);
+    if (rows == reduce_input) return model::dim_of(dim, cfg);  // the uncut side
+    switch (cut) {
+      case model::Cut::kHeadRows:
+      case model::Cut::kHeadCols: return s.heads.size() * d;
+      case model::Cut::kKvRows: return s.kv_heads.size() * d;
+      case model::Cut::kFfRows:
+      case model::Cut::kFfCols: return s.ff.size();
+      case model::Cut::kWhole: break;
+    }
+    return model::dim_of(dim, cfg);
+  };
+  if (int(w.layers.size()) != cfg.n_layers) return util::Status::error("the slice has the wrong number of layers");
+  for (int l = 0; l < cfg.n_layers; ++l)
+    for (const model::LayerTensor& t : model::layer_schema()) {
+      const std::string name = "blk." + std::to_string(l) + "." + t.name;
+      const int64_t rows = local(t.rows, t.cut, true);
+      if (t.matrix) {
+        const model::Matrix& m = w.layers[l].*t.m;
+        const int64_t cols = local(t.cols, t.cut, false);
+        if (m.rows != rows || m.cols != cols)
+          return util::Status::error("tensor '" + name + "' of the slice is [" + std::to_string(m.cols) + ", " +
+                                     std::to_string(m.rows) + "], expected [" + std::to_string(cols) + ", " +
+                                     std::to_string(rows) + "]");
+      } else {
+        const size_t n = (w.layers[l].*t.v).size();
+        if (n != size_t(rows) && (n != 0 || t.needed(cfg)))
+          return util::Status::error("tensor '" + name + "' of the slice has " + std::to_string(n) + " values, expected " +
+                                     std::to_string(rows));
+      }
+    }
+  if (w.output.rows != s.vocab.size() || w.output.cols != cfg.dim || w.output_norm.size() != size_t(cfg.dim))
+    return util::Status::error("the output slice's shape does not match its setup");
+  return util::ok_status();
 }
 
 util::Status visit_tensors(model::Weights& w, int n_layers, const TensorVisitor& v) {
@@ -139,20 +188,8 @@ util::Status visit_tensors(model::Weights& w, int n_layers, const TensorVisitor&
   for (int l = 0; l < n_layers; ++l) {
     model::LayerWeights& lw = w.layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
-    RETURN_IF_ERROR(v.vector(p + "attn_norm.weight", &lw.attn_norm));
-    RETURN_IF_ERROR(v.matrix(p + "attn_q.weight", &lw.wq));
-    RETURN_IF_ERROR(v.matrix(p + "attn_k.weight", &lw.wk));
-    RETURN_IF_ERROR(v.matrix(p + "attn_v.weight", &lw.wv));
-    RETURN_IF_ERROR(v.vector(p + "attn_q.bias", &lw.bq));
-    RETURN_IF_ERROR(v.vector(p + "attn_k.bias", &lw.bk));
-    RETURN_IF_ERROR(v.vector(p + "attn_v.bias", &lw.bv));
-    RETURN_IF_ERROR(v.vector(p + "attn_q_norm.weight", &lw.q_norm));
-    RETURN_IF_ERROR(v.vector(p + "attn_k_norm.weight", &lw.k_norm));
-    RETURN_IF_ERROR(v.matrix(p + "attn_output.weight", &lw.wo));
-    RETURN_IF_ERROR(v.vector(p + "ffn_norm.weight", &lw.ffn_norm));
-    RETURN_IF_ERROR(v.matrix(p + "ffn_gate.weight", &lw.w_gate));
-    RETURN_IF_ERROR(v.matrix(p + "ffn_up.weight", &lw.w_up));
-    RETURN_IF_ERROR(v.matrix(p + "ffn_down.weight", &lw.w_down));
+    for (const model::LayerTensor& t : model::layer_schema())
+      RETURN_IF_ERROR(t.matrix ? v.matrix(p + t.name, &(lw.*t.m)) : v.vector(p + t.name, &(lw.*t.v)));
   }
   return util::ok_status();
 }

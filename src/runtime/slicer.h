@@ -43,6 +43,10 @@ model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1,
 // The result may point into `full` (and whatever memory full points into): keep it alive.
 NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, const plan::NodeSlice& s);
 
+// Checks every tensor of a node's weights w has the shape slice s gives it (model/schema.h);
+// the message names the first that does not.
+util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, const model::Weights& w);
+
 // Every tensor of w in a fixed order: matrices (name, pointer) and F32 vectors (name,
 // pointer). The token embedding is not visited. Used to stream and rebuild slices.
 struct TensorVisitor {

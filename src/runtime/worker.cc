@@ -130,18 +130,8 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
   };
   RETURN_IF_ERROR(visit_tensors(w, s.config.n_layers, v));
   // The shapes the forward pass relies on.
-  const int d = s.config.head_dim, D = s.config.dim;
-  const model::Partition& p = h->node.part;
-  const ExactRows e = ExactRows::of(s.slice);
-  for (const auto& lw : w.layers)
-    if (lw.wq.rows != p.n_heads * d || lw.wk.rows != p.n_kv_heads * d || lw.wv.rows != p.n_kv_heads * d ||
-        lw.wo.cols != (e.on ? s.config.n_heads : p.n_heads) * d || lw.wo.rows != (e.on ? e.n_rows : D) ||
-        lw.w_gate.rows != p.n_ff || lw.w_up.rows != p.n_ff || lw.w_down.cols != (e.on ? s.config.n_ff : p.n_ff) ||
-        lw.w_down.rows != (e.on ? e.n_rows : D) || lw.wq.cols != D || lw.w_gate.cols != D ||
-        lw.attn_norm.size() != size_t(D) || lw.ffn_norm.size() != size_t(D))
-      return Status::error(root + " sent a slice whose shapes do not match its setup");
-  if (w.output.rows != p.n_vocab || w.output.cols != D || w.output_norm.size() != size_t(D))
-    return Status::error(root + " sent an output slice whose shape does not match its setup");
+  if (Status st = check_slice(s.config, s.slice, w); !st.ok())
+    return Status::error(root + " sent a slice that does not match its setup: " + st.message());
   return h;
 }
 

@@ -89,6 +89,33 @@ const BuiltinTemplate kBuiltins[] = {
 ' + message['content'] | trim + '<end_of_turn>
 ' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model
 '}}{% endif %})tpl"},
+    // gemma-3-*-it (Google's tokenizer_config.json): a system message becomes the first
+    // user turn's prefix; GGUF conversions of Gemma 3 270M may ship without a template.
+    {"gemma3", R"tpl({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {{- message['content'] | trim }}
+    {{- '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+)tpl"},
 };
 // clang-format on
 

@@ -108,7 +108,8 @@ TEST(ChatTemplate, MatchesJinja2Golden) {
 TEST(ChatTemplate, BuiltinsMatchTestData) {
   const std::pair<const char*, const char*> kFiles[] = {{"chatml", "chatml.jinja"}, {"llama3", "llama3.jinja"},
                                                         {"llama2", "llama2.jinja"}, {"mistral", "mistral-v0.1.jinja"},
-                                                        {"qwen2", "qwen2.5.jinja"}, {"gemma", "gemma2.jinja"}};
+                                                        {"qwen2", "qwen2.5.jinja"}, {"gemma", "gemma2.jinja"},
+                                                        {"gemma3", "gemma3.jinja"}};
   for (const auto& [name, file] : kFiles) {
     auto src = builtin_chat_template(name);
     ASSERT_TRUE(src.has_value()) << name;

@@ -518,3 +518,38 @@ TEST(KernelsDispatchDeathTest, UnsupportedTypeNamesIt) {
 
 }  // namespace
 }  // namespace kernels
+
+// GeGLU (gemma3) against a scalar reference of ggml's definition on an odd size: gelu of the
+// F16-rounded gate in double (tanh form), rounded to F16, times up; x * up at or above 10,
+// 0 at or below -10. The F16 table may differ from the double reference by one F16 ulp.
+TEST(Kernels, GegluMatchesGgmlDefinition) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
+  const int n = 1003;
+  std::vector<float> gate(n), up(n), out(n);
+  for (int i = 0; i < n; ++i) gate[i] = dist(rng), up[i] = dist(rng) / 4;
+  gate[0] = -10.0f, gate[1] = 10.0f, gate[2] = 0.0f, gate[3] = -9.99f;
+  kernels::geglu(out.data(), gate.data(), up.data(), n);
+  for (int i = 0; i < n; ++i) {
+    const double x = util::fp16_to_f32(util::f32_to_fp16(gate[i]));
+    double want;
+    if (gate[i] <= -10.0f) {
+      want = 0;
+    } else if (gate[i] >= 10.0f) {
+      want = double(gate[i]) * up[i];
+    } else {
+      const double g = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+      const double g16 = util::fp16_to_f32(util::f32_to_fp16(float(g)));
+      // one F16 ulp of g (2^-10 relative) plus the product's float rounding
+      const double tol = (std::fabs(g16) * 1.0 / 1024 + 1e-7) * std::fabs(up[i]) + 1e-6;
+      ASSERT_NEAR(out[i], g16 * up[i], tol) << "gate " << gate[i];
+      continue;
+    }
+    ASSERT_FLOAT_EQ(out[i], float(want)) << "gate " << gate[i];
+  }
+  // gelu itself: the float formula within float rounding of the double one.
+  for (float x : {-3.5f, -1.0f, -0.25f, 0.0f, 0.5f, 2.0f, 7.0f}) {
+    const double g = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * double(x) * x)));
+    EXPECT_NEAR(kernels::gelu(x), g, 1e-6 * (1 + std::fabs(g))) << x;
+  }
+}

@@ -372,6 +372,44 @@ TEST(ModelErrors, UnknownArchitectureListsSupported) {
   }, "unsupported architecture 'mamba'; supported: llama");
 }
 
+// toy-gemma3 (window 8, layer 5 global) over 60 positions: the windowed layers' rings
+// (8 + 1 + 31 = 40 rows, wrapped) give the logits of one batch of all 60 (whose ring is
+// the whole context), the
+// window shapes the result (a window-free copy of the config differs), and flash mode
+// (flash on the global layer, the exact path on the windowed ones) stays within F16
+// rounding of exact mode.
+TEST(Gemma3, SlidingWindowRingAndModes) {
+  auto m = model::load_model(make("toy-gemma3", tensor::Type::Q8_0));
+  ASSERT_TRUE(m.ok()) << m.error();
+  ASSERT_EQ((*m)->config.n_swa, 8);
+  ASSERT_TRUE((*m)->config.is_swa(0) && !(*m)->config.is_swa(5));
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 60; ++i) toks.push_back((i * 37 + 11) % 500);
+  const std::vector<float> one = run(**m, toks, 2, 1);     // position by position
+  const std::vector<float> whole = run(**m, toks, 2, 60);  // one batch
+  EXPECT_EQ(one, whole);
+  model::Config no_window = (*m)->config;
+  no_window.n_swa = 0;
+  util::ThreadPool pool(2);
+  model::Transformer tf(no_window, (*m)->weights, pool, 64, model::KvType::kF16, 60);
+  std::vector<float> full(no_window.n_vocab);
+  ASSERT_TRUE(tf.forward(toks.data(), 60, 0, full.data()).ok());
+  EXPECT_GT(max_rel_diff(full, one), 1e-3);
+  const std::vector<float> flash = run(**m, toks, 2, 1, model::KvType::kF16, model::AttentionMode::kFlash);
+  EXPECT_LT(max_rel_diff(flash, one), 2e-2);
+  EXPECT_NE(model::attention_unsupported((*m)->config, model::KvType::kQ8_0, model::AttentionMode::kFlash), "");
+}
+
+// A gemma3 file (the toy's keys under "gemma3.") without its sliding-window size.
+TEST(ModelErrors, Gemma3WithoutWindowKeyNamesIt) {
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) {
+    for (const auto& [k, v] : f.kv())
+      w.set(k.rfind("llama.", 0) == 0 ? "gemma3." + k.substr(6) : k, v);
+    for (const auto& t : f.tensors()) w.add_tensor(t.name, t.ne, t.type, t.data);
+    w.set("general.architecture", gguf::Value::string("gemma3"));
+  }, "gemma3 model metadata lacks gemma3.attention.sliding_window");
+}
+
 TEST(ModelErrors, MissingTensorIsNamed) {
   expect_load_error([](gguf::Writer& w, const gguf::File& f) { copy_all(w, f, "blk.1.ffn_up.weight"); },
                     "missing tensor 'blk.1.ffn_up.weight'");

@@ -3,7 +3,8 @@
 // for every line of tests/data/tokenizer_corpus.txt, llama.cpp's own
 // models/ggml-vocab-*.gguf.inp/.out cases, decode round trips, the streaming decoder and
 // load errors. Vocab files: SmolLM2 from SHARDLM_DEFAULT_MODEL (or $SHARDLM_MODEL), the
-// vocab-only GGUFs from ${SHARDLM_SOURCE_DIR}/.deps/vocab/ (tests skip when absent).
+// vocab-only GGUFs from ${SHARDLM_SOURCE_DIR}/.deps/vocab/, Gemma 3's 262k SentencePiece
+// vocab from its model file in .deps/pip/gemma3/ (tests skip when absent).
 // Corpus convention: one text per line, "#|" lines are comments, escapes \n \r \t \\ \xHH
 // expand (see tools/make_tokenizer_golden.py).
 // Deliberately no timing assertions: the speed check only prints its time.
@@ -102,6 +103,7 @@ std::string model_path(const std::string& name) {
     const char* env = std::getenv("SHARDLM_MODEL");
     return env ? env : SHARDLM_DEFAULT_MODEL;
   }
+  if (name == "gemma3") return kSrc + "/.deps/pip/gemma3/gemma-3-270m-q4_k_m.gguf";  // `make gemma3`
   static const std::map<std::string, std::string> files = {
       {"llama_spm", "ggml-vocab-llama-spm.gguf"}, {"llama_bpe", "ggml-vocab-llama-bpe.gguf"},
       {"qwen2", "ggml-vocab-qwen2.gguf"}};
@@ -270,7 +272,7 @@ TEST_P(GoldenTest, PathologicalInputs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, GoldenTest, ::testing::Values("smollm2", "llama_spm", "llama_bpe", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Vocabs, GoldenTest, ::testing::Values("smollm2", "llama_spm", "llama_bpe", "qwen2", "gemma3"));
 
 // llama.cpp's own test cases (models/ggml-vocab-<name>.gguf.inp/.out): texts separated by
 // "\n__ggml_vocab_test__\n", ids tokenized with add_special=false, parse_special=false.

@@ -106,9 +106,28 @@ struct DecQ6_K {
   }
 };
 
-// acc += (decoded super-block) . (activation block), as 8 float lanes.
+// A K-quant dot product's float accumulators: 8 lanes of scaled sums and, for Q4_K, the 4
+// lanes of its mins, kept apart until the end as ggml_vec_dot_q4_K_q8_K does (so a Q4_K
+// row's dot equals ggml's to the bit).
+struct AccK {
+  __m256 v = _mm256_setzero_ps();
+  __m128 m = _mm_setzero_ps();
+};
+
 template <class D>
-inline __m256 dot_k(const DecodedK& k, const BlockQ8_K& a, __m256 acc) {
+inline float finish_k(const AccK& a) {
+  if constexpr (std::is_same_v<D, DecQ4_K>) {
+    __m128 m = _mm_add_ps(a.m, _mm_movehl_ps(a.m, a.m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum(a.v) + _mm_cvtss_f32(m);
+  } else {
+    return hsum(a.v);
+  }
+}
+
+// acc += (decoded super-block) . (activation block).
+template <class D>
+inline void dot_k(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
   __m256i sumi = _mm256_setzero_si256();
   for (int j = 0; j < 8; ++j) {
     const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
@@ -119,12 +138,15 @@ inline __m256 dot_k(const DecodedK& k, const BlockQ8_K& a, __m256 acc) {
     // sum_j m_j * (bsums[2j] + bsums[2j+1]), in 4 lanes
     const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
     const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), pair);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), acc);
-    return _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), acc);
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+    if constexpr (std::is_same_v<D, DecQ4_K>)
+      s.m = _mm_fmadd_ps(_mm_set1_ps(-k.dmin * a.d), _mm_cvtepi32_ps(mins), s.m);
+    else
+      s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), s.v);
   } else {
     // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]
     sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(k.aux, bsums), 5));
-    return _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), acc);
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
   }
 }
 
@@ -132,14 +154,14 @@ template <class D>
 float vec_dot_k(int64_t n, const void* w, const void* x) {
   const auto* wb = static_cast<const typename D::W*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(x);
-  __m256 acc = _mm256_setzero_ps();
+  AccK acc;
   DecodedK k;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(wb + i + 4), _MM_HINT_T0);
     D::decode(wb[i], k);
-    acc = dot_k<D>(k, xb[i], acc);
+    dot_k<D>(k, xb[i], acc);
   }
-  return hsum(acc);
+  return finish_k<D>(acc);
 }
 
 // ---- Q4_K batches in lane order (the K-quant counterpart of gemm_lanes_q4_0) -----------
@@ -404,20 +426,18 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
     const int rm = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
     for (int64_t c0 = 0; c0 < n_batch; c0 += kGroup) {
       const int rn = static_cast<int>(n_batch - c0 < kGroup ? n_batch - c0 : kGroup);
-      __m256 acc[kRows][kGroup];
-      for (int i = 0; i < rm; ++i)
-        for (int c = 0; c < rn; ++c) acc[i][c] = _mm256_setzero_ps();
+      AccK acc[kRows][kGroup];
       DecodedK k[kRows];
       for (int64_t b = 0; b < nb; ++b) {
         for (int i = 0; i < rm; ++i)
           D::decode(reinterpret_cast<const typename D::W*>(w + (r + i) * row_stride)[b], k[i]);
         for (int c = 0; c < rn; ++c) {
           const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(x + (c0 + c) * xq_stride)[b];
-          for (int i = 0; i < rm; ++i) acc[i][c] = dot_k<D>(k[i], a, acc[i][c]);
+          for (int i = 0; i < rm; ++i) dot_k<D>(k[i], a, acc[i][c]);
         }
       }
       for (int i = 0; i < rm; ++i)
-        for (int c = 0; c < rn; ++c) y[(c0 + c) * y_stride + r + i] = hsum(acc[i][c]);
+        for (int c = 0; c < rn; ++c) y[(c0 + c) * y_stride + r + i] = finish_k<D>(acc[i][c]);
     }
   }
 }

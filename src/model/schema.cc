@@ -1,0 +1,57 @@
+// schema.cc: the layer tensor tables of llama, qwen2, qwen3 and gemma3.
+#include "model/schema.h"
+
+namespace model {
+
+int64_t dim_of(Dim d, const Config& c) {
+  switch (d) {
+    case Dim::kDim: return c.dim;
+    case Dim::kQ: return c.q_dim();
+    case Dim::kKv: return c.kv_dim();
+    case Dim::kFf: return c.n_ff;
+    case Dim::kHead: return c.head_dim;
+  }
+  return 0;
+}
+
+namespace {
+
+bool always(const Config&) { return true; }
+bool qkv_bias(const Config& c) { return c.qkv_bias; }
+bool qk_norm(const Config& c) { return c.qk_norm; }
+bool post_norms(const Config& c) { return c.post_norms; }
+
+using L = LayerWeights;
+constexpr LayerTensor mat(const char* n, Dim r, Dim c, Cut cut, Matrix L::*m) {
+  return {n, true, r, c, cut, always, m, nullptr};
+}
+constexpr LayerTensor vec(const char* n, Dim r, Cut cut, bool (*needed)(const Config&), Vector L::*v) {
+  return {n, false, r, Dim::kDim, cut, needed, nullptr, v};
+}
+
+// One table serves every family: the rows an architecture does not need are skipped when
+// absent (qwen2's biases, qwen3's and gemma3's per-head norms, gemma3's post-norms).
+constexpr LayerTensor kLayer[] = {
+    vec("attn_norm.weight", Dim::kDim, Cut::kWhole, always, &L::attn_norm),
+    mat("attn_q.weight", Dim::kQ, Dim::kDim, Cut::kHeadRows, &L::wq),
+    mat("attn_k.weight", Dim::kKv, Dim::kDim, Cut::kKvRows, &L::wk),
+    mat("attn_v.weight", Dim::kKv, Dim::kDim, Cut::kKvRows, &L::wv),
+    vec("attn_q.bias", Dim::kQ, Cut::kHeadRows, qkv_bias, &L::bq),
+    vec("attn_k.bias", Dim::kKv, Cut::kKvRows, qkv_bias, &L::bk),
+    vec("attn_v.bias", Dim::kKv, Cut::kKvRows, qkv_bias, &L::bv),
+    vec("attn_q_norm.weight", Dim::kHead, Cut::kWhole, qk_norm, &L::q_norm),
+    vec("attn_k_norm.weight", Dim::kHead, Cut::kWhole, qk_norm, &L::k_norm),
+    mat("attn_output.weight", Dim::kDim, Dim::kQ, Cut::kHeadCols, &L::wo),
+    vec("post_attention_norm.weight", Dim::kDim, Cut::kWhole, post_norms, &L::attn_post_norm),
+    vec("ffn_norm.weight", Dim::kDim, Cut::kWhole, always, &L::ffn_norm),
+    mat("ffn_gate.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, &L::w_gate),
+    mat("ffn_up.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, &L::w_up),
+    mat("ffn_down.weight", Dim::kDim, Dim::kFf, Cut::kFfCols, &L::w_down),
+    vec("post_ffw_norm.weight", Dim::kDim, Cut::kWhole, post_norms, &L::ffn_post_norm),
+};
+
+}  // namespace
+
+std::span<const LayerTensor> layer_schema() { return kLayer; }
+
+}  // namespace model

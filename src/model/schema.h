@@ -1,0 +1,41 @@
+// schema.h: the one table of a layer's tensors per architecture (issue 14): each row names
+// a tensor ("blk.N." + name), its shape in config terms, how a node's share is cut from it,
+// whether the architecture needs it, and where it lives in LayerWeights. Binding
+// (weights.cc), slicing and the weight stream (runtime/slicer.cc) and the worker's checks
+// read these rows; a new architecture adds rows, not code paths.
+// Deliberately no I/O: the readers own files, sockets and error wording.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace model {
+
+// A dimension in config terms.
+enum class Dim : uint8_t { kDim, kQ, kKv, kFf, kHead };
+int64_t dim_of(Dim d, const Config& c);
+
+// How a node's share is cut (DESIGN §3): replicated, rows of its query heads / KV heads /
+// MLP range, or input columns of its heads / MLP range (the two reduce points; rows of
+// NodeSlice::rows in exact mode).
+enum class Cut : uint8_t { kWhole, kHeadRows, kKvRows, kFfRows, kHeadCols, kFfCols };
+
+// Whether a file must hold the tensor: kAlways; kIf: when `when(config)` holds. A tensor
+// that is not needed is still bound when present (as llama.cpp reads optional tensors).
+struct LayerTensor {
+  const char* name;             // after "blk.N."
+  bool matrix;                  // [rows][cols] matrix, else an F32 vector of `rows` values
+  Dim rows, cols;               // cols: matrices only
+  Cut cut;
+  bool (*needed)(const Config&);
+  Matrix LayerWeights::*m;      // matrix rows
+  Vector LayerWeights::*v;      // vector rows
+};
+
+// The rows of every supported architecture, in the weight stream's order (one table: the
+// rows an architecture does not need are skipped when absent, see LayerTensor::needed).
+std::span<const LayerTensor> layer_schema();
+
+}  // namespace model
