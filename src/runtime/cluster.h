@@ -28,6 +28,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -131,6 +132,7 @@ class Cluster {
   };
   struct SeqResult {
     int32_t token = -1;        // kCandidates
+    std::optional<sampler::Logprobs> logprobs;  // kCandidates, when the sampler's top_logprobs >= 0
     std::vector<double> nll;   // kScores: in row order, scored rows only
   };
   // One step of at most max_rows() rows; each sequence at most once, in its own slot.

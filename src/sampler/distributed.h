@@ -9,6 +9,7 @@
 // >= n_vocab) every node sends its whole range: the exact fallback.
 // Deliberately no networking (runtime/ carries the candidates) and no text.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -39,6 +40,22 @@ struct LocalCandidates {
 // The k best of logits[0..n) (ids first..first+n), and the range's log-sum-exp.
 LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k);
 
+// Log-probabilities of a draw, exact from the nodes' candidates and log-sum-exps (no
+// whole row is gathered): log p(t) = logit(t) - log-sum-exp over the whole vocabulary, of
+// the logits the nodes returned (after penalties and logit_bias, at temperature 1, before
+// top-k / top-p / min-p), i.e. the model's distribution as the request shaped it.
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+};
+struct Logprobs {
+  float logprob = 0;              // the drawn token's
+  std::vector<TokenLogprob> top;  // the n_top most likely, best first
+};
+// drawn must be among the candidates (every drawn token is); n_top <= each part's length
+// (or that part's whole range) for the top list to be exact.
+Logprobs logprobs(const std::vector<std::vector<Candidate>>& parts, float lse, int32_t drawn, int n_top);
+
 // Merges nodes' candidate lists (each best first) into the global k best, best first.
 std::vector<Candidate> merge_candidates(const std::vector<std::vector<Candidate>>& parts, int k);
 // log-sum-exp over the whole vocabulary from the nodes' local ones.
@@ -49,6 +66,8 @@ class DistributedSampler {
   DistributedSampler(const Params& p, int n_vocab);
   const Params& params() const { return p_; }
   int k() const { return request_k(p_, n_vocab_); }
+  // Candidates each node returns: k(), or more for top_logprobs (the draw still uses k()).
+  int k_asked() const { return std::max(k(), std::min(p_.top_logprobs, n_vocab_)); }
   // Draws from the nodes' candidates (penalties already applied by the nodes). Equal to
   // Sampler::sample on the concatenated logits, draw for draw, for the same Params.
   int32_t sample(const std::vector<std::vector<Candidate>>& parts);
