@@ -1,12 +1,14 @@
 // distributed.h: exact sampling when the logits are spread over nodes by vocabulary range
 // (DESIGN §4). The root tells every node how many candidates to return (request_k) and
-// which token ids to penalise (penalty_counts); each node applies the penalties to its own
-// range and returns its local top candidates plus its local log-sum-exp
+// which token ids to penalise (penalty_counts) or bias (Params::logit_bias); each node
+// applies the penalties, then the biases, to its own range and returns its local top
+// candidates plus its local log-sum-exp
 // (local_candidates); the root merges them (DistributedSampler::sample) and draws exactly
 // what Sampler::sample would draw on the concatenated logits with the same Params and
 // seed: greedy is the global argmax (lowest id on ties); top-k / top-p / min-p /
 // temperature run on the merged candidates when k covers top_k. When top_k is off (or
-// >= n_vocab) every node sends its whole range: the exact fallback.
+// >= n_vocab) every node sends its whole range: the exact fallback. The draw's
+// log-probabilities come from the same candidates and log-sum-exps (logprobs, below).
 // Deliberately no networking (runtime/ carries the candidates) and no text.
 #pragma once
 #include <algorithm>

@@ -557,11 +557,12 @@ json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string& text, co
   return r;
 }
 
-json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call) {
+json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call, bool first) {
   json r = head(Endpoint::kChat, ids, true);
   json tc = {{"index", call_index}, {"id", call.id}, {"type", "function"},
              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
   json delta = {{"tool_calls", json::array({tc})}};
+  if (first) delta["role"] = "assistant";
   r["choices"] = json::array({{{"index", index}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
   return r;
 }

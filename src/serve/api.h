@@ -1,7 +1,8 @@
 // api.h: the OpenAI-compatible request and response formats (and the bodies of
 // llama-server's /tokenize and /detokenize). parse_request() reads a
 // /v1/chat/completions or /v1/completions body and checks every field it knows (types,
-// ranges, roles, n == 1, max_tokens within the context, stop strings), answering a
+// ranges, roles, n, logprobs, logit_bias, tools and tool_choice, max_tokens within the
+// context, stop strings), answering a
 // malformed request with an ApiError that becomes {"error":{"message","type","param",
 // "code"}} and an HTTP 4xx. Fields we do not know are ignored, as OpenAI's clients send
 // extras. Deliberately no tokenization here (the prompt's length is checked by the server
@@ -112,8 +113,10 @@ nlohmann::json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string
 // top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs, text_offset} with the
 // offsets counted from text_offset0.
 nlohmann::json logprobs_json(Endpoint ep, const std::vector<TokenLogprobs>& t, size_t text_offset0 = 0);
-// A streamed choice's tool call, whole: {"tool_calls": [{index, id, type, function}]}.
-nlohmann::json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call);
+// A streamed choice's tool call, whole: {"tool_calls": [{index, id, type, function}]}
+// (and the role when it is the choice's first chunk).
+nlohmann::json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call,
+                                    bool first);
 nlohmann::json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u);
 
 }  // namespace serve

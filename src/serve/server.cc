@@ -466,7 +466,7 @@ class Handler {
               ToolReply tr = tools.finish();
               if (!tr.content.empty()) content(tr.content);
               for (size_t k = 0; k < tr.calls.size(); ++k) {
-                event(dump(tool_call_chunk_json(ids, i, int(k), tr.calls[k])));
+                event(dump(tool_call_chunk_json(ids, i, int(k), tr.calls[k], first)));
                 first = false;
               }
               if (!tr.calls.empty()) finish_reason = "tool_calls";
