@@ -93,7 +93,7 @@ Runner add_generate(CLI::App& app) {
     job->params = *s;
     job->params.seed = run_seed(cmd, s->seed);
     job->max_tokens = std::max(1, *n_predict);
-    job->on_token = [&](int32_t id) {  // on the scheduler's thread
+    job->on_token = [&](int32_t id, const sampler::Logprobs*) {  // on the scheduler's thread
       if (generated == 0) stats1 = cluster.stats();
       if (*n_predict == 0 || tk.is_eog(id)) return false;
       ++generated;

@@ -451,11 +451,12 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
     }
     if (q.want == Want::kCandidates) {
       sampler::DistributedSampler& smp = q.seq->sampler();
-      g.k = smp.k();
+      g.k = smp.k_asked();
       g.penalties = sampler::penalty_counts(smp.params(), q.seq->tokens(), q.tokens);
       g.repeat_penalty = smp.params().repeat_penalty;
       g.presence_penalty = smp.params().presence_penalty;
       g.frequency_penalty = smp.params().frequency_penalty;
+      g.logit_bias = smp.params().logit_bias;
     }
     s.segs.push_back(std::move(g));
   }
@@ -478,14 +479,21 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
   std::vector<SeqResult> out(batch.size());
   size_t si = 0, ri = 0;  // sampled segment, scored row
   std::vector<std::vector<sampler::Candidate>> parts;
+  std::vector<float> lses;
   std::vector<RowScore> pieces;
   for (size_t i = 0; i < batch.size(); ++i) {
     const StepSegment& g = s.segs[i];
     if (g.want == Want::kCandidates) {
-      parts.clear();
-      parts.push_back(std::move(mine->sampled[si].cand));
-      for (auto& rep : replies) parts.push_back(std::move(rep.sampled[si].cand));
-      out[i].token = batch[i].seq->sampler().sample(parts);
+      parts.assign(1, std::move(mine->sampled[si].cand));
+      lses.assign(1, mine->sampled[si].lse);
+      for (auto& rep : replies) {
+        parts.push_back(std::move(rep.sampled[si].cand));
+        lses.push_back(rep.sampled[si].lse);
+      }
+      sampler::DistributedSampler& smp = batch[i].seq->sampler();
+      out[i].token = smp.sample(parts);
+      if (smp.params().top_logprobs >= 0)
+        out[i].logprobs = sampler::logprobs(parts, sampler::merge_lse(lses), out[i].token, smp.params().top_logprobs);
       ++si;
     } else if (g.want == Want::kScores) {
       for (int32_t t : g.targets) {

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -121,7 +122,8 @@ class Cluster {
 
   // One sequence's rows in a step: tokens evaluated at positions seq->n_past().., then
   // appended to its log. kCandidates: the next token is drawn from the last row with the
-  // sequence's sampler (penalties over its log); kScores: -log p(target) per row whose
+  // sequence's sampler (penalties over its log, its logit_bias; with its log-probabilities
+  // when the sampler's top_logprobs >= 0); kScores: -log p(target) per row whose
   // target is >= 0 (workers send only per-row (max, sum of exp, target logit)).
   struct SeqStep {
     Sequence* seq = nullptr;
@@ -131,6 +133,7 @@ class Cluster {
   };
   struct SeqResult {
     int32_t token = -1;        // kCandidates
+    std::optional<sampler::Logprobs> logprobs;  // kCandidates, when the sampler's top_logprobs >= 0
     std::vector<double> nll;   // kScores: in row order, scored rows only
   };
   // One step of at most max_rows() rows; each sequence at most once, in its own slot.

@@ -35,6 +35,7 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
       sp.presence_penalty = g.presence_penalty;
       sp.frequency_penalty = g.frequency_penalty;
       sampler::apply_penalty_counts(sp, g.penalties, l, part_.vocab_begin, part_.n_vocab);
+      sampler::apply_logit_bias(g.logit_bias, l, part_.vocab_begin, part_.n_vocab);
       auto lc = sampler::local_candidates(l, part_.vocab_begin, part_.n_vocab, g.k);
       rep.sampled.push_back({std::move(lc.cand), lc.lse});
       l += nv;

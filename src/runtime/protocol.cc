@@ -241,6 +241,11 @@ std::vector<uint8_t> encode_step(const Step& s) {
       w.put_i32(id);
       w.put_i32(count);
     }
+    w.put_u32(uint32_t(g.logit_bias.size()));
+    for (const auto& [id, bias] : g.logit_bias) {
+      w.put_i32(id);
+      w.put_f32(bias);
+    }
     w.put_u32(uint32_t(g.targets.size()));
     for (int32_t t : g.targets) w.put_i32(t);
   }
@@ -261,7 +266,7 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
   s.segs.resize(n_segs);
   for (StepSegment& g : s.segs) {
     uint8_t want = 0;
-    uint32_t np = 0, nt = 0;
+    uint32_t np = 0, nb = 0, nt = 0;
     RETURN_IF_ERROR(r.get_i32(&g.slot));
     RETURN_IF_ERROR(r.get_i32(&g.pos));
     RETURN_IF_ERROR(r.get_i32(&g.n));
@@ -278,6 +283,14 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
     for (auto& [id, count] : g.penalties) {
       RETURN_IF_ERROR(r.get_i32(&id));
       RETURN_IF_ERROR(r.get_i32(&count));
+    }
+    RETURN_IF_ERROR(r.get_u32(&nb));
+    if (nb > r.remaining() / 8) return Status::error(what + " lists more logit biases than it carries");
+    g.logit_bias.resize(nb);
+    for (auto& [id, bias] : g.logit_bias) {
+      RETURN_IF_ERROR(r.get_i32(&id));
+      RETURN_IF_ERROR(r.get_f32(&bias));
+      if (!std::isfinite(bias)) return Status::error(what + " has a logit bias that is not finite");
     }
     RETURN_IF_ERROR(r.get_u32(&nt));
     if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");

@@ -13,7 +13,8 @@
 //   step         root -> worker: the token embedding rows in their file type, and per
 //                segment (one sequence's consecutive rows: KV slot, pos, n) what to return
 //                (nothing / top-k candidates of its last row / row scores for targets),
-//                whether its rows take vec_dot order whatever their number, and its penalties
+//                whether its rows take vec_dot order whatever their number, its penalties
+//                and logit_bias
 //   step-reply   worker -> root: per sampled segment its candidates + local log-sum-exp,
 //                per scored row its local (max, sum of exp) and the target's logit if
 //                owned; its counters
@@ -90,6 +91,7 @@ struct StepSegment {
   int32_t k = 1;                  // candidates to return (n_vocab: the whole range)
   sampler::PenaltyCounts penalties;
   float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;
+  sampler::LogitBias logit_bias;  // added after the penalties (each node its own ids)
   std::vector<int32_t> targets;   // kScores: [n] target id per row, -1: not scored
 };
 struct Step {

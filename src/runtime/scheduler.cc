@@ -190,8 +190,9 @@ bool Scheduler::step() {
       a.end.prompt_s = t - a.t_start;
     }
     const int32_t tok = (*res)[b].token;
+    const auto& lp = (*res)[b].logprobs;
     a.end.generated++;
-    const bool more = a.job->on_token(tok) && a.end.generated < a.job->max_tokens;
+    const bool more = a.job->on_token(tok, lp ? &*lp : nullptr) && a.end.generated < a.job->max_tokens;
     if (more)
       a.next = tok;
     else

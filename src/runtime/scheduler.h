@@ -36,9 +36,10 @@ struct Job {
   std::vector<int32_t> prompt;  // non-empty; prompt.size() + max_tokens <= the slot context
   sampler::Params params;       // seed included
   int max_tokens = 1;
-  // Every drawn token, on the scheduler's thread; false: the job is done (end of text, a
-  // stop string, the client left). Keep it short: the whole batch waits for it.
-  std::function<bool(int32_t)> on_token;
+  // Every drawn token (with its log-probabilities when params.top_logprobs >= 0, else
+  // null), on the scheduler's thread; false: the job is done (end of text, a stop string,
+  // the client left). Keep it short: the whole batch waits for it.
+  std::function<bool(int32_t, const sampler::Logprobs*)> on_token;
   std::function<void(const JobEnd&)> on_end;  // once, when the job leaves (also on error)
   std::atomic<bool> cancel{false};            // set from any thread; noticed between steps
 };

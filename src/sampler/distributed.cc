@@ -8,6 +8,7 @@
 #include <map>
 
 #include "kernels/kernels.h"
+#include "util/check.h"
 
 namespace sampler {
 
@@ -83,6 +84,20 @@ float merge_lse(const std::vector<float>& lses) {
   double sum = 0;
   for (float l : lses) sum += std::exp(double(l) - mx);
   return float(mx + std::log(sum));
+}
+
+Logprobs logprobs(const std::vector<std::vector<Candidate>>& parts, float lse, int32_t drawn, int n_top) {
+  Logprobs out;
+  bool found = false;
+  for (const auto& p : parts)
+    for (const Candidate& c : p)
+      if (c.id == drawn) {
+        out.logprob = c.logit - lse;
+        found = true;
+      }
+  CHECK_MSG(found, "the drawn token is not among the candidates");
+  for (const Candidate& c : merge_candidates(parts, n_top)) out.top.push_back({c.id, c.logit - lse});
+  return out;
 }
 
 DistributedSampler::DistributedSampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab), rng_(p.seed) {}

@@ -64,8 +64,14 @@ void Sampler::apply_penalties(float* logits, const std::vector<int32_t>& history
   }
 }
 
+void apply_logit_bias(const LogitBias& biases, float* logits, int32_t first, int n) {
+  for (const auto& [id, bias] : biases)
+    if (id >= first && id < first + n) logits[id - first] += bias;
+}
+
 int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
   apply_penalties(logits, history);
+  apply_logit_bias(p_.logit_bias, logits, 0, n_vocab_);
   if (p_.temperature <= 0.0f) return argmax(logits, n_vocab_);
 
   cand_.resize(n_vocab_);

@@ -5,9 +5,13 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace sampler {
+
+// (token id, bias) sorted by id, each id once.
+using LogitBias = std::vector<std::pair<int32_t, float>>;
 
 struct Params {
   float temperature = 0.8f;
@@ -19,7 +23,16 @@ struct Params {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
+  // Added to the logits after the penalties (OpenAI's logit_bias; -100 forbids a token in
+  // practice, +100 forces it).
+  LogitBias logit_bias;
+  // Log-probabilities to report with each drawn token: -1 none, 0 the drawn token's, k > 0
+  // also the k most likely (OpenAI's logprobs / top_logprobs). They do not change the draw.
+  int top_logprobs = -1;
 };
+
+// Adds bias to logits[0..n) holding ids [first, first + n).
+void apply_logit_bias(const LogitBias& bias, float* logits, int32_t first, int n);
 
 struct Candidate {
   int32_t id;

@@ -1,6 +1,7 @@
 // api.cc: OpenAI request parsing / validation and response objects (see api.h).
 #include "serve/api.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -106,6 +107,90 @@ std::optional<ApiError> content_text(const json& c, const std::string& param, bo
   return std::nullopt;
 }
 
+// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments:
+// a JSON object's text}}], into out["tool_calls"] with the arguments as an object (what
+// the templates expect).
+std::optional<ApiError> parse_tool_calls_field(const json& msg, const std::string& p, nlohmann::ordered_json* out) {
+  const json* calls = field(msg, "tool_calls");
+  if (!calls) return std::nullopt;
+  if (!calls->is_array()) return wrong_type(p + ".tool_calls", "an array", *calls);
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (size_t j = 0; j < calls->size(); ++j) {
+    const json& c = (*calls)[j];
+    const std::string q = p + ".tool_calls[" + std::to_string(j) + "]";
+    if (!c.is_object()) return wrong_type(q, "an object", c);
+    const json* fn = field(c, "function");
+    if (!fn || !fn->is_object()) return bad_request("'" + q + ".function' is required: {name, arguments}", q + ".function");
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string()) return bad_request("'" + q + ".function.name' must be a string", q + ".function.name");
+    const json* args = field(*fn, "arguments");
+    if (!args || !args->is_string())
+      return bad_request("'" + q + ".function.arguments' must be a string (a JSON object)", q + ".function.arguments");
+    auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+    if (!parsed.is_object())
+      return bad_request("'" + q + ".function.arguments' is not a JSON object", q + ".function.arguments", "invalid_value");
+    nlohmann::ordered_json tc = {{"id", ""}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", parsed}}}};
+    if (const json* id = field(c, "id")) {
+      if (!id->is_string()) return wrong_type(q + ".id", "a string", *id);
+      tc["id"] = *id;
+    }
+    list.push_back(std::move(tc));
+  }
+  (*out)["tool_calls"] = std::move(list);
+  return std::nullopt;
+}
+
+// tools: [{type: "function", function: {name, description?, parameters?}}]; tool_choice:
+// "auto" | "none" | "required" | {type: "function", function: {name}} naming one of them.
+std::optional<ApiError> parse_tools(const json& body, Request* out) {
+  if (const json* t = field(body, "tools")) {
+    if (!t->is_array()) return wrong_type("tools", "an array", *t);
+    for (size_t i = 0; i < t->size(); ++i) {
+      const json& tool = (*t)[i];
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      if (!tool.is_object()) return wrong_type(p, "an object", tool);
+      const json* type = field(tool, "type");
+      if (!type || *type != "function")
+        return bad_request("'" + p + ".type' must be \"function\"", p + ".type", "invalid_value");
+      const json* fn = field(tool, "function");
+      if (!fn || !fn->is_object()) return bad_request("'" + p + ".function' is required: {name, parameters}", p + ".function");
+      const json* name = field(*fn, "name");
+      if (!name || !name->is_string() || name->get<std::string>().empty())
+        return bad_request("'" + p + ".function.name' must be a non-empty string", p + ".function.name");
+      if (const json* params = field(*fn, "parameters"); params && !params->is_object())
+        return wrong_type(p + ".function.parameters", "an object (a JSON schema)", *params);
+      out->tools.push_back(nlohmann::ordered_json(tool));
+    }
+  }
+  const json* c = field(body, "tool_choice");
+  if (!c) return std::nullopt;
+  if (c->is_string()) {
+    const std::string v = c->get<std::string>();
+    if (v == "auto") out->tool_choice = ToolChoice::kAuto;
+    else if (v == "none") out->tool_choice = ToolChoice::kNone;
+    else if (v == "required") out->tool_choice = ToolChoice::kRequired;
+    else return bad_request("'tool_choice' must be auto, none, required or {\"type\": \"function\", \"function\": "
+                            "{\"name\": ...}}, not '" + v + "'", "tool_choice", "invalid_value");
+  } else if (c->is_object()) {
+    const json* fn = field(*c, "function");
+    const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+    if (!name || !name->is_string())
+      return bad_request("'tool_choice.function.name' must name a function", "tool_choice.function.name");
+    out->tool_choice = ToolChoice::kNamed;
+    out->tool_name = name->get<std::string>();
+    bool known = false;
+    for (const auto& t : out->tools) known = known || t["function"]["name"] == out->tool_name;
+    if (!known)
+      return bad_request("'tool_choice' names '" + out->tool_name + "', which is not among 'tools'",
+                         "tool_choice.function.name", "invalid_value");
+  } else {
+    return wrong_type("tool_choice", "a string or an object", *c);
+  }
+  if (out->tools.empty() && out->tool_choice == ToolChoice::kRequired)
+    return bad_request("'tool_choice' is required but 'tools' is empty", "tool_choice", "invalid_value");
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_messages(const json& body, Request* out) {
   const json* m = field(body, "messages");
   if (!m) return bad_request("'messages' is required: a non-empty array of {\"role\", \"content\"}", "messages",
@@ -130,6 +215,22 @@ std::optional<ApiError> parse_messages(const json& body, Request* out) {
       return bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter");
     if (content != msg.end())
       if (auto e = content_text(*content, p + ".content", r == "assistant", &cm.content)) return e;
+    nlohmann::ordered_json tm = {{"role", r}, {"content", cm.content}};
+    if (r == "assistant") {
+      if (auto e = parse_tool_calls_field(msg, p, &tm)) return e;
+      if (tm.contains("tool_calls") && cm.content.empty()) tm["content"] = nullptr;
+    }
+    if (r == "tool") {
+      if (const json* id = field(msg, "tool_call_id")) {
+        if (!id->is_string()) return wrong_type(p + ".tool_call_id", "a string", *id);
+        tm["tool_call_id"] = *id;
+      }
+      if (const json* name = field(msg, "name")) {
+        if (!name->is_string()) return wrong_type(p + ".name", "a string", *name);
+        tm["name"] = *name;
+      }
+    }
+    out->chat_messages.push_back(std::move(tm));
     out->messages.push_back(std::move(cm));
   }
   return std::nullopt;
@@ -150,6 +251,72 @@ std::optional<ApiError> parse_prompt(const json& body, Request* out) {
     return bad_request("'prompt' must be a string or an array of exactly one string (token-id and batched prompts "
                        "are not supported)", "prompt", "invalid_value");
   return wrong_type("prompt", "a string", *p);
+}
+
+constexpr long long kMaxChoices = 16, kMaxTopLogprobs = 20, kMaxLogitBias = 1024;
+
+// chat: "logprobs": bool and "top_logprobs": 0..20; completions: "logprobs": 0..20 (the
+// number of most likely tokens) and "echo".
+std::optional<ApiError> parse_logprobs(const json& body, Endpoint ep, Request* out) {
+  long long top = -1;
+  if (ep == Endpoint::kChat) {
+    bool on = false;
+    if (auto e = boolean(body, "logprobs", &on)) return e;
+    if (field(body, "top_logprobs")) {
+      if (!on) return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+      if (auto e = integer(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
+    } else if (on) {
+      top = 0;
+    }
+    if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
+      return bad_request("'echo' is only for /v1/completions", "echo", "unsupported_parameter");
+  } else {
+    if (const json* v = field(body, "logprobs"); v && v->is_boolean())
+      return bad_request("'logprobs' must be an integer for /v1/completions: how many most likely tokens to list "
+                         "(0 to 20)", "logprobs", "invalid_type");
+    if (auto e = integer(body, "logprobs", 0, kMaxTopLogprobs, &top)) return e;
+    if (auto e = boolean(body, "echo", &out->echo)) return e;
+    if (out->echo && top >= 0)
+      return bad_request("'echo' with 'logprobs' is not supported: the prompt's tokens are not scored", "echo",
+                         "unsupported_parameter");
+  }
+  out->params.top_logprobs = int(top);
+  return std::nullopt;
+}
+
+// {"token id": bias in [-100, 100], ...}.
+std::optional<ApiError> parse_logit_bias(const json& body, Request* out) {
+  const json* b = field(body, "logit_bias");
+  if (!b) return std::nullopt;
+  if (!b->is_object()) return wrong_type("logit_bias", "an object of token id -> bias", *b);
+  if (b->size() > size_t(kMaxLogitBias))
+    return bad_request("'logit_bias' may hold at most " + std::to_string(kMaxLogitBias) + " tokens", "logit_bias",
+                       "invalid_value");
+  sampler::LogitBias bias;
+  for (const auto& [key, v] : b->items()) {
+    const std::string p = "logit_bias." + key;
+    long long id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size() || id < 0 || id > INT32_MAX)
+      return bad_request("'logit_bias' keys must be token ids (non-negative integers), not '" + key + "'", p,
+                         "invalid_value");
+    if (!v.is_number()) return wrong_type(p, "a number", v);
+    const double x = v.get<double>();
+    if (!(x >= -100 && x <= 100)) return bad_request("'" + p + "' must be between -100 and 100", p, "invalid_value");
+    bias.emplace_back(int32_t(id), float(x));
+  }
+  std::sort(bias.begin(), bias.end());
+  for (size_t i = 1; i < bias.size(); ++i)
+    if (bias[i].first == bias[i - 1].first)
+      return bad_request("'logit_bias' names token " + std::to_string(bias[i].first) + " twice", "logit_bias",
+                         "invalid_value");
+  out->params.logit_bias = std::move(bias);
+  return std::nullopt;
 }
 
 std::optional<ApiError> parse_stop(const json& body, Request* out) {
@@ -241,9 +408,13 @@ std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, i
   if (auto e = ep == Endpoint::kChat ? parse_messages(body, &r) : parse_prompt(body, &r)) return e;
 
   long long n = 1;
-  if (auto e = integer(body, "n", LLONG_MIN, LLONG_MAX, &n)) return e;
-  if (n != 1) return bad_request("'n' must be 1: this server returns one choice per request", "n", "invalid_value");
-  for (const char* unsupported : {"logprobs", "echo", "tools", "functions", "suffix"}) {
+  if (auto e = integer(body, "n", 1, kMaxChoices, &n)) return e;
+  r.n = int(n);
+  if (auto e = parse_logprobs(body, ep, &r)) return e;
+  if (auto e = parse_logit_bias(body, &r)) return e;
+  if (ep == Endpoint::kChat)
+    if (auto e = parse_tools(body, &r)) return e;
+  for (const char* unsupported : {"functions", "suffix"}) {
     const json* v = field(body, unsupported);
     if (v && !(v->is_boolean() && !v->get<bool>()) && !(v->is_array() && v->empty()))
       return bad_request(std::string("'") + unsupported + "' is not supported by this server", unsupported,
@@ -291,6 +462,14 @@ std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, i
   return std::nullopt;
 }
 
+std::optional<ApiError> check_token_ids(const Request& r, int32_t n_vocab) {
+  for (const auto& [id, bias] : r.params.logit_bias)
+    if (id >= n_vocab)
+      return bad_request("'logit_bias' names token " + std::to_string(id) + ", but token ids are 0 to " +
+                             std::to_string(n_vocab - 1), "logit_bias." + std::to_string(id), "invalid_value");
+  return std::nullopt;
+}
+
 json usage_json(const Usage& u) {
   return json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
@@ -306,23 +485,66 @@ json head(Endpoint ep, const ResponseIds& ids, bool chunk) {
 }
 }  // namespace
 
-json response_json(Endpoint ep, const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
-                   const Usage& u) {
+namespace {
+json bytes_of(const std::string& t) {
+  json b = json::array();
+  for (unsigned char c : t) b.push_back(int(c));
+  return b;
+}
+}  // namespace
+
+json logprobs_json(Endpoint ep, const std::vector<TokenLogprobs>& toks, size_t text_offset0) {
+  if (ep == Endpoint::kChat) {
+    json content = json::array();
+    for (const TokenLogprobs& t : toks) {
+      json top = json::array();
+      for (const auto& [tok, lp] : t.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", bytes_of(tok)}});
+      content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t off = text_offset0;
+  for (const TokenLogprobs& t : toks) {
+    tokens.push_back(t.token);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [tok, lp] : t.top) top[tok] = lp;
+    tops.push_back(top);
+    offsets.push_back(off);
+    off += t.token.size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json response_json(Endpoint ep, const ResponseIds& ids, const std::vector<Choice>& choices, const Usage& u) {
   json r = head(ep, ids, false);
-  json choice = {{"index", 0}, {"finish_reason", finish(finish_reason)}, {"logprobs", nullptr}};
-  if (ep == Endpoint::kChat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
-    choice["text"] = text;
-  r["choices"] = json::array({choice});
+  r["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json choice = {{"index", i}, {"finish_reason", finish(c.finish_reason)}, {"logprobs", c.logprobs}};
+    if (ep == Endpoint::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        json calls = json::array();
+        for (const ToolCall& t : c.tool_calls)
+          calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        choice["message"]["tool_calls"] = calls;
+      }
+    }
+    else
+      choice["text"] = c.text;
+    r["choices"].push_back(choice);
+  }
   r["usage"] = usage_json(u);
   return r;
 }
 
 json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string& text, const std::string& finish_reason,
-                bool first) {
+                bool first, int index, const json& logprobs) {
   json r = head(ep, ids, true);
-  json choice = {{"index", 0}, {"finish_reason", finish(finish_reason)}, {"logprobs", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", finish(finish_reason)}, {"logprobs", logprobs}};
   if (ep == Endpoint::kChat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -332,6 +554,16 @@ json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string& text, co
     choice["text"] = text;
   }
   r["choices"] = json::array({choice});
+  return r;
+}
+
+json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call, bool first) {
+  json r = head(Endpoint::kChat, ids, true);
+  json tc = {{"index", call_index}, {"id", call.id}, {"type", "function"},
+             {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  json delta = {{"tool_calls", json::array({tc})}};
+  if (first) delta["role"] = "assistant";
+  r["choices"] = json::array({{{"index", index}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
   return r;
 }
 

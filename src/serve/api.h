@@ -1,7 +1,8 @@
 // api.h: the OpenAI-compatible request and response formats (and the bodies of
 // llama-server's /tokenize and /detokenize). parse_request() reads a
 // /v1/chat/completions or /v1/completions body and checks every field it knows (types,
-// ranges, roles, n == 1, max_tokens within the context, stop strings), answering a
+// ranges, roles, n, logprobs, logit_bias, tools and tool_choice, max_tokens within the
+// context, stop strings), answering a
 // malformed request with an ApiError that becomes {"error":{"message","type","param",
 // "code"}} and an HTTP 4xx. Fields we do not know are ignored, as OpenAI's clients send
 // extras. Deliberately no tokenization here (the prompt's length is checked by the server
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sampler/sampler.h"
+#include "serve/tools.h"
 #include "tokenizer/chat_template.h"
 
 namespace serve {
@@ -36,6 +38,12 @@ struct Request {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;
   std::vector<tokenizer::ChatMessage> messages;  // chat
+  // chat: the messages as the template sees them: {role, content} plus an assistant's
+  // tool_calls ({id, type, function: {name, arguments: OBJECT}}) and a tool's tool_call_id.
+  nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // [{type, function}], [] none
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_name;  // kNamed
   std::string prompt;                            // completions
   sampler::Params params;
   bool seed_given = false;
@@ -43,7 +51,13 @@ struct Request {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  int n = 1;          // choices, drawn one after another with seeds seed, seed + 1, ...
+  bool echo = false;  // completions: the prompt's text before each choice's
+  // params.logit_bias (ids checked against the vocabulary by check_token_ids) and
+  // params.top_logprobs: chat's logprobs + top_logprobs, completions' logprobs.
 };
+// The request's token ids (logit_bias keys) are below n_vocab.
+std::optional<ApiError> check_token_ids(const Request& r, int32_t n_vocab);
 
 // Parses and validates a request body; ctx is the server's context length (max_tokens
 // beyond it is refused). defaults: sampling parameters for fields the request omits.
@@ -76,10 +90,33 @@ struct ResponseIds {
   long long created = 0;
   std::string model;
 };
-nlohmann::json response_json(Endpoint ep, const ResponseIds& ids, const std::string& text,
-                             const std::string& finish_reason, const Usage& u);
+// A generated token's log-probabilities with the tokens' text (sampler::Logprobs, whose
+// doc says what they are of).
+struct TokenLogprobs {
+  std::string token;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;  // best first
+};
+
+struct Choice {
+  std::string text;
+  std::vector<ToolCall> tool_calls;  // chat: content is then text, or null when text is empty
+  std::string finish_reason;
+  nlohmann::json logprobs;  // null, or logprobs_json's
+};
+nlohmann::json response_json(Endpoint ep, const ResponseIds& ids, const std::vector<Choice>& choices, const Usage& u);
+// One choice's chunk (index: which).
 nlohmann::json chunk_json(Endpoint ep, const ResponseIds& ids, const std::string& text,
-                          const std::string& finish_reason, bool first);
+                          const std::string& finish_reason, bool first, int index = 0,
+                          const nlohmann::json& logprobs = nullptr);
+// A choice's "logprobs" in the endpoint's format: chat {"content": [{token, logprob, bytes,
+// top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs, text_offset} with the
+// offsets counted from text_offset0.
+nlohmann::json logprobs_json(Endpoint ep, const std::vector<TokenLogprobs>& t, size_t text_offset0 = 0);
+// A streamed choice's tool call, whole: {"tool_calls": [{index, id, type, function}]}
+// (and the role when it is the choice's first chunk).
+nlohmann::json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call,
+                                    bool first);
 nlohmann::json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u);
 
 }  // namespace serve

@@ -20,21 +20,28 @@ namespace {
 struct Channel {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::string> pieces;
+  struct Piece {
+    std::string text;
+    std::vector<TokenLogprobs> logprobs;  // of the tokens behind it
+  };
+  std::deque<Piece> pieces;
+  std::vector<TokenLogprobs> pending;  // of tokens whose text is not out yet
   bool started = false, done = false, stopped = false;
   int completion = 0;  // tokens shown (end-of-text not counted)
   runtime::JobEnd end;
   void push(std::string s) {
     std::lock_guard<std::mutex> lock(mu);
     started = true;
-    if (!s.empty()) pieces.push_back(std::move(s));
+    if (!s.empty() || !pending.empty()) pieces.push_back({std::move(s), std::move(pending)});
+    pending.clear();
     cv.notify_all();
   }
 };
 
 }  // namespace
 
-GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting) {
+GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting,
+                                  const LogprobSink& logprobs) {
   auto ch = std::make_shared<Channel>();
   auto job = std::make_shared<runtime::Job>();
   job->prompt = req.prompt;
@@ -44,13 +51,19 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   auto dec = std::make_shared<tokenizer::StreamDecoder>(tok_);
   auto stop = std::make_shared<StopMatcher>(req.stop);
   const tokenizer::Tokenizer* tok = &tok_;
-  job->on_token = [ch, dec, stop, tok](int32_t id) {
+  job->on_token = [ch, dec, stop, tok](int32_t id, const sampler::Logprobs* lp) {
     if (tok->is_eog(id)) {
       ch->stopped = true;
       ch->push("");
       return false;
     }
     ch->completion++;
+    if (lp) {
+      TokenLogprobs t{tok->piece(id), lp->logprob, {}};
+      for (const sampler::TokenLogprob& c : lp->top) t.top.emplace_back(tok->piece(c.id), c.logprob);
+      std::lock_guard<std::mutex> lock(ch->mu);
+      ch->pending.push_back(std::move(t));
+    }
     ch->push(stop->push(dec->push(id)));
     if (stop->stopped()) ch->stopped = true;
     return !stop->stopped();
@@ -59,7 +72,7 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
     std::string rest;
     if (!e.cancelled && e.status.ok() && !stop->stopped()) rest = stop->push(dec->flush()) + stop->flush();
     std::lock_guard<std::mutex> lock(ch->mu);
-    if (!rest.empty()) ch->pieces.push_back(std::move(rest));
+    if (!rest.empty() || !ch->pending.empty()) ch->pieces.push_back({std::move(rest), std::move(ch->pending)});
     ch->end = e;
     ch->done = true;
     ch->cv.notify_all();
@@ -71,12 +84,15 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   for (;;) {
     const bool woke = ch->cv.wait_for(lock, std::chrono::milliseconds(100),
                                       [&] { return ch->done || !ch->pieces.empty(); });
-    std::deque<std::string> pieces;
+    std::deque<Channel::Piece> pieces;
     pieces.swap(ch->pieces);
     const bool done = ch->done, started = ch->started;
     lock.unlock();
-    for (const std::string& p : pieces)
-      if (!gone && !sink(p)) gone = true;
+    for (const Channel::Piece& p : pieces) {
+      if (gone) break;
+      if (logprobs && !p.logprobs.empty()) logprobs(p.logprobs);
+      if (!p.text.empty() && !sink(p.text)) gone = true;
+    }
     if (!woke && !gone) gone = started || !waiting ? !sink("") : !waiting();
     if (gone) job->cancel = true;
     lock.lock();

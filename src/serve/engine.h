@@ -42,6 +42,10 @@ struct GenerationResult {
   double prompt_s = 0, gen_s = 0;
 };
 
+// Receives the log-probabilities of the tokens behind the next piece of text, just before
+// that piece reaches the TextSink (only when params.top_logprobs >= 0).
+using LogprobSink = std::function<void(const std::vector<TokenLogprobs>&)>;
+
 // Receives each piece of text that may be shown, and "" about every 100 ms while nothing
 // new is there (a chance to notice a client that left); false: the client is gone.
 using TextSink = std::function<bool(const std::string&)>;
@@ -62,7 +66,8 @@ class Engine {
   // chunk: prompt tokens per step (see runtime::Scheduler).
   Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk);
 
-  GenerationResult generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting = {});
+  GenerationResult generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting = {},
+                            const LogprobSink& logprobs = {});
 
   EngineMetrics metrics() const;
   int ctx() const { return cluster_.ctx(); }  // of one slot

@@ -48,8 +48,23 @@ util::Expected<std::string> PromptBuilder::render(const std::vector<tokenizer::C
 }
 
 util::Expected<std::vector<int32_t>> PromptBuilder::chat(const std::vector<tokenizer::ChatMessage>& messages) const {
-  auto text = render(messages);
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+  return chat(msgs, nlohmann::ordered_json::array(), "");
+}
+
+util::Expected<std::vector<int32_t>> PromptBuilder::chat(const nlohmann::ordered_json& messages,
+                                                         const nlohmann::ordered_json& tools,
+                                                         const std::string& prefill) const {
+  if (!tmpl_) return util::Status::error(no_template_error());
+  nlohmann::ordered_json context = {{"messages", messages}};
+  if (!tools.empty()) context["tools"] = tools;
+  context["add_generation_prompt"] = true;
+  context["bos_token"] = tok_->bos() >= 0 ? tok_->piece(tok_->bos(), true) : "";
+  context["eos_token"] = tok_->eos() >= 0 ? tok_->piece(tok_->eos(), true) : "";
+  auto text = tmpl_->render_context(context);
   if (!text) return text.status();
+  *text += prefill;
   const int32_t bos = tok_->bos();
   const bool has_bos = bos >= 0 && !tok_->piece(bos, true).empty() && text->rfind(tok_->piece(bos, true), 0) == 0;
   return tok_->encode(*text, /*add_special=*/!has_bos, /*parse_special=*/true);

@@ -30,6 +30,10 @@ class PromptBuilder {
 
   util::Expected<std::string> render(const std::vector<tokenizer::ChatMessage>& messages) const;
   util::Expected<std::vector<int32_t>> chat(const std::vector<tokenizer::ChatMessage>& messages) const;
+  // Messages as JSON (api.h Request::chat_messages: tool_calls, tool_call_id), the tools
+  // shown to the model ([] none) and text the assistant's turn is made to start with.
+  util::Expected<std::vector<int32_t>> chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                            const std::string& prefill) const;
   // A /v1/completions prompt: the text as is (BOS per the vocabulary), as `generate` does.
   std::vector<int32_t> completion(const std::string& prompt) const;
 

@@ -300,9 +300,20 @@ class Handler {
                                          "messages", "no_chat_template"));
     Request r;
     if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_error(res, *e);
+    if (auto e = check_token_ids(r, prompts_.tokenizer().n_vocab())) return send_error(res, *e);
     std::vector<int32_t> tokens;
+    // Tools: shown to the model unless tool_choice is none; required and a named function
+    // start the assistant's turn with the call (tools.h) and end it with the call.
+    const ToolChoice tool_choice = r.tools.empty() ? ToolChoice::kNone : r.tool_choice;
+    const bool tools_on = tool_choice != ToolChoice::kNone;
+    if (tools_on && !template_supports_tools(prompts_.template_source()))
+      return send_error(res, bad_request("the chat template does not show tools in the Hermes <tool_call> format this "
+                                         "server reads; restart the server with --chat-template qwen2 (or a template "
+                                         "file that does)", "tools", "unsupported_parameter"));
+    const std::string prefill = tool_prefill(tool_choice, r.tool_name);
+    if (tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) r.stop.push_back("</tool_call>");
     if (ep == Endpoint::kChat) {
-      auto t = prompts_.chat(r.messages);
+      auto t = prompts_.chat(r.chat_messages, tools_on ? r.tools : nlohmann::ordered_json::array(), prefill);
       if (!t) return send_error(res, bad_request("the chat template refused these messages: " + t.error(), "messages"));
       tokens = std::move(*t);
     } else {
@@ -339,29 +350,69 @@ class Handler {
                       std::chrono::system_clock::now().time_since_epoch()).count();
     ids.model = r.model.empty() ? o_.model_name : r.model;
 
+    // n > 1: the choices run one after another, choice i with seed + i, so each is what it
+    // would be alone with its seed, and each after the first finds the prompt's KV in the
+    // slot the one before left (the scheduler's longest-prefix reuse).
+    const int n_choices = r.n;
+    const std::string echo = r.echo ? r.prompt : "";
+    auto request_for = [g, seed = g->params.seed](int i) {
+      GenerationRequest c = *g;
+      c.params.seed = seed + uint64_t(i);
+      return c;
+    };
+    const int top_logprobs = g->params.top_logprobs;
+    auto add_usage = [](Usage& total, const Usage& u, bool first_choice) {
+      if (first_choice) {
+        total.prompt_tokens = u.prompt_tokens;
+        total.cached_tokens = u.cached_tokens;
+      }
+      total.completion_tokens += u.completion_tokens;
+    };
+
     if (!r.stream) {
-      std::string text;
+      std::vector<Choice> choices;
+      Usage usage;
       // The client is asked after (about) every 100 ms whether it is still there.
       const int fd = client_socket(req);
       auto asked = std::chrono::steady_clock::now();
-      GenerationResult out = engine_.generate(*g, [&](const std::string& t) {
-        text += t;
-        const auto now = std::chrono::steady_clock::now();
-        if (fd < 0 || now - asked < std::chrono::milliseconds(100)) return true;
-        asked = now;
-        return peer_connected(fd);
-      });
-      if (out.finish_reason == "cancelled") return send_error(res, api_error(499, "the client went away", "cancelled"));
-      if (!out.status.ok())
-        return send_error(res, api_error(503, "generation failed: " + out.status.message(), "server_error"));
-      res.set_content(dump(response_json(ep, ids, text, out.finish_reason, out.usage)), "application/json");
+      for (int i = 0; i < n_choices; ++i) {
+        Choice c;
+        c.text = echo;
+        std::vector<TokenLogprobs> lps;
+        GenerationResult out = engine_.generate(
+            request_for(i),
+            [&](const std::string& t) {
+              c.text += t;
+              const auto now = std::chrono::steady_clock::now();
+              if (fd < 0 || now - asked < std::chrono::milliseconds(100)) return true;
+              asked = now;
+              return peer_connected(fd);
+            },
+            {}, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
+        if (out.finish_reason == "cancelled") return send_error(res, api_error(499, "the client went away", "cancelled"));
+        if (!out.status.ok())
+          return send_error(res, api_error(503, "generation failed: " + out.status.message(), "server_error"));
+        c.finish_reason = out.finish_reason;
+        if (tools_on) {
+          ToolReply tr = parse_tool_calls(prefill + c.text);
+          c.text = tr.calls.empty() ? prefill + c.text : tr.content;
+          c.tool_calls = std::move(tr.calls);
+          if (!c.tool_calls.empty()) c.finish_reason = "tool_calls";
+        }
+        if (top_logprobs >= 0) c.logprobs = logprobs_json(ep, lps);
+        add_usage(usage, out.usage, i == 0);
+        choices.push_back(std::move(c));
+      }
+      res.set_content(dump(response_json(ep, ids, choices, usage)), "application/json");
       return;
     }
     const bool include_usage = r.include_usage;
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
-        "text/event-stream", [this, g, ids, ep, include_usage](size_t, httplib::DataSink& sink) {
+        "text/event-stream",
+        [this, request_for, n_choices, echo, top_logprobs, add_usage, ids, ep, include_usage, tools_on, prefill](
+            size_t, httplib::DataSink& sink) {
           auto event = [&](const std::string& data) {
             const std::string s = "data: " + data + "\n\n";
             return sink.write(s.data(), s.size());
@@ -373,24 +424,58 @@ class Handler {
             const std::string w = ": waiting " + std::to_string(engine_.metrics().sched.queued) + "\n\n";
             return sink.write(w.data(), w.size());
           };
-          bool first = true;
-          GenerationResult out = engine_.generate(
-              *g,
-              [&](const std::string& t) {
-                if (t.empty()) return sink.is_writable();
-                const bool ok = event(dump(chunk_json(ep, ids, t, "", first)));
+          Usage usage;
+          for (int i = 0; i < n_choices; ++i) {
+            bool first = true;
+            size_t offset = 0;  // completions' text_offset
+            if (!echo.empty()) {
+              event(dump(chunk_json(ep, ids, echo, "", first, i)));
+              first = false;
+            }
+            // A piece's log-probabilities arrive just before the piece and go out with it.
+            std::vector<TokenLogprobs> lps;
+            auto take_logprobs = [&] {
+              json lp = top_logprobs >= 0 ? logprobs_json(ep, lps, offset) : json(nullptr);
+              lps.clear();
+              return lp;
+            };
+            ToolStream tools(prefill);
+            auto content = [&](const std::string& t) {
+              const bool ok = event(dump(chunk_json(ep, ids, t, "", first, i, take_logprobs())));
+              offset += t.size();
+              first = false;
+              return ok;
+            };
+            GenerationResult out = engine_.generate(
+                request_for(i),
+                [&](const std::string& t) {
+                  if (t.empty()) return sink.is_writable();
+                  if (!tools_on) return content(t);
+                  const std::string shown = tools.push(t);
+                  return shown.empty() ? sink.is_writable() : content(shown);
+                },
+                waiting, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
+            if (out.finish_reason == "cancelled") return false;
+            if (!out.status.ok()) {
+              event(dump(error_json(api_error(503, "generation failed: " + out.status.message(), "server_error"))));
+              sink.done();
+              return true;
+            }
+            std::string finish_reason = out.finish_reason;
+            if (tools_on) {
+              ToolReply tr = tools.finish();
+              if (!tr.content.empty()) content(tr.content);
+              for (size_t k = 0; k < tr.calls.size(); ++k) {
+                event(dump(tool_call_chunk_json(ids, i, int(k), tr.calls[k], first)));
                 first = false;
-                return ok;
-              },
-              waiting);
-          if (out.finish_reason == "cancelled") return false;
-          if (!out.status.ok()) {
-            event(dump(error_json(api_error(503, "generation failed: " + out.status.message(), "server_error"))));
-          } else {
-            event(dump(chunk_json(ep, ids, "", out.finish_reason, first)));
-            if (include_usage) event(dump(usage_chunk_json(ep, ids, out.usage)));
-            event("[DONE]");
+              }
+              if (!tr.calls.empty()) finish_reason = "tool_calls";
+            }
+            event(dump(chunk_json(ep, ids, "", finish_reason, first, i, lps.empty() ? json(nullptr) : take_logprobs())));
+            add_usage(usage, out.usage, i == 0);
           }
+          if (include_usage) event(dump(usage_chunk_json(ep, ids, usage)));
+          event("[DONE]");
           sink.done();
           return true;
         });

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -319,7 +320,8 @@ int32_t merged_sample(sampler::DistributedSampler& ds, const std::vector<float>&
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     std::vector<float> local(logits.begin() + cuts[i], logits.begin() + cuts[i + 1]);
     sampler::apply_penalty_counts(ds.params(), counts, local.data(), cuts[i], int(local.size()));
-    parts.push_back(sampler::local_candidates(local.data(), cuts[i], int(local.size()), ds.k()).cand);
+    sampler::apply_logit_bias(ds.params().logit_bias, local.data(), cuts[i], int(local.size()));
+    parts.push_back(sampler::local_candidates(local.data(), cuts[i], int(local.size()), ds.k_asked()).cand);
   }
   return ds.sample(parts);
 }
@@ -337,6 +339,9 @@ TEST(DistributedSampler, EqualsSamplingTheConcatenatedLogits) {
   p.top_k = 40; p.repeat_penalty = 1.3f; p.presence_penalty = 0.5f; p.frequency_penalty = 0.2f;
   p.repeat_last_n = 16; params.push_back(p);
   p.temperature = 0; params.push_back(p);                    // greedy with penalties
+  p.logit_bias = {{2, 3.0f}, {401, -100.0f}, {500, 2.5f}, {998, 4.0f}};  // across slices
+  params.push_back(p);
+  p.temperature = 0.9f; p.top_logprobs = 20; params.push_back(p);  // more candidates asked than drawn from
   for (size_t pi = 0; pi < params.size(); ++pi) {
     for (const auto& cuts : splits) {
       SCOPED_TRACE("params " + std::to_string(pi) + " parts " + std::to_string(cuts.size() - 1));
@@ -365,6 +370,80 @@ TEST(DistributedSampler, LocalLogSumExpsMergeToTheGlobalOne) {
   for (int c : {0, 100, 250})
     lses.push_back(sampler::local_candidates(l.data() + c, c, c == 250 ? 50 : (c == 0 ? 100 : 150), 3).lse);
   EXPECT_NEAR(sampler::merge_lse(lses), std::log(sum), 1e-4);
+}
+
+// The reported log-probabilities equal a whole-row log-softmax (in double) of the logits
+// after penalties and logit_bias, for the drawn token and the top list, on odd vocabulary
+// sizes cut at odd places, greedy or sampled.
+TEST(DistributedSampler, LogprobsEqualAWholeRowSoftmax) {
+  for (int V : {13, 997}) {
+    const std::vector<std::vector<int>> splits = {{0, V}, {0, V / 2, V}, {0, 1, V / 3, V - 1, V}};
+    for (int top : {0, 1, 5, 20}) {
+      for (float temp : {0.0f, 1.0f}) {
+        sampler::Params p;
+        p.temperature = temp;
+        p.top_logprobs = top;
+        p.repeat_penalty = 1.2f;
+        p.logit_bias = {{0, 1.5f}, {V / 2, -3.0f}, {V - 1, 2.0f}};
+        const std::vector<int32_t> history = {1, 3, 3, V - 2};
+        for (const auto& cuts : splits) {
+          SCOPED_TRACE("V " + std::to_string(V) + " top " + std::to_string(top) + " temp " + std::to_string(temp) +
+                       " parts " + std::to_string(cuts.size() - 1));
+          sampler::DistributedSampler ds(p, V);
+          const auto l = random_logits(V, V + top);
+          std::vector<float> row = l;  // the reference: the whole row shaped as the nodes do
+          const auto counts = sampler::penalty_counts(p, history);
+          sampler::apply_penalty_counts(p, counts, row.data(), 0, V);
+          sampler::apply_logit_bias(p.logit_bias, row.data(), 0, V);
+          double sum = 0;
+          for (float v : row) sum += std::exp(double(v));
+          const double lse = std::log(sum);
+          std::vector<std::vector<sampler::Candidate>> parts;
+          std::vector<float> lses;
+          for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+            std::vector<float> local(l.begin() + cuts[i], l.begin() + cuts[i + 1]);
+            sampler::apply_penalty_counts(p, counts, local.data(), cuts[i], int(local.size()));
+            sampler::apply_logit_bias(p.logit_bias, local.data(), cuts[i], int(local.size()));
+            auto lc = sampler::local_candidates(local.data(), cuts[i], int(local.size()), ds.k_asked());
+            parts.push_back(lc.cand);
+            lses.push_back(lc.lse);
+          }
+          const int32_t t = ds.sample(parts);
+          const auto lp = sampler::logprobs(parts, sampler::merge_lse(lses), t, top);
+          EXPECT_NEAR(lp.logprob, row[t] - lse, 1e-4);
+          std::vector<int> order(V);
+          for (int i = 0; i < V; ++i) order[i] = i;
+          std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+          ASSERT_EQ(lp.top.size(), size_t(std::min(top, V)));
+          for (size_t i = 0; i < lp.top.size(); ++i) {
+            EXPECT_EQ(lp.top[i].id, order[i]) << i;
+            EXPECT_NEAR(lp.top[i].logprob, row[order[i]] - lse, 1e-4) << i;
+          }
+          if (temp == 0) EXPECT_EQ(t, order[0]);
+        }
+      }
+    }
+  }
+}
+
+// logit_bias reaches every node's slice: -100 on the argmax (on one node) forbids it, +100
+// on a weak token of another node forces it, greedy or sampled.
+TEST(DistributedSampler, LogitBiasForbidsAndForcesAcrossSlices) {
+  const int V = 301;
+  const std::vector<int> cuts = {0, 100, 201, V};
+  auto l = random_logits(V, 77);
+  const int32_t best = sampler::argmax(l.data(), V);
+  const int32_t weak = int32_t(std::min_element(l.begin(), l.end()) - l.begin());
+  for (float temp : {0.0f, 1.0f}) {
+    sampler::Params p;
+    p.temperature = temp;
+    p.logit_bias = {{best, -100.0f}};
+    sampler::DistributedSampler forbid(p, V);
+    for (int i = 0; i < 50; ++i) EXPECT_NE(merged_sample(forbid, l, cuts, {}), best);
+    p.logit_bias = {{weak, 100.0f}};
+    sampler::DistributedSampler force(p, V);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(merged_sample(force, l, cuts, {}), weak);
+  }
 }
 
 // Perplexity across nodes: each node's (max, sum of exp) over its vocabulary range plus the
@@ -405,6 +484,7 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   decode.k = 40;
   decode.penalties = {{3, 2}, {17, 1}};
   decode.repeat_penalty = 1.1f;
+  decode.logit_bias = {{4, -100.0f}, {90, 2.5f}};
   decode.rowwise = true;
   s.segs = {score, decode};
   std::vector<uint8_t> rows(4 * 4 * 8, 0x3c);  // 4 rows of 8 F32 values
@@ -418,6 +498,8 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   EXPECT_EQ(p->segs[1].pos, 40);
   EXPECT_EQ(p->segs[1].penalties, decode.penalties);
   EXPECT_EQ(p->segs[1].repeat_penalty, 1.1f);
+  EXPECT_EQ(p->segs[1].logit_bias, decode.logit_bias);
+  EXPECT_TRUE(p->segs[0].logit_bias.empty());
   EXPECT_FALSE(p->segs[0].rowwise);
   EXPECT_TRUE(p->segs[1].rowwise);
   EXPECT_EQ(p->rows_total(), 4);

@@ -67,6 +67,53 @@ TEST(ServeApi, AcceptsAFullChatRequest) {
   EXPECT_TRUE(r.include_usage);
 }
 
+serve::Choice choice(std::string text, std::string finish, nlohmann::json logprobs) {
+  serve::Choice c;
+  c.text = std::move(text);
+  c.finish_reason = std::move(finish);
+  c.logprobs = std::move(logprobs);
+  return c;
+}
+
+TEST(ServeApi, LogprobsLogitBiasAndChoices) {
+  Request r;
+  auto e = parse(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":4,"n":3,
+                     "logit_bias":{"50":-100,"7":2.5}})", Endpoint::kChat, &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.params.top_logprobs, 4);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.params.logit_bias, (sampler::LogitBias{{7, 2.5f}, {50, -100.0f}}));  // sorted by id
+  EXPECT_FALSE(serve::check_token_ids(r, 51));
+  auto far = serve::check_token_ids(r, 50);
+  ASSERT_TRUE(far);
+  EXPECT_EQ(far->param, "logit_bias.50");
+  ASSERT_FALSE(parse(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", Endpoint::kChat, &r));
+  EXPECT_EQ(r.params.top_logprobs, 0);
+  ASSERT_FALSE(parse(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})", Endpoint::kChat, &r));
+  EXPECT_EQ(r.params.top_logprobs, -1);
+}
+
+TEST(ServeApi, LogprobsInBothFormats) {
+  std::vector<serve::TokenLogprobs> t = {{"He", -0.5f, {{"He", -0.5f}, {"Hi", -1.25f}}}, {"llo", -0.25f, {}}};
+  auto chat = serve::logprobs_json(Endpoint::kChat, t);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "He");
+  EXPECT_EQ(chat["content"][0]["bytes"], nlohmann::json::array({72, 101}));
+  EXPECT_FLOAT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"].get<float>(), -1.25f);
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "Hi");
+  auto cmpl = serve::logprobs_json(Endpoint::kCompletion, t, 3);
+  EXPECT_EQ(cmpl["tokens"], nlohmann::json::array({"He", "llo"}));
+  EXPECT_EQ(cmpl["text_offset"], nlohmann::json::array({3, 5}));
+  EXPECT_FLOAT_EQ(cmpl["top_logprobs"][0]["Hi"].get<float>(), -1.25f);
+  serve::ResponseIds ids{"cmpl-1", 5, "m"};
+  auto full = serve::response_json(Endpoint::kCompletion, ids, {choice("a", "stop", cmpl), choice("b", "length", nullptr)}, {});
+  ASSERT_EQ(full["choices"].size(), 2u);
+  EXPECT_EQ(full["choices"][1]["index"], 1);
+  EXPECT_EQ(full["choices"][1]["text"], "b");
+  EXPECT_EQ(full["choices"][0]["logprobs"]["tokens"][1], "llo");
+  EXPECT_EQ(serve::chunk_json(Endpoint::kChat, ids, "x", "", false, 2)["choices"][0]["index"], 2);
+}
+
 TEST(ServeApi, NullMeansAbsentAndDefaultsStay) {
   Request r;
   auto e = parse(R"({"messages":[{"role":"user","content":"x"}],"temperature":null,"stop":null,"max_tokens":null})",
@@ -87,7 +134,16 @@ TEST(ServeApi, CompletionPrompts) {
   EXPECT_EQ(parse(R"({"prompt":[1,2]})", Endpoint::kCompletion)->param, "prompt");
   EXPECT_EQ(parse(R"({"prompt":["a","b"]})", Endpoint::kCompletion)->param, "prompt");
   EXPECT_EQ(parse(R"({"prompt":5})", Endpoint::kCompletion)->param, "prompt");
-  EXPECT_EQ(parse(R"({"prompt":"a","echo":true})", Endpoint::kCompletion)->param, "echo");
+  ASSERT_FALSE(parse(R"({"prompt":"a","echo":true,"n":3})", Endpoint::kCompletion, &r));
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.params.top_logprobs, -1);
+  ASSERT_FALSE(parse(R"({"prompt":"a","logprobs":3})", Endpoint::kCompletion, &r));
+  EXPECT_EQ(r.params.top_logprobs, 3);
+  EXPECT_FALSE(r.echo);
+  EXPECT_EQ(parse(R"({"prompt":"a","echo":true,"logprobs":0})", Endpoint::kCompletion)->param, "echo");
+  EXPECT_EQ(parse(R"({"prompt":"a","logprobs":true})", Endpoint::kCompletion)->param, "logprobs");
+  EXPECT_EQ(parse(R"({"prompt":"a","logprobs":21})", Endpoint::kCompletion)->param, "logprobs");
   EXPECT_EQ(parse(R"({"prompt":"a","best_of":2})", Endpoint::kCompletion)->param, "best_of");
 }
 
@@ -126,7 +182,17 @@ TEST(ServeApi, RefusalsNameTheParameter) {
       {"{" + m + R"(,"max_tokens":18446744073709551615})", "max_tokens"},
       {"{" + m + R"(,"max_tokens":1e300})", "max_tokens"},
       {"{" + m + R"(,"max_completion_tokens":"9"})", "max_completion_tokens"},
-      {"{" + m + R"(,"n":2})", "n"},
+      {"{" + m + R"(,"n":17})", "n"},
+      {"{" + m + R"(,"top_logprobs":2})", "top_logprobs"},
+      {"{" + m + R"(,"logprobs":true,"top_logprobs":21})", "top_logprobs"},
+      {"{" + m + R"(,"logprobs":1})", "logprobs"},
+      {"{" + m + R"(,"echo":true})", "echo"},
+      {"{" + m + R"(,"logit_bias":[1]})", "logit_bias"},
+      {"{" + m + R"(,"logit_bias":{"x":1}})", "logit_bias.x"},
+      {"{" + m + R"(,"logit_bias":{"-1":1}})", "logit_bias.-1"},
+      {"{" + m + R"(,"logit_bias":{"5":101}})", "logit_bias.5"},
+      {"{" + m + R"(,"logit_bias":{"5":"1"}})", "logit_bias.5"},
+      {"{" + m + R"(,"logit_bias":{"5":1,"05":2}})", "logit_bias"},
       {"{" + m + R"(,"n":0})", "n"},
       {"{" + m + R"(,"n":"1"})", "n"},
       {"{" + m + R"(,"seed":"7"})", "seed"},
@@ -137,8 +203,16 @@ TEST(ServeApi, RefusalsNameTheParameter) {
       {"{" + m + R"(,"stream":1})", "stream"},
       {"{" + m + R"(,"stream_options":{"include_usage":true}})", "stream_options"},
       {"{" + m + R"(,"stream":true,"stream_options":{"include_usage":"yes"}})", "stream_options.include_usage"},
-      {"{" + m + R"(,"logprobs":true})", "logprobs"},
-      {"{" + m + R"(,"tools":[{"type":"function"}]})", "tools"},
+      {"{" + m + R"(,"tools":[{"type":"function"}]})", "tools[0].function"},
+      {"{" + m + R"(,"tools":{}})", "tools"},
+      {"{" + m + R"(,"tools":[{"type":"code","function":{"name":"f"}}]})", "tools[0].type"},
+      {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":3}}]})", "tools[0].function.parameters"},
+      {"{" + m + R"(,"tool_choice":"sometimes"})", "tool_choice"},
+      {"{" + m + R"(,"tool_choice":"required"})", "tool_choice"},
+      {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice.function.name"},
+      {R"({"messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]})", "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]})", "messages[0].tool_calls[0].function.name"},
+      {R"({"messages":[{"role":"tool","content":"x","tool_call_id":5}]})", "messages[0].tool_call_id"},
   };
   for (const auto& [body, param] : cases) {
     auto e = parse(body);
@@ -165,7 +239,7 @@ TEST(ServeApi, ChunksAndResponses) {
   auto usage = serve::usage_chunk_json(Endpoint::kCompletion, ids, u);
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 7);
-  auto full = serve::response_json(Endpoint::kCompletion, ids, "x", "length", u);
+  auto full = serve::response_json(Endpoint::kCompletion, ids, {choice("x", "length", nullptr)}, u);
   EXPECT_EQ(full["object"], "text_completion");
   EXPECT_EQ(full["choices"][0]["text"], "x");
 }
@@ -442,3 +516,50 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
 }
 
 }  // namespace
+
+// Hermes-format tool calls: content before the first call, calls as {name, arguments}
+// JSON (arguments back as a JSON object's text), anything else all content; a stream holds
+// the text from a <tool_call> (or a possible start of one) on.
+TEST(ServeTools, RepliesCutIntoContentAndCalls) {
+  auto r = serve::parse_tool_calls(
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+  EXPECT_EQ(r.content, "Let me look.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(r.calls[0].arguments), nlohmann::json({{"city", "Paris"}}));
+  EXPECT_EQ(r.calls[0].id.rfind("call_", 0), 0u);
+  EXPECT_NE(r.calls[0].id, r.calls[1].id);
+  // Unclosed (a stop at </tool_call>): still a call.
+  auto named = serve::parse_tool_calls(serve::tool_prefill(serve::ToolChoice::kNamed, "f") + "{\"x\": 1}}");
+  ASSERT_EQ(named.calls.size(), 1u);
+  EXPECT_EQ(named.calls[0].name, "f");
+  EXPECT_TRUE(named.content.empty());
+  for (const std::string bad : {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<tool_call>not json</tool_call>",
+                                "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>",
+                                "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> and more"}) {
+    auto b = serve::parse_tool_calls(bad);
+    EXPECT_TRUE(b.calls.empty()) << bad;
+    EXPECT_EQ(b.content, bad);
+  }
+  EXPECT_EQ(serve::tool_prefill(serve::ToolChoice::kAuto, ""), "");
+  EXPECT_EQ(serve::tool_prefill(serve::ToolChoice::kRequired, ""), "<tool_call>\n");
+  EXPECT_TRUE(serve::template_supports_tools(*tokenizer::builtin_chat_template("qwen2")));
+  EXPECT_FALSE(serve::template_supports_tools(*tokenizer::builtin_chat_template("chatml")));
+}
+
+TEST(ServeTools, StreamHoldsTheCalls) {
+  serve::ToolStream s("");
+  EXPECT_EQ(s.push("Sure. <to"), "Sure. ");  // "<to" may start a call
+  EXPECT_EQ(s.push("ol_call>\n{\"name\": \"f\", "), "");
+  EXPECT_EQ(s.push("\"arguments\": {}}\n</tool_call>"), "");
+  auto r = s.finish();
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_TRUE(r.content.empty());  // "Sure." went out already
+  serve::ToolStream plain("");
+  EXPECT_EQ(plain.push("a <b"), "a <b");
+  EXPECT_EQ(plain.push(" c <"), " c ");
+  auto p = plain.finish();
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "<");  // the held tail, as content
+}
