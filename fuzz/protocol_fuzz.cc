@@ -79,7 +79,7 @@ void write_seeds(const std::string& dir) {
   seg.n = 1;
   seg.want = runtime::Want::kCandidates;
   seg.k = 40;
-  seg.penalties = {{5, 2}, {9, 1}};
+  seg.penalties = {{{5, 2}, {9, 1}}};
   st.segs = {seg};
   put("seed_step", runtime::encode_step(st));
   runtime::StepReply r;

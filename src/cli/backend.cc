@@ -25,8 +25,8 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
   return "";
 }
 
-std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
-                         Backend* b, int n_slots, bool need_chat) {
+std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const SpecCliOptions& so,
+                         const std::string& chat_template, Backend* b, int n_slots, bool need_chat) {
   auto m = model::load_model(o.model);
   if (!m) return m.error();
   b->model = std::move(*m);
@@ -42,14 +42,18 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   if (!ctx_error.empty()) return ctx_error;
   if (std::string e = slots_unfit(b->model->config, o, ctx, n_slots); !e.empty()) return e;
   runtime::ClusterOptions copt;
-  if (std::string e = cluster_options(co, o, ctx, &copt, n_slots); !e.empty()) return e;
+  if (std::string e = cluster_options(co, o, ctx, &copt, n_slots, so.guess_rows()); !e.empty()) return e;
   copt.software_version = SHARDLM_VERSION;
   b->pool = std::make_unique<util::ThreadPool>(o.threads);
+  const double root_bytes = double(b->model->file->file_size()) / double(1 + co.workers.size());
+  if (std::string e = open_speculator(so, *b->model, o.model, o, ctx, n_slots, root_bytes, *b->pool, &b->spec);
+      !e.empty())
+    return e;
   auto cl = runtime::Cluster::start(*b->model, o.model, copt, *b->pool);
   if (!cl) return cl.error();
   b->cluster = std::move(*cl);
   if (b->cluster->n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", b->cluster->describe().c_str());
-  b->engine = std::make_unique<serve::Engine>(*b->cluster, *b->tok, o.batch);
+  b->engine = std::make_unique<serve::Engine>(*b->cluster, *b->tok, o.batch, b->spec.spec);
   return "";
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/options.h"
+#include "cli/speculation.h"
 #include "model/loader.h"
 #include "runtime/cluster.h"
 #include "serve/engine.h"
@@ -20,6 +21,7 @@ struct Backend {
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<util::ThreadPool> pool;
   std::unique_ptr<runtime::Cluster> cluster;
+  Speculator spec;  // declared after the pool it runs on, before the engine that uses it
   std::optional<serve::PromptBuilder> prompts;
   std::unique_ptr<serve::Engine> engine;
 };
@@ -33,8 +35,8 @@ inline void add_chat_template_option(CLI::App* cmd, std::string* choice) {
 // Opens everything with n_slots KV slots of the resolved context each; an error message
 // ("" on success). need_chat: a model without a chat template (and no --chat-template) is
 // refused; else it is opened for completions only (serve).
-std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const std::string& chat_template,
-                         Backend* b, int n_slots = 1, bool need_chat = true);
+std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const SpecCliOptions& so,
+                         const std::string& chat_template, Backend* b, int n_slots = 1, bool need_chat = true);
 // Why n_slots slots of ctx positions cannot run this model here ("" when they can).
 std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots);
 

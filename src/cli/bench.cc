@@ -140,7 +140,7 @@ Runner add_bench(CLI::App& app) {
             batch[b] = {seqs[b].get(), std::span<const int32_t>(&tok[b], 1), runtime::Want::kCandidates, {}};
           auto next = cluster.run(batch);
           if (!next) return fail(next.error());
-          for (size_t b = 0; b < seqs.size(); ++b) tok[b] = (*next)[b].token;
+          for (size_t b = 0; b < seqs.size(); ++b) tok[b] = (*next)[b].tokens[0];
         }
         tg.push_back(double(*n_gen) * *parallel / t.seconds());
         tg1 = cluster.stats();

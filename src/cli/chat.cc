@@ -95,13 +95,15 @@ Runner add_chat(CLI::App& app) {
   auto s = std::make_shared<sampler::Params>();
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
+  auto so = std::make_shared<SpecCliOptions>();
+  add_spec_options(cmd, so.get());
   add_chat_template_option(cmd, tmpl.get());
   cmd->add_option("--system", *system, "system message");
   cmd->add_option("-n,--n-predict", *n_predict, "most tokens per reply")->capture_default_str()->check(CLI::PositiveNumber);
   add_sampler_options(cmd, s.get());
   return [=]() {
     Backend b;
-    if (std::string e = open_backend(*o, *co, *tmpl, &b); !e.empty()) return fail(e);
+    if (std::string e = open_backend(*o, *co, *so, *tmpl, &b); !e.empty()) return fail(e);
     const bool tty = isatty(0);
     if (tty) std::fprintf(stderr, "chat with %s; /help lists the commands, Ctrl-C stops a reply\n", o->model.c_str());
     std::vector<tokenizer::ChatMessage> history;

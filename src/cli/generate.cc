@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/speculation.h"
 #include "model/loader.h"
 #include "runtime/cluster.h"
 #include "runtime/scheduler.h"
@@ -44,6 +45,12 @@ void print_node_stats(const std::vector<runtime::NodeStats>& a, const std::vecto
   }
 }
 
+static void print_spec_stats(const runtime::JobEnd& e) {
+  std::fprintf(stderr, "speculation: %d guesses verified, %d kept (%.0f%%), %.2f tokens per decode step (%d steps)\n",
+               e.guessed, e.kept, e.guessed ? 100.0 * e.kept / e.guessed : 0.0,
+               e.rounds ? double(e.generated - 1) / e.rounds : 0.0, e.rounds);
+}
+
 Runner add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   auto o = std::make_shared<RunOptions>();
@@ -54,9 +61,11 @@ Runner add_generate(CLI::App& app) {
   auto s = std::make_shared<sampler::Params>();
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
+  auto so = std::make_shared<SpecCliOptions>();
+  add_spec_options(cmd, so.get());
   cmd->add_option("-p,--prompt", *prompt, "prompt text")->required();
   cmd->add_option("-n,--n-predict", *n_predict, "tokens to generate")->capture_default_str();
-  cmd->add_flag("--stats", *stats, "per token compute / sync ms and bytes of each node");
+  cmd->add_flag("--stats", *stats, "per token compute / sync ms and bytes of each node; speculation's acceptance");
   add_sampler_options(cmd, s.get());
   return [=]() {
     auto m = model::load_model(o->model);
@@ -73,15 +82,19 @@ Runner add_generate(CLI::App& app) {
       return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(*n_predict) +
                   " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");
     runtime::ClusterOptions copt;
-    if (std::string e = cluster_options(*co, *o, ctx, &copt); !e.empty()) return fail(e);
+    if (std::string e = cluster_options(*co, *o, ctx, &copt, 1, so->guess_rows()); !e.empty()) return fail(e);
     copt.software_version = SHARDLM_VERSION;
     util::ThreadPool pool(o->threads);
+    Speculator spec;
+    const double root_bytes = double((*m)->file->file_size()) / double(1 + co->workers.size());
+    if (std::string e = open_speculator(*so, **m, o->model, *o, ctx, 1, root_bytes, pool, &spec); !e.empty())
+      return fail(e);
     auto cl = runtime::Cluster::start(**m, o->model, copt, pool);
     if (!cl) return fail(cl.error());
     runtime::Cluster& cluster = **cl;
     if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
     // The same scheduler as `serve`, with one job.
-    runtime::Scheduler sched(cluster, o->batch);
+    runtime::Scheduler sched(cluster, o->batch, spec.spec);
     tokenizer::StreamDecoder dec(**tok);
     const tokenizer::Tokenizer& tk = **tok;
     std::vector<runtime::NodeStats> stats0 = cluster.stats(), stats1, stats2;
@@ -124,6 +137,7 @@ Runner add_generate(CLI::App& app) {
                    cmd->count("--seed") ? "" : " (random; --seed repeats a run)");
       print_node_stats(stats0, stats1, static_cast<int>(tokens.size()), "prompt");
       print_node_stats(stats1, stats2, end.generated - 1, "generation");
+      if (spec.spec.on()) print_spec_stats(end);
     }
     return 0;
   };

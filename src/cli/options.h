@@ -146,10 +146,10 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
 }
 
 // Fills runtime::ClusterOptions for n_slots sequences of ctx positions each (a prompt
-// chunk of --batch tokens plus one decode row per slot per step); an error message when
-// an option is invalid.
+// chunk of --batch tokens plus one decode row per slot per step, and guess_rows guesses
+// per slot to verify with it); an error message when an option is invalid.
 inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions& r, int ctx,
-                                   runtime::ClusterOptions* out, int n_slots = 1) {
+                                   runtime::ClusterOptions* out, int n_slots = 1, int guess_rows = 0) {
   const bool exact = c.sync == "exact", automatic = c.sync == "auto";
   auto sync = exact || automatic ? std::optional<net::SyncType>(net::SyncType::kF32) : net::sync_type_from_name(c.sync);
   if (!sync) return "--sync-type must be auto, exact, q8_0, f16 or f32, not '" + c.sync + "'";
@@ -178,7 +178,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->ctx = ctx;
   out->kv_type = r.kv_type;
   out->attention = r.attention;
-  out->batch = r.batch + n_slots;
+  out->batch = r.batch + n_slots * (1 + guess_rows);
   out->n_slots = n_slots;
   out->lane_order = !r.exact_batches;
   out->decode_lanes = r.fast_batches;

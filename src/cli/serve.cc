@@ -24,6 +24,8 @@ Runner add_serve(CLI::App& app) {
   auto parallel = std::make_shared<int>(4);
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
+  auto spo = std::make_shared<SpecCliOptions>();
+  add_spec_options(cmd, spo.get());
   add_chat_template_option(cmd, tmpl.get());
   cmd->add_option("--host", so->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", so->port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
@@ -60,7 +62,7 @@ Runner add_serve(CLI::App& app) {
       if (util::Status st = serve::check_tls_files(so->tls_cert, so->tls_key); !st.ok()) return fail(st.message());
     so->slots = *parallel;
     Backend b;
-    if (std::string e = open_backend(*o, *co, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
+    if (std::string e = open_backend(*o, *co, *spo, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
     if (!b.prompts->has_chat())
       std::fprintf(stderr, "note: %s; /v1/chat/completions and the chat page answer 400\n",
                    serve::PromptBuilder::no_template_error().c_str());

@@ -431,6 +431,7 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
     const SeqStep& q = batch[i];
     CHECK(q.seq != nullptr && !q.tokens.empty());
     CHECK(q.want != Want::kScores || q.targets.size() == q.tokens.size());
+    CHECK(q.drafts == 0 || (q.want == Want::kCandidates && q.tokens.size() == size_t(q.drafts) + 1));
     RETURN_IF_ERROR(check_tokens(cfg, q.tokens.data(), int(q.tokens.size())));
     for (int32_t t : q.targets)
       if (t >= cfg.n_vocab) return Status::error("target id " + std::to_string(t) + " is outside the vocabulary");
@@ -452,7 +453,9 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
     if (q.want == Want::kCandidates) {
       sampler::DistributedSampler& smp = q.seq->sampler();
       g.k = smp.k_asked();
-      g.penalties = sampler::penalty_counts(smp.params(), q.seq->tokens(), q.tokens);
+      g.every_row = g.rowwise = q.drafts > 0;
+      for (size_t r = g.every_row ? 1 : q.tokens.size(); r <= q.tokens.size(); ++r)
+        g.penalties.push_back(sampler::penalty_counts(smp.params(), q.seq->tokens(), q.tokens.first(r)));
       g.repeat_penalty = smp.params().repeat_penalty;
       g.presence_penalty = smp.params().presence_penalty;
       g.frequency_penalty = smp.params().frequency_penalty;
@@ -484,17 +487,23 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
   for (size_t i = 0; i < batch.size(); ++i) {
     const StepSegment& g = s.segs[i];
     if (g.want == Want::kCandidates) {
-      parts.assign(1, std::move(mine->sampled[si].cand));
-      lses.assign(1, mine->sampled[si].lse);
-      for (auto& rep : replies) {
-        parts.push_back(std::move(rep.sampled[si].cand));
-        lses.push_back(rep.sampled[si].lse);
+      const SeqStep& q = batch[i];
+      const sampler::DistributedSampler& smp = q.seq->sampler();
+      bool drawing = true;  // until a guess differs from the token drawn before it
+      for (int row = g.every_row ? 0 : g.n - 1; row < g.n; ++row, ++si) {
+        if (!drawing) continue;
+        parts.assign(1, std::move(mine->sampled[si].cand));
+        lses.assign(1, mine->sampled[si].lse);
+        for (auto& rep : replies) {
+          parts.push_back(std::move(rep.sampled[si].cand));
+          lses.push_back(rep.sampled[si].lse);
+        }
+        const int32_t t = smp.sample(parts, int64_t(g.pos) + row + 1);  // the position t takes
+        out[i].tokens.push_back(t);
+        if (smp.params().top_logprobs >= 0)
+          out[i].logprobs.push_back(sampler::logprobs(parts, sampler::merge_lse(lses), t, smp.params().top_logprobs));
+        drawing = row + 1 < g.n && q.tokens[size_t(row + 1)] == t;
       }
-      sampler::DistributedSampler& smp = batch[i].seq->sampler();
-      out[i].token = smp.sample(parts);
-      if (smp.params().top_logprobs >= 0)
-        out[i].logprobs = sampler::logprobs(parts, sampler::merge_lse(lses), out[i].token, smp.params().top_logprobs);
-      ++si;
     } else if (g.want == Want::kScores) {
       for (int32_t t : g.targets) {
         if (t < 0) continue;
@@ -507,21 +516,31 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
       }
     }
   }
-  for (const SeqStep& q : batch) {
-    history_[size_t(q.seq->slot())].add(q.seq->n_past(), q.tokens);
-    q.seq->append(q.tokens);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqStep& q = batch[i];
+    const StepSegment& g = s.segs[i];
+    // rowwise as the transformer ran it (transformer.h: short segments take vec_dot order)
+    const bool rowwise = g.rowwise || !o_.lane_order || (!o_.decode_lanes && g.n < model::kLaneMinRows);
+    // drafts: only the kept guesses stay (the last drawn token is evaluated next step)
+    const size_t keep = q.drafts > 0 ? out[i].tokens.size() : q.tokens.size();
+    history_[size_t(q.seq->slot())].add(q.seq->n_past(), q.tokens.first(keep), rowwise);
+    q.seq->append(q.tokens.first(keep));
   }
   return out;
 }
 
 // --- Recovery ---------------------------------------------------------------------------
 
-void SlotHistory::add(int pos, std::span<const int32_t> tokens) {
+void SlotHistory::add(int pos, std::span<const int32_t> tokens, bool rowwise) {
   while (!segs_.empty() && segs_.back().pos >= pos) {
     tokens_.resize(segs_.back().offset);
     segs_.pop_back();
   }
-  segs_.push_back({pos, int(tokens.size()), tokens_.size()});
+  if (!segs_.empty() && segs_.back().rowwise && segs_.back().pos + segs_.back().n > pos) {
+    segs_.back().n = pos - segs_.back().pos;
+    tokens_.resize(segs_.back().offset + size_t(segs_.back().n));
+  }
+  segs_.push_back({pos, int(tokens.size()), tokens_.size(), rowwise});
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
@@ -721,9 +740,7 @@ void Cluster::maybe_rejoin() {
 // follow each other are merged into one rowwise segment: the same bits in far fewer steps
 // than the decode steps they came from. Lane-order segments run as they ran.
 Status Cluster::replay(Reform* rep) {
-  const auto rowwise = [&](const SlotHistory::Seg& g) {
-    return !o_.lane_order || (!o_.decode_lanes && g.n < model::kLaneMinRows);
-  };
+  const auto rowwise = [](const SlotHistory::Seg& g) { return g.rowwise; };
   std::vector<size_t> next(history_.size(), 0);
   std::vector<StepReply> replies;
   std::vector<int32_t> tokens;  // of one replay step (step_tokens_ holds the step to run after)
@@ -775,7 +792,7 @@ Expected<int32_t> Cluster::extend(Sequence& seq, std::span<const int32_t> tokens
     const bool last = i + n == tokens.size();
     auto r = run({SeqStep{&seq, tokens.subspan(i, n), sample && last ? Want::kCandidates : Want::kNothing, {}}});
     if (!r) return r.status();
-    next = (*r)[0].token;
+    if (!(*r)[0].tokens.empty()) next = (*r)[0].tokens[0];
   }
   return next;
 }

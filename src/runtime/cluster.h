@@ -93,13 +93,17 @@ struct ClusterHealth {
 // segments again, in order, rebuilds the slot bit for bit on any node count. A segment at
 // position p makes every earlier segment starting at >= p dead, so the list stays sorted
 // by position; one that starts before p and reaches past it is kept whole.
+// A rowwise segment (vec_dot order, model::Segment::rowwise) that reaches past p is cut
+// at p instead: its rows do not depend on how many there are (verified drafts, rejected
+// in part, leave only the accepted rows so).
 class SlotHistory {
  public:
   struct Seg {
     int pos = 0, n = 0;
     size_t offset = 0;  // into tokens()
+    bool rowwise = false;
   };
-  void add(int pos, std::span<const int32_t> tokens);
+  void add(int pos, std::span<const int32_t> tokens, bool rowwise = false);
   const std::vector<Seg>& segs() const { return segs_; }
   std::span<const int32_t> tokens(const Seg& g) const { return {tokens_.data() + g.offset, size_t(g.n)}; }
   size_t n_tokens() const { return tokens_.size(); }
@@ -125,15 +129,22 @@ class Cluster {
   // sequence's sampler (penalties over its log, its logit_bias; with its log-probabilities
   // when the sampler's top_logprobs >= 0); kScores: -log p(target) per row whose
   // target is >= 0 (workers send only per-row (max, sum of exp, target logit)).
+  // drafts > 0 (kCandidates, tokens = [the last drawn token, then `drafts` guesses of the
+  // tokens after it]): every row is drawn, in vec_dot order, and the guesses are kept while
+  // each equals the token drawn before it; the log then ends after the kept guesses. The
+  // tokens are exactly those decoding one row per step would draw (sampler.h: a draw
+  // depends only on the row's logits, the seed and the position).
   struct SeqStep {
     Sequence* seq = nullptr;
     std::span<const int32_t> tokens;
     Want want = Want::kNothing;
     std::span<const int32_t> targets;  // kScores: one per token
+    int drafts = 0;
   };
   struct SeqResult {
-    int32_t token = -1;        // kCandidates
-    std::optional<sampler::Logprobs> logprobs;  // kCandidates, when the sampler's top_logprobs >= 0
+    // kCandidates: the drawn tokens in order, 1 + the guesses kept (the last one is new).
+    std::vector<int32_t> tokens;
+    std::vector<sampler::Logprobs> logprobs;  // one per drawn token when top_logprobs >= 0
     std::vector<double> nll;   // kScores: in row order, scored rows only
   };
   // One step of at most max_rows() rows; each sequence at most once, in its own slot.

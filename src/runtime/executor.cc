@@ -17,7 +17,7 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
   segs_.clear();
   size_t out_rows = 0;
   for (const StepSegment& g : s.segs) {
-    const model::Logits l = g.want == Want::kCandidates ? model::Logits::kLast
+    const model::Logits l = g.want == Want::kCandidates ? (g.every_row ? model::Logits::kAll : model::Logits::kLast)
                             : g.want == Want::kScores   ? model::Logits::kAll
                                                         : model::Logits::kNone;
     segs_.push_back({g.slot, g.pos, g.n, l, g.rowwise});
@@ -34,11 +34,13 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
       sp.repeat_penalty = g.repeat_penalty;
       sp.presence_penalty = g.presence_penalty;
       sp.frequency_penalty = g.frequency_penalty;
-      sampler::apply_penalty_counts(sp, g.penalties, l, part_.vocab_begin, part_.n_vocab);
-      sampler::apply_logit_bias(g.logit_bias, l, part_.vocab_begin, part_.n_vocab);
-      auto lc = sampler::local_candidates(l, part_.vocab_begin, part_.n_vocab, g.k);
-      rep.sampled.push_back({std::move(lc.cand), lc.lse});
-      l += nv;
+      for (const sampler::PenaltyCounts& counts : g.penalties) {  // one per sampled row
+        sampler::apply_penalty_counts(sp, counts, l, part_.vocab_begin, part_.n_vocab);
+        sampler::apply_logit_bias(g.logit_bias, l, part_.vocab_begin, part_.n_vocab);
+        auto lc = sampler::local_candidates(l, part_.vocab_begin, part_.n_vocab, g.k);
+        rep.sampled.push_back({std::move(lc.cand), lc.lse});
+        l += nv;
+      }
     } else if (g.want == Want::kScores) {
       for (int b = 0; b < g.n; ++b, l += nv)
         if (g.targets[b] >= 0) rep.scores.push_back(local_row_score(l, part_.vocab_begin, part_.n_vocab, g.targets[b]));

@@ -231,15 +231,18 @@ std::vector<uint8_t> encode_step(const Step& s) {
     w.put_i32(g.slot);
     w.put_i32(g.pos);
     w.put_i32(g.n);
-    w.put_u8(uint8_t(g.want) | (g.rowwise ? 0x80 : 0));
+    w.put_u8(uint8_t(g.want) | (g.rowwise ? 0x80 : 0) | (g.every_row ? 0x40 : 0));
     w.put_i32(g.k);
     w.put_f32(g.repeat_penalty);
     w.put_f32(g.presence_penalty);
     w.put_f32(g.frequency_penalty);
     w.put_u32(uint32_t(g.penalties.size()));
-    for (const auto& [id, count] : g.penalties) {
-      w.put_i32(id);
-      w.put_i32(count);
+    for (const sampler::PenaltyCounts& row : g.penalties) {
+      w.put_u32(uint32_t(row.size()));
+      for (const auto& [id, count] : row) {
+        w.put_i32(id);
+        w.put_i32(count);
+      }
     }
     w.put_u32(uint32_t(g.logit_bias.size()));
     for (const auto& [id, bias] : g.logit_bias) {
@@ -272,17 +275,24 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
     RETURN_IF_ERROR(r.get_i32(&g.n));
     RETURN_IF_ERROR(r.get_u8(&want));
     g.rowwise = want & 0x80;
-    want &= 0x7f;
+    g.every_row = want & 0x40;
+    want &= 0x3f;
     RETURN_IF_ERROR(r.get_i32(&g.k));
     RETURN_IF_ERROR(r.get_f32(&g.repeat_penalty));
     RETURN_IF_ERROR(r.get_f32(&g.presence_penalty));
     RETURN_IF_ERROR(r.get_f32(&g.frequency_penalty));
     RETURN_IF_ERROR(r.get_u32(&np));
-    if (np > r.remaining() / 8) return Status::error(what + " lists more penalties than it carries");
+    if (np > r.remaining() / 4) return Status::error(what + " lists more penalty rows than it carries");
     g.penalties.resize(np);
-    for (auto& [id, count] : g.penalties) {
-      RETURN_IF_ERROR(r.get_i32(&id));
-      RETURN_IF_ERROR(r.get_i32(&count));
+    for (sampler::PenaltyCounts& row : g.penalties) {
+      uint32_t nc = 0;
+      RETURN_IF_ERROR(r.get_u32(&nc));
+      if (nc > r.remaining() / 8) return Status::error(what + " lists more penalties than it carries");
+      row.resize(nc);
+      for (auto& [id, count] : row) {
+        RETURN_IF_ERROR(r.get_i32(&id));
+        RETURN_IF_ERROR(r.get_i32(&count));
+      }
     }
     RETURN_IF_ERROR(r.get_u32(&nb));
     if (nb > r.remaining() / 8) return Status::error(what + " lists more logit biases than it carries");
@@ -296,7 +306,9 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
     if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");
     g.targets.resize(nt);
     for (int32_t& t : g.targets) RETURN_IF_ERROR(r.get_i32(&t));
-    if (g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 || (want == 2 && nt != uint32_t(g.n)))
+    const uint32_t sampled = want != 1 ? 0 : g.every_row ? uint32_t(g.n) : 1;
+    if (g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 || (want == 2 && nt != uint32_t(g.n)) ||
+        (g.every_row && want != 1) || (want == 1 && np != sampled))
       return Status::error(what + " is malformed");
     g.want = Want(want);
   }

@@ -81,15 +81,19 @@ struct TensorChunk {
 std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c);
 util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer);
 
-// kCandidates: the segment's last row is sampled; kScores: every row whose target is >= 0
-// is scored (perplexity), see scoring.h.
+// kCandidates: the segment's last row is sampled (every row when every_row: speculative
+// decoding verifies drafts so); kScores: every row whose target is >= 0 is scored
+// (perplexity), see scoring.h.
 enum class Want : uint8_t { kNothing = 0, kCandidates = 1, kScores = 2 };
 struct StepSegment {
   int32_t slot = 0, pos = 0, n = 0;  // rows of one sequence: positions pos..pos+n-1 of a KV slot
   Want want = Want::kNothing;
-  bool rowwise = false;           // model::Segment::rowwise (a replay of decode rows)
+  bool rowwise = false;           // model::Segment::rowwise (a replay of decode rows, or drafts)
+  bool every_row = false;         // kCandidates: candidates for every row, not only the last
   int32_t k = 1;                  // candidates to return (n_vocab: the whole range)
-  sampler::PenaltyCounts penalties;
+  // kCandidates: one list per sampled row (1, or n with every_row), each empty when the
+  // penalties are off.
+  std::vector<sampler::PenaltyCounts> penalties;
   float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;
   sampler::LogitBias logit_bias;  // added after the penalties (each node its own ids)
   std::vector<int32_t> targets;   // kScores: [n] target id per row, -1: not scored
@@ -117,7 +121,7 @@ struct SegmentCandidates {
   float lse = 0;                         // log-sum-exp over the node's vocabulary range
 };
 struct StepReply {
-  std::vector<SegmentCandidates> sampled;  // one per kCandidates segment, in order
+  std::vector<SegmentCandidates> sampled;  // one per sampled row of kCandidates segments, in order
   std::vector<RowScore> scores;   // kScores: one per scored row, in row order
   NodeCounters counters;
 };

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdio>
 
 namespace runtime {
 
@@ -12,9 +14,14 @@ double now_s() {
 }
 }  // namespace
 
-Scheduler::Scheduler(Cluster& cluster, int chunk) : cluster_(cluster), chunk_(std::max(1, chunk)) {
+Scheduler::Scheduler(Cluster& cluster, int chunk, Speculation spec)
+    : cluster_(cluster), chunk_(std::max(1, chunk)), spec_(spec) {
   CHECK_MSG(cluster.max_rows() >= chunk_ + cluster.n_slots(), "the cluster's rows per step must hold a prompt "
                                                               "chunk and one decode row per slot");
+  if (spec_.draft && spec_.draft_max > 0) {
+    CHECK(spec_.draft->n_slots() == cluster.n_slots() && spec_.draft->n_vocab() == cluster.n_vocab());
+    draft_ = std::make_unique<DraftModel>(*spec_.draft);
+  }
   for (int s = 0; s < cluster.n_slots(); ++s) slots_.push_back(std::make_unique<Sequence>(s, cluster.n_vocab()));
   busy_.assign(slots_.size(), false);
   last_used_.assign(slots_.size(), 0);
@@ -106,6 +113,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     a.end.cached_tokens = int(a.fed);
     a.seq->truncate(int(a.fed));
     a.seq->set_sampling(job->params);
+    if (draft_) draft_->start(best, job->params);
     busy_[best] = true;
     active_.push_back(std::move(a));
   }
@@ -131,16 +139,70 @@ void Scheduler::finish(Active& a) {
   a.job.reset();
 }
 
+void Scheduler::guess(const std::vector<size_t>& dec) {
+  for (size_t i : dec) {
+    active_[i].row.assign(1, active_[i].next);
+    active_[i].shadow = -1;
+  }
+  if (!spec_.on() || dec.empty()) return;
+  // Rows beyond a prompt chunk and a decode row per slot are the guesses' (cli/options.h
+  // sizes the cluster so), shared by the generating jobs.
+  const int room = (cluster_.max_rows() - chunk_ - int(slots_.size())) / int(dec.size());
+  const double step_s = cost_.at(int(dec.size())), row_s = cost_.per_row();
+  std::vector<DraftModel::Request> reqs;
+  std::vector<size_t> req_of;
+  std::vector<int32_t> text;
+  for (size_t i : dec) {
+    Active& a = active_[i];
+    const int own = a.job->max_guesses >= 0 ? a.job->max_guesses : room;
+    const int cap = std::min({own, room, a.job->max_tokens - a.end.generated - 1,
+                              cluster_.ctx() - a.seq->n_past() - 1});
+    if (cap <= 0) continue;
+    if (spec_.lookup > 0) {
+      text.assign(a.seq->tokens().begin(), a.seq->tokens().end());
+      text.push_back(a.next);
+      const std::vector<int32_t> g = lookup_draft(text, std::min(cap, spec_.lookup));
+      if (!g.empty()) {  // guesses for free: the draft model is not asked
+        const int k = spec_.adaptive ? choose_guesses(a.acc.rate(), step_s, row_s, 0, int(g.size())) : int(g.size());
+        if (k == 0) a.shadow = g[0];  // its fate is still measured
+        a.row.insert(a.row.end(), g.begin(), g.begin() + k);
+        continue;
+      }
+    }
+    if (!draft_) continue;
+    const int most = std::min(cap, spec_.draft_max);
+    int k = spec_.adaptive ? choose_guesses(a.acc.rate(), step_s, row_s, draft_->seconds_per_step(), most) : most;
+    if (k == 0 && ++a.idle_rounds >= 16) k = 1;  // measure the acceptance again now and then
+    if (k == 0) continue;
+    a.idle_rounds = 0;
+    reqs.push_back({a.seq, a.next, k, {}});
+    req_of.push_back(i);
+  }
+  if (reqs.empty()) return;
+  if (util::Status st = draft_->draft(reqs); !st.ok()) {
+    std::fprintf(stderr, "speculation: the draft model failed (%s); going on without it\n", st.message().c_str());
+    draft_.reset();
+    return;
+  }
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    Active& a = active_[req_of[r]];
+    a.row.insert(a.row.end(), reqs[r].guesses.begin(), reqs[r].guesses.end());
+  }
+}
+
 bool Scheduler::step() {
   std::vector<Cluster::SeqStep> batch;
   std::vector<size_t> who;  // active index of each batch entry
-  for (size_t i = 0; i < active_.size(); ++i) {
+  std::vector<size_t> dec;
+  for (size_t i = 0; i < active_.size(); ++i)
+    if (active_[i].fed == active_[i].job->prompt.size()) dec.push_back(i);
+  guess(dec);
+  for (size_t i : dec) {
     Active& a = active_[i];
-    if (a.fed == a.job->prompt.size()) {
-      batch.push_back({a.seq, std::span<const int32_t>(&a.next, 1), Want::kCandidates, {}});
-      who.push_back(i);
-    }
+    batch.push_back({a.seq, a.row, Want::kCandidates, {}, int(a.row.size()) - 1});
+    who.push_back(i);
   }
+  const size_t n_dec = batch.size();
   int budget = chunk_;
   for (size_t i = 0; i < active_.size(); ++i) {
     Active& a = active_[i];
@@ -156,7 +218,9 @@ bool Scheduler::step() {
   }
   int rows = 0;
   for (const auto& q : batch) rows += int(q.tokens.size());
+  const double t0 = now_s();
   auto res = cluster_.run(batch);
+  if (res && batch.size() == n_dec) cost_.add(rows, now_s() - t0);  // decode rows only
   if (!res) {
     std::vector<Active> failed;
     failed.swap(active_);
@@ -180,6 +244,7 @@ bool Scheduler::step() {
     return false;
   }
   const double t = now_s();
+  uint64_t rounds = 0, drawn = 0, guessed = 0, kept = 0;
   for (size_t b = 0; b < batch.size(); ++b) {
     Active& a = active_[who[b]];
     const bool prompt = a.fed < a.job->prompt.size();
@@ -189,14 +254,27 @@ bool Scheduler::step() {
       a.t_first = t;
       a.end.prompt_s = t - a.t_start;
     }
-    const int32_t tok = (*res)[b].token;
-    const auto& lp = (*res)[b].logprobs;
-    a.end.generated++;
-    const bool more = a.job->on_token(tok, lp ? &*lp : nullptr) && a.end.generated < a.job->max_tokens;
-    if (more)
-      a.next = tok;
-    else
-      finish(a);
+    const Cluster::SeqResult& r = (*res)[b];
+    if (!prompt) {
+      const int tried = batch[b].drafts, ok = int(r.tokens.size()) - 1;
+      a.end.rounds++;
+      a.end.guessed += tried;
+      a.end.kept += ok;
+      ++rounds;
+      drawn += r.tokens.size();
+      guessed += uint64_t(tried);
+      kept += uint64_t(ok);
+      if (tried > 0) a.acc.add(ok, ok < tried ? ok + 1 : tried);  // rejected guesses after the first are untried
+      if (a.shadow >= 0) a.acc.add(r.tokens[0] == a.shadow, 1);
+    }
+    bool more = true;
+    for (size_t j = 0; j < r.tokens.size() && more; ++j) {
+      a.end.generated++;
+      more = a.job->on_token(r.tokens[j], r.logprobs.empty() ? nullptr : &r.logprobs[j]) &&
+             a.end.generated < a.job->max_tokens;
+      a.next = r.tokens[j];
+    }
+    if (!more) finish(a);
   }
   active_.erase(std::remove_if(active_.begin(), active_.end(), [](const Active& a) { return !a.job; }),
                 active_.end());
@@ -204,6 +282,10 @@ bool Scheduler::step() {
   stats_.last_batch_rows = rows;
   stats_.last_batch_seqs = int(batch.size());
   stats_.steps++;
+  stats_.decode_rounds += rounds;
+  stats_.decode_tokens += drawn;
+  stats_.guessed += guessed;
+  stats_.kept += kept;
   stats_.slots_in_use = int(active_.size());
   stats_.nodes = cluster_.stats();
   return true;

@@ -7,6 +7,9 @@
 // callback says stop, its budget is spent or it is cancelled; its slot then serves the
 // next job. Every job's tokens are exactly those it would get alone (Cluster::run keeps
 // rows independent; the chunking depends only on the job).
+// Speculation (Speculation, below): a generating job's decode row can carry guesses of
+// the tokens after it (speculative.h), verified in the same step; the job then gets every
+// kept guess and one more token from one step, exactly the tokens it would get without.
 // Deliberately no text: tokens go to the job's callback, which detokenizes and matches
 // stop strings (serve/engine.cc, cli/generate.cc).
 #pragma once
@@ -22,6 +25,7 @@
 
 #include "runtime/cluster.h"
 #include "runtime/sequence.h"
+#include "runtime/speculative.h"
 
 namespace runtime {
 
@@ -29,6 +33,8 @@ struct JobEnd {
   util::Status status;      // a failed step (the cluster is then unusable)
   bool cancelled = false;   // Job::cancel was set
   int prompt_tokens = 0, cached_tokens = 0, generated = 0;
+  int rounds = 0;           // decode steps the job took part in
+  int guessed = 0, kept = 0;  // speculation: guesses verified, and kept
   double queued_s = 0, prompt_s = 0, gen_s = 0;  // waiting, prompt (to first token), decode
 };
 
@@ -36,6 +42,7 @@ struct Job {
   std::vector<int32_t> prompt;  // non-empty; prompt.size() + max_tokens <= the slot context
   sampler::Params params;       // seed included
   int max_tokens = 1;
+  int max_guesses = -1;  // speculation: guesses per step at most; -1: the scheduler's own
   // Every drawn token (with its log-probabilities when params.top_logprobs >= 0, else
   // null), on the scheduler's thread; false: the job is done (end of text, a stop string,
   // the client left). Keep it short: the whole batch waits for it.
@@ -44,18 +51,31 @@ struct Job {
   std::atomic<bool> cancel{false};            // set from any thread; noticed between steps
 };
 
+// Speculative decoding for every job (--lookup, --draft-model): guesses from the job's own
+// text (up to `lookup` per step), else from a draft model; how many are verified adapts to
+// the measured acceptance and row cost (speculative.h) unless `adaptive` is off.
+struct Speculation {
+  int lookup = 0;             // 0: no lookup guesses
+  Cluster* draft = nullptr;   // the draft model's one-node cluster (slots as the target's), or null
+  int draft_max = 0;          // guesses per step from the draft model at most
+  bool adaptive = true;       // false: always as many as there are (measurements)
+  bool on() const { return lookup > 0 || (draft && draft_max > 0); }
+};
+
 struct SchedulerStats {
   int slots = 0, slots_in_use = 0, queued = 0;
   int last_batch_rows = 0, last_batch_seqs = 0;  // the latest step
   uint64_t steps = 0;
+  uint64_t decode_rounds = 0, decode_tokens = 0;  // a job's decode row in a step, tokens it drew
+  uint64_t guessed = 0, kept = 0;                 // speculation
   std::vector<NodeStats> nodes;  // the cluster's counters after the latest step
 };
 
 class Scheduler {
  public:
   // chunk: prompt tokens per step (>= 1); the cluster's max_rows() must hold chunk plus one
-  // decode row per slot.
-  Scheduler(Cluster& cluster, int chunk);
+  // decode row per slot (rows beyond that are room for guesses).
+  Scheduler(Cluster& cluster, int chunk, Speculation spec = {});
   ~Scheduler();  // ends every job (cancelled) and stops the thread
 
   void submit(std::shared_ptr<Job> job);
@@ -69,6 +89,10 @@ class Scheduler {
     Sequence* seq = nullptr;
     size_t fed = 0;          // prompt tokens evaluated (from the cached prefix on)
     int32_t next = -1;       // decode: the token to evaluate next
+    std::vector<int32_t> row;  // decode: next, then the guesses verified with it
+    int32_t shadow = -1;     // a lookup guess not verified, to measure acceptance with
+    Acceptance acc;
+    int idle_rounds = 0;     // rounds since the draft model last guessed (to measure again)
     JobEnd end;
     double t_start = 0, t_first = 0;
   };
@@ -76,9 +100,14 @@ class Scheduler {
   void admit(std::unique_lock<std::mutex>& lock);
   void finish(Active& a);
   bool step();  // false: the cluster failed
+  // Fills a.row (next, then guesses) for each generating job in `dec`.
+  void guess(const std::vector<size_t>& dec);
 
   Cluster& cluster_;
   const int chunk_;
+  Speculation spec_;
+  std::unique_ptr<DraftModel> draft_;
+  StepCost cost_;
   std::vector<std::unique_ptr<Sequence>> slots_;
   std::vector<bool> busy_;
   std::vector<uint64_t> last_used_;

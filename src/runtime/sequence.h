@@ -27,7 +27,7 @@ class Sequence {
     CHECK(n >= 0 && n <= n_past());
     tokens_.resize(size_t(n));
   }
-  // New sampling parameters; the generator restarts from p.seed.
+  // New sampling parameters (a draw is a function of p.seed and its position).
   void set_sampling(const sampler::Params& p) { sampler_ = std::make_unique<sampler::DistributedSampler>(p, n_vocab_); }
   sampler::DistributedSampler& sampler() { return *sampler_; }
 

@@ -1,6 +1,6 @@
 // distributed.cc: penalties by id, local top-k with log-sum-exp, the merge and the draw.
 // The draw repeats Sampler::sample's arithmetic on the merged candidates, operation for
-// operation, so both produce the same token from the same rng state.
+// operation, so both produce the same token for the same position.
 #include "sampler/distributed.h"
 
 #include <algorithm>
@@ -100,14 +100,14 @@ Logprobs logprobs(const std::vector<std::vector<Candidate>>& parts, float lse, i
   return out;
 }
 
-DistributedSampler::DistributedSampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab), rng_(p.seed) {}
+DistributedSampler::DistributedSampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab) {}
 
-int32_t DistributedSampler::sample(const std::vector<std::vector<Candidate>>& parts) {
+int32_t DistributedSampler::sample(const std::vector<std::vector<Candidate>>& parts, int64_t pos) const {
   const std::vector<Candidate> cand = merge_candidates(parts, k());
   if (cand.empty()) return 0;
   if (p_.temperature <= 0.0f) return cand[0].id;
   // The rest of Sampler::sample's chain, on the merged (sorted, top-k cut) candidates.
-  return draw_from_sorted(p_, cand, cand.size(), rng_);
+  return draw_from_sorted(p_, cand, cand.size(), pos);
 }
 
 }  // namespace sampler

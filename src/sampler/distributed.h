@@ -13,7 +13,6 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <random>
 #include <span>
 #include <utility>
 #include <vector>
@@ -70,14 +69,14 @@ class DistributedSampler {
   int k() const { return request_k(p_, n_vocab_); }
   // Candidates each node returns: k(), or more for top_logprobs (the draw still uses k()).
   int k_asked() const { return std::max(k(), std::min(p_.top_logprobs, n_vocab_)); }
-  // Draws from the nodes' candidates (penalties already applied by the nodes). Equal to
-  // Sampler::sample on the concatenated logits, draw for draw, for the same Params.
-  int32_t sample(const std::vector<std::vector<Candidate>>& parts);
+  // Draws the token for position pos from the nodes' candidates (penalties already
+  // applied by the nodes). Equal to Sampler::sample on the concatenated logits for the
+  // same Params and position.
+  int32_t sample(const std::vector<std::vector<Candidate>>& parts, int64_t pos) const;
 
  private:
   Params p_;
   int n_vocab_;
-  std::mt19937_64 rng_;
 };
 
 }  // namespace sampler

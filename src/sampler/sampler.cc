@@ -7,7 +7,21 @@
 
 namespace sampler {
 
-int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, size_t n, std::mt19937_64& rng) {
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+double draw_uniform(uint64_t seed, int64_t pos, int32_t id) {
+  const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ uint64_t(pos)) ^ uint64_t(uint32_t(id)));
+  return (double(h >> 11) + 0.5) * 0x1.0p-53;  // never 0 nor 1
+}
+
+int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, size_t n, int64_t pos) {
   // softmax over the kept candidates
   std::vector<double> probs(n);
   double sum = 0;
@@ -28,17 +42,18 @@ int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, si
     while (keep < n && probs[keep] >= floor) ++keep;
     n = keep;
   }
-  // temperature, then draw
-  std::vector<double> w(n);
-  double wsum = 0;
-  for (size_t i = 0; i < n; ++i) wsum += w[i] = std::exp(double(cand[i].logit - cand[0].logit) / p.temperature);
-  std::uniform_real_distribution<double> u(0.0, wsum);
-  double r = u(rng);
+  // temperature, then the Gumbel-max draw (the first of equal scores wins)
+  size_t best = 0;
+  double best_score = -INFINITY;
   for (size_t i = 0; i < n; ++i) {
-    r -= w[i];
-    if (r <= 0) return cand[i].id;
+    const double g = -std::log(-std::log(draw_uniform(p.seed, pos, cand[i].id)));
+    const double score = double(cand[i].logit - cand[0].logit) / p.temperature + g;
+    if (score > best_score) {
+      best_score = score;
+      best = i;
+    }
   }
-  return cand[n - 1].id;
+  return cand[best].id;
 }
 
 int32_t argmax(const float* x, int n) {
@@ -48,7 +63,7 @@ int32_t argmax(const float* x, int n) {
   return best;
 }
 
-Sampler::Sampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab), rng_(p.seed) {}
+Sampler::Sampler(const Params& p, int n_vocab) : p_(p), n_vocab_(n_vocab) {}
 
 void Sampler::apply_penalties(float* logits, const std::vector<int32_t>& history) const {
   const bool any = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
@@ -69,7 +84,7 @@ void apply_logit_bias(const LogitBias& biases, float* logits, int32_t first, int
     if (id >= first && id < first + n) logits[id - first] += bias;
 }
 
-int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history, int64_t pos) {
   apply_penalties(logits, history);
   apply_logit_bias(p_.logit_bias, logits, 0, n_vocab_);
   if (p_.temperature <= 0.0f) return argmax(logits, n_vocab_);
@@ -86,7 +101,7 @@ int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
   } else {
     std::sort(cand_.begin(), cand_.end(), by_logit);
   }
-  return draw_from_sorted(p_, cand_, n, rng_);
+  return draw_from_sorted(p_, cand_, n, pos < 0 ? int64_t(history.size()) : pos);
 }
 
 }  // namespace sampler

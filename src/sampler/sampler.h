@@ -1,10 +1,14 @@
 // sampler.h: turns logits into the next token: repetition / presence / frequency
 // penalties, top-k, top-p (nucleus), min-p, temperature, then a seeded draw; greedy
 // (argmax, lowest id on ties) when temperature <= 0. The order follows llama.cpp's default
-// chain. Deliberately no knowledge of tokens' text (stop strings live with the caller).
+// chain. The draw is the Gumbel-max trick with noise that is a function of (seed, the
+// position the token will take, token id) alone: the token at a position does not depend
+// on how many draws came before it, so speculative decoding (runtime/speculative.h), which
+// verifies several positions in one step, draws exactly the tokens plain decoding draws.
+// Deliberately no knowledge of tokens' text (stop strings live with the caller).
 #pragma once
+#include <cstddef>
 #include <cstdint>
-#include <random>
 #include <utility>
 #include <vector>
 
@@ -43,23 +47,28 @@ class Sampler {
  public:
   Sampler(const Params& p, int n_vocab);
   // Picks a token from logits[0..n_vocab) (modified in place by penalties) given the
-  // tokens seen so far (prompt and generated).
-  int32_t sample(float* logits, const std::vector<int32_t>& history);
+  // tokens seen so far (prompt and generated); the token takes position pos (default:
+  // history.size()), which selects the draw's noise.
+  int32_t sample(float* logits, const std::vector<int32_t>& history, int64_t pos = -1);
   const Params& params() const { return p_; }
 
  private:
   void apply_penalties(float* logits, const std::vector<int32_t>& history) const;
   Params p_;
   int n_vocab_;
-  std::mt19937_64 rng_;
   std::vector<Candidate> cand_;
 };
 
 // Index of the largest value (lowest index on ties).
 int32_t argmax(const float* x, int n);
 
-// The tail of the chain: top-p, min-p, temperature and the draw, on candidates already
-// sorted best first and cut to top-k. Shared by Sampler and the distributed merge.
-int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, size_t n, std::mt19937_64& rng);
+// Uniform in (0, 1), a pure function of (seed, pos, id): the draw's randomness.
+double draw_uniform(uint64_t seed, int64_t pos, int32_t id);
+
+// The tail of the chain: top-p, min-p, temperature and the draw for position pos, on
+// candidates already sorted best first and cut to top-k. Shared by Sampler and the
+// distributed merge. The draw is argmax over the kept i of logit_i / T + Gumbel noise
+// -log(-log(draw_uniform(seed, pos, id_i))): exactly a sample of softmax(logit / T) over them.
+int32_t draw_from_sorted(const Params& p, const std::vector<Candidate>& cand, size_t n, int64_t pos);
 
 }  // namespace sampler

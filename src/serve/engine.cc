@@ -10,8 +10,8 @@
 
 namespace serve {
 
-Engine::Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk)
-    : cluster_(cluster), tok_(tok), sched_(cluster, chunk) {
+Engine::Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk, runtime::Speculation spec)
+    : cluster_(cluster), tok_(tok), sched_(cluster, chunk, spec) {
 }
 
 namespace {
@@ -48,6 +48,7 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   job->params = req.params;
   if (!req.seed_given) job->params.seed = std::random_device{}();
   job->max_tokens = req.max_tokens;
+  job->max_guesses = req.max_guesses;
   auto dec = std::make_shared<tokenizer::StreamDecoder>(tok_);
   auto stop = std::make_shared<StopMatcher>(req.stop);
   const tokenizer::Tokenizer* tok = &tok_;

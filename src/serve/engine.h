@@ -32,6 +32,7 @@ struct GenerationRequest {
   sampler::Params params;
   bool seed_given = false;      // else a random seed (temperature > 0)
   int max_tokens = 1;
+  int max_guesses = -1;         // speculation: guesses per step at most; -1: the server's
   std::vector<std::string> stop;
 };
 
@@ -63,8 +64,8 @@ struct EngineMetrics {
 
 class Engine {
  public:
-  // chunk: prompt tokens per step (see runtime::Scheduler).
-  Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk);
+  // chunk: prompt tokens per step, spec: speculative decoding (see runtime::Scheduler).
+  Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk, runtime::Speculation spec = {});
 
   GenerationResult generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting = {},
                             const LogprobSink& logprobs = {});

@@ -323,7 +323,7 @@ int32_t merged_sample(sampler::DistributedSampler& ds, const std::vector<float>&
     sampler::apply_logit_bias(ds.params().logit_bias, local.data(), cuts[i], int(local.size()));
     parts.push_back(sampler::local_candidates(local.data(), cuts[i], int(local.size()), ds.k_asked()).cand);
   }
-  return ds.sample(parts);
+  return ds.sample(parts, int64_t(history.size()));
 }
 
 TEST(DistributedSampler, EqualsSamplingTheConcatenatedLogits) {
@@ -408,7 +408,7 @@ TEST(DistributedSampler, LogprobsEqualAWholeRowSoftmax) {
             parts.push_back(lc.cand);
             lses.push_back(lc.lse);
           }
-          const int32_t t = ds.sample(parts);
+          const int32_t t = ds.sample(parts, int64_t(history.size()));
           const auto lp = sampler::logprobs(parts, sampler::merge_lse(lses), t, top);
           EXPECT_NEAR(lp.logprob, row[t] - lse, 1e-4);
           std::vector<int> order(V);
@@ -439,10 +439,10 @@ TEST(DistributedSampler, LogitBiasForbidsAndForcesAcrossSlices) {
     p.temperature = temp;
     p.logit_bias = {{best, -100.0f}};
     sampler::DistributedSampler forbid(p, V);
-    for (int i = 0; i < 50; ++i) EXPECT_NE(merged_sample(forbid, l, cuts, {}), best);
+    for (int i = 0; i < 50; ++i) EXPECT_NE(merged_sample(forbid, l, cuts, std::vector<int32_t>(i, 1)), best);
     p.logit_bias = {{weak, 100.0f}};
     sampler::DistributedSampler force(p, V);
-    for (int i = 0; i < 50; ++i) EXPECT_EQ(merged_sample(force, l, cuts, {}), weak);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(merged_sample(force, l, cuts, std::vector<int32_t>(i, 1)), weak);
   }
 }
 
@@ -482,16 +482,25 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   decode.n = 1;
   decode.want = runtime::Want::kCandidates;
   decode.k = 40;
-  decode.penalties = {{3, 2}, {17, 1}};
+  decode.penalties = {{{3, 2}, {17, 1}}};
   decode.repeat_penalty = 1.1f;
   decode.logit_bias = {{4, -100.0f}, {90, 2.5f}};
   decode.rowwise = true;
-  s.segs = {score, decode};
-  std::vector<uint8_t> rows(4 * 4 * 8, 0x3c);  // 4 rows of 8 F32 values
+  runtime::StepSegment verify;  // drafts: every row sampled, a penalty list per row
+  verify.slot = 1;
+  verify.pos = 12;
+  verify.n = 3;
+  verify.want = runtime::Want::kCandidates;
+  verify.every_row = verify.rowwise = true;
+  verify.penalties = {{}, {{7, 1}}, {{7, 1}, {8, 1}}};
+  s.segs = {score, decode, verify};
+  std::vector<uint8_t> rows(7 * 4 * 8, 0x3c);  // 7 rows of 8 F32 values
   s.rows = rows;
   auto p = runtime::parse_step(runtime::encode_step(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
-  ASSERT_EQ(p->segs.size(), 2u);
+  ASSERT_EQ(p->segs.size(), 3u);
+  EXPECT_TRUE(p->segs[2].every_row && p->segs[2].rowwise && !p->segs[1].every_row);
+  EXPECT_EQ(p->segs[2].penalties, verify.penalties);
   EXPECT_EQ(p->segs[0].targets, score.targets);
   EXPECT_EQ(p->segs[0].want, runtime::Want::kScores);
   EXPECT_EQ(p->segs[1].slot, 0);
@@ -502,14 +511,17 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   EXPECT_TRUE(p->segs[0].logit_bias.empty());
   EXPECT_FALSE(p->segs[0].rowwise);
   EXPECT_TRUE(p->segs[1].rowwise);
-  EXPECT_EQ(p->rows_total(), 4);
+  EXPECT_EQ(p->rows_total(), 7);
   EXPECT_TRUE(runtime::check_step_fits(*p, 8, 64, 3, 8, "test").ok());
   // Each refused by name: too few slots, too short a context, too many rows, a slot twice.
-  for (auto [ctx, slots, rows_max] : {std::tuple{64, 2, 8}, {40, 3, 8}, {64, 3, 3}})
+  for (auto [ctx, slots, rows_max] : {std::tuple{64, 2, 8}, {40, 3, 8}, {64, 3, 6}})
     EXPECT_FALSE(runtime::check_step_fits(*p, 8, ctx, slots, rows_max, "test").ok()) << ctx << slots << rows_max;
   runtime::Step twice = *p;
   twice.segs[1].slot = 2;
   EXPECT_NE(runtime::check_step_fits(twice, 8, 64, 3, 8, "test").message().find("twice"), std::string::npos);
+  s.segs[2].penalties.pop_back();  // a penalty list per sampled row is required
+  EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
+  s.segs[2].penalties.push_back({});
   s.segs[0].targets = {1};  // a target per row is required
   EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
   s.segs.clear();  // a step has at least one segment

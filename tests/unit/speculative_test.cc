@@ -1,0 +1,217 @@
+// speculative_test.cc: speculative decoding's parts (lookup guesses, the step-cost fit, the
+// choice of k) and its one promise: with guesses from the text, from an identical draft
+// model or from an unrelated one, adaptive or fixed, every job's tokens and log-probabilities
+// are those it gets without speculation, greedy or sampled, with penalties, several jobs
+// at once (one node; e2e/test_speculative.py does clusters).
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+
+#include "model/loader.h"
+#include "model/synthetic.h"
+#include "runtime/cluster.h"
+#include "runtime/scheduler.h"
+#include "runtime/speculative.h"
+#include "scratch.h"
+
+namespace {
+
+TEST(LookupDraft, ContinuesTheLatestEarlierOccurrenceOfTheLongestSuffix) {
+  using V = std::vector<int32_t>;
+  // "1 2 3" recurs: the tokens after its latest earlier occurrence (at 5) are 8 9
+  const V t = {1, 2, 3, 4, 7, 1, 2, 3, 8, 9, 5, 1, 2, 3};
+  EXPECT_EQ(runtime::lookup_draft(t, 2), (V{8, 9}));
+  EXPECT_EQ(runtime::lookup_draft(t, 10), (V{8, 9, 5, 1, 2, 3}));  // up to the end of the text
+  EXPECT_EQ(runtime::lookup_draft(t, 0), V{});
+  EXPECT_EQ(runtime::lookup_draft(V{1, 2, 3, 4}, 4), V{});          // nothing recurs
+  EXPECT_EQ(runtime::lookup_draft(V{5, 6, 9, 9, 5, 6}, 3), (V{9, 9, 5}));  // a 2-gram
+  EXPECT_EQ(runtime::lookup_draft(V{5, 6, 9, 9, 5, 6}, 3, 4, 3), V{});     // but not when 3 are needed
+  EXPECT_EQ(runtime::lookup_draft(V{7, 7, 7, 7}, 3), (V{7}));       // overlapping: the latest one
+  EXPECT_EQ(runtime::lookup_draft(V{}, 3), V{});
+}
+
+TEST(StepCost, FitsStepAndRowTimesAndUsesThePriorUntilRowsVary) {
+  runtime::StepCost c(0.25);
+  EXPECT_FALSE(c.known());
+  for (int i = 0; i < 10; ++i) c.add(1, 0.010);
+  EXPECT_NEAR(c.per_step(), 0.008, 1e-9);  // a + 0.25 a = 0.010
+  EXPECT_NEAR(c.per_row(), 0.002, 1e-9);
+  for (int i = 0; i < 200; ++i) c.add(1 + i % 5, 0.020 + 0.003 * (1 + i % 5));
+  EXPECT_NEAR(c.per_step(), 0.020, 1e-6);
+  EXPECT_NEAR(c.per_row(), 0.003, 1e-6);
+  EXPECT_NEAR(c.at(4), 0.032, 1e-6);
+}
+
+TEST(ChooseGuesses, GuessesOnlyWhatPaysForItself) {
+  // A round trip dominates (rows nearly free): guess much when guesses are kept.
+  EXPECT_EQ(runtime::choose_guesses(0.9, 0.064, 0.001, 0, 8), 8);
+  EXPECT_GE(runtime::choose_guesses(0.5, 0.064, 0.001, 0, 8), 2);
+  // A row costs as much as a step (one node, compute-bound): never.
+  EXPECT_EQ(runtime::choose_guesses(0.7, 0.010, 0.010, 0, 8), 0);
+  // Guesses never kept: never; and never more than allowed.
+  EXPECT_EQ(runtime::choose_guesses(0.0, 0.064, 0.001, 0, 8), 0);
+  EXPECT_LE(runtime::choose_guesses(0.99, 0.064, 0.0, 0, 3), 3);
+  // A draft model that costs a step per guess cannot pay for itself at any acceptance.
+  EXPECT_EQ(runtime::choose_guesses(0.95, 0.010, 0.001, 0.010, 8), 0);
+}
+
+struct Outcome {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> logprobs;
+  int guessed = 0, kept = 0;
+};
+
+class SpeculativeDecoding : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    for (int i = 0; i < 2; ++i) {
+      paths_[i] = shardlm_test::scratch_path("spec" + std::to_string(i) + ".gguf");
+      ASSERT_TRUE(
+          model::write_synthetic_model(paths_[i], *model::shape_by_name("toy"), tensor::Type::Q8_0, 21 + i).ok());
+    }
+  }
+  static std::string paths_[2];
+
+  static constexpr int kSlots = 3, kChunk = 16, kGuesses = 6;
+  runtime::ClusterOptions options() const {
+    runtime::ClusterOptions o;
+    o.ctx = 160;
+    o.n_slots = kSlots;
+    o.batch = kChunk + kSlots * (1 + kGuesses);
+    o.progress = false;
+    return o;
+  }
+  // Every job at once; spec.draft is filled from draft_path when it is not "".
+  Outcome run(const std::vector<std::vector<int32_t>>& prompts, const std::vector<sampler::Params>& params,
+          runtime::Speculation spec, const std::string& draft_path = "") {
+    util::ThreadPool pool(2);
+    auto m = model::load_model(paths_[0]);
+    EXPECT_TRUE(m.ok());
+    auto cl = runtime::Cluster::start(**m, paths_[0], options(), pool);
+    EXPECT_TRUE(cl.ok()) << cl.error();
+    std::unique_ptr<model::LoadedModel> dm;
+    std::unique_ptr<runtime::Cluster> dc;
+    if (!draft_path.empty()) {
+      auto loaded = model::load_model(draft_path);
+      EXPECT_TRUE(loaded.ok());
+      dm = std::move(*loaded);
+      auto d = runtime::Cluster::start(*dm, draft_path, options(), pool);
+      EXPECT_TRUE(d.ok()) << d.error();
+      dc = std::move(*d);
+      spec.draft = dc.get();
+    }
+    Outcome out;
+    out.tokens.resize(prompts.size());
+    out.logprobs.resize(prompts.size());
+    {
+      runtime::Scheduler sched(**cl, kChunk, spec);
+      std::vector<std::promise<runtime::JobEnd>> ends(prompts.size());
+      for (size_t j = 0; j < prompts.size(); ++j) {
+        auto job = std::make_shared<runtime::Job>();
+        job->prompt = prompts[j];
+        job->params = params[j];
+        job->max_tokens = 40;
+        job->on_token = [&out, j](int32_t t, const sampler::Logprobs* lp) {
+          out.tokens[j].push_back(t);
+          if (lp) {
+            out.logprobs[j].push_back(lp->logprob);
+            for (const auto& x : lp->top) out.logprobs[j].push_back(x.logprob + float(x.id));
+          }
+          return true;
+        };
+        job->on_end = [&ends, j](const runtime::JobEnd& e) { ends[j].set_value(e); };
+        sched.submit(job);
+      }
+      for (auto& e : ends) {
+        const runtime::JobEnd end = e.get_future().get();
+        EXPECT_TRUE(end.status.ok()) << end.status.message();
+        out.guessed += end.guessed;
+        out.kept += end.kept;
+      }
+    }
+    return out;
+  }
+};
+std::string SpeculativeDecoding::paths_[2];
+
+TEST_F(SpeculativeDecoding, EveryJobDrawsTheTokensItDrawsWithout) {
+  // Prompts that repeat themselves (lookup finds guesses) and one that does not.
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 40, 41, 42, 43, 44, 45, 40, 41, 42, 43, 44, 45, 40, 41},
+      {1, 300, 301, 302, 303, 300, 301, 302, 303, 300, 301, 302, 303, 300},
+      {1, 7, 99, 250, 33, 18, 402, 5, 77}};
+  std::vector<std::vector<sampler::Params>> settings;
+  sampler::Params greedy;
+  greedy.temperature = 0;
+  sampler::Params sampled;  // defaults: top-k 40, top-p, min-p, temperature 0.8
+  sampled.seed = 5;
+  sampled.top_logprobs = 2;
+  sampler::Params penalised = sampled;
+  penalised.repeat_penalty = 1.3f;
+  penalised.frequency_penalty = 0.2f;
+  penalised.repeat_last_n = 8;
+  penalised.top_k = 0;  // every node sends its whole range
+  penalised.seed = 7;
+  settings.push_back({greedy, greedy, greedy});
+  settings.push_back({sampled, penalised, greedy});
+  for (size_t si = 0; si < settings.size(); ++si) {
+    SCOPED_TRACE("settings " + std::to_string(si));
+    const Outcome plain = run(prompts, settings[si], {});
+    for (const auto& t : plain.tokens) ASSERT_EQ(t.size(), 40u);
+    for (bool adaptive : {false, true}) {
+      SCOPED_TRACE(adaptive ? "adaptive" : "fixed");
+      runtime::Speculation lookup;
+      lookup.lookup = kGuesses;
+      lookup.adaptive = adaptive;
+      const Outcome l = run(prompts, settings[si], lookup);
+      EXPECT_EQ(l.tokens, plain.tokens);
+      EXPECT_EQ(l.logprobs, plain.logprobs);
+      if (!adaptive) EXPECT_GT(l.guessed, 0);
+      runtime::Speculation draft;
+      draft.draft_max = kGuesses;
+      draft.adaptive = adaptive;
+      const Outcome same = run(prompts, settings[si], draft, paths_[0]);  // the model itself: every guess kept
+      EXPECT_EQ(same.tokens, plain.tokens);
+      EXPECT_EQ(same.logprobs, plain.logprobs);
+      EXPECT_EQ(same.kept, same.guessed);
+      if (!adaptive) EXPECT_GT(same.guessed, 40);
+      const Outcome other = run(prompts, settings[si], draft, paths_[1]);  // an unrelated model
+      EXPECT_EQ(other.tokens, plain.tokens);
+      EXPECT_EQ(other.logprobs, plain.logprobs);
+      if (!adaptive) EXPECT_LT(other.kept, other.guessed);
+    }
+  }
+}
+
+// A job's own cap: max_guesses 0 turns speculation off for it alone.
+TEST_F(SpeculativeDecoding, AJobCanTurnItOff) {
+  runtime::Speculation spec;
+  spec.lookup = kGuesses;
+  spec.adaptive = false;
+  util::ThreadPool pool(2);
+  auto m = model::load_model(paths_[0]);
+  ASSERT_TRUE(m.ok());
+  auto cl = runtime::Cluster::start(**m, paths_[0], options(), pool);
+  ASSERT_TRUE(cl.ok());
+  runtime::Scheduler sched(**cl, kChunk, spec);
+  for (int cap : {0, 2}) {
+    auto job = std::make_shared<runtime::Job>();
+    job->prompt = {1, 40, 41, 42, 40, 41, 42, 40, 41, 42, 40};
+    job->params.temperature = 0;
+    job->max_tokens = 30;
+    job->max_guesses = cap;
+    job->on_token = [](int32_t, const sampler::Logprobs*) { return true; };
+    std::promise<runtime::JobEnd> end;
+    job->on_end = [&](const runtime::JobEnd& e) { end.set_value(e); };
+    sched.submit(job);
+    const runtime::JobEnd e = end.get_future().get();
+    if (cap == 0) EXPECT_EQ(e.guessed, 0);
+    if (cap == 2) {
+      EXPECT_GT(e.guessed, 0);
+      EXPECT_LE(e.guessed, 2 * e.rounds);
+    }
+  }
+}
+
+}  // namespace
