@@ -13,18 +13,17 @@ namespace cli {
 
 namespace {
 // CLI11's own range check prints only the range; these say what to do instead.
-std::string at_least_one(const std::string& v, const char* name, const char* instead) {
+std::string guesses(const std::string& v, const char* instead) {
   int n = 0;
   try {
     size_t used = 0;
     n = std::stoi(v, &used);
     if (used != v.size()) throw std::invalid_argument(v);
   } catch (...) {
-    return std::string(name) + " takes a whole number, not '" + v + "'";
+    return "takes a whole number of guesses, not '" + v + "'";
   }
   if (n < 1 || n > runtime::kMaxGuesses)
-    return std::string(name) + " " + v + ": give 1 to " + std::to_string(runtime::kMaxGuesses) + " guesses per step" +
-           instead;
+    return v + " is not 1 to " + std::to_string(runtime::kMaxGuesses) + " guesses per step" + instead;
   return "";
 }
 }  // namespace
@@ -33,14 +32,13 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions* o) {
   cmd->add_option("--lookup", o->lookup,
                   "speculative decoding: guess up to N tokens per step by finding the text's last few tokens "
                   "earlier in the prompt or reply (copying, editing, quoting); the output is unchanged")
-      ->check([](const std::string& v) { return at_least_one(v, "--lookup", "; leave --lookup out to decode "
-                                                                             "without it"); });
+      ->check([](const std::string& v) { return guesses(v, "; leave --lookup out to decode without it"); });
   cmd->add_option("--draft-model", o->draft_model,
                   "speculative decoding: a small GGUF model with the same vocabulary guesses the next tokens on "
                   "the root; the output is unchanged")
       ->check(CLI::ExistingFile);
   cmd->add_option("--draft-max", o->draft_max, "guesses per step from --draft-model at most")
-      ->check([](const std::string& v) { return at_least_one(v, "--draft-max", ""); })
+      ->check([](const std::string& v) { return guesses(v, ""); })
       ->capture_default_str();
   cmd->add_flag("--fixed-guesses", o->fixed,
                 "verify every guess there is, instead of as many as the measured acceptance and row cost "

@@ -448,6 +448,10 @@ std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, i
                              "server with a larger --ctx", key, "context_length_exceeded");
     r.max_tokens = int(v);
   }
+  if (field(body, "speculative.n_max")) {  // llama.cpp's name; 0: no speculation for this request
+    if (auto e = integer(body, "speculative.n_max", 0, 32, &v)) return e;
+    r.max_guesses = int(v);
+  }
   if (auto e = parse_stop(body, &r)) return e;
   if (auto e = boolean(body, "stream", &r.stream)) return e;
   if (const json* so = field(body, "stream_options")) {

@@ -48,6 +48,7 @@ struct Request {
   sampler::Params params;
   bool seed_given = false;
   int max_tokens = 0;  // 0: until the context is full
+  int max_guesses = -1;  // "speculative.n_max": guesses per step at most (-1: the server's)
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;

@@ -242,6 +242,14 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_batch_size", "", m.sched.last_batch_rows);
   metric("shardlm_batch_sequences", "gauge", "Sequences in the latest step of the model.");
   value("shardlm_batch_sequences", "", m.sched.last_batch_seqs);
+  metric("shardlm_decode_steps_total", "counter", "Decode rows of requests in steps (one per request and step).");
+  value("shardlm_decode_steps_total", "", double(m.sched.decode_rounds));
+  metric("shardlm_decode_tokens_total", "counter", "Tokens drawn by those rows (more than one with speculation).");
+  value("shardlm_decode_tokens_total", "", double(m.sched.decode_tokens));
+  metric("shardlm_speculative_guesses_total", "counter", "Speculative guesses verified (--lookup, --draft-model).");
+  value("shardlm_speculative_guesses_total", "", double(m.sched.guessed));
+  metric("shardlm_speculative_kept_total", "counter", "Speculative guesses kept (acceptance = kept / guesses).");
+  value("shardlm_speculative_kept_total", "", double(m.sched.kept));
   metric("shardlm_node_compute_seconds_total", "counter", "Compute time of each node.");
   for (size_t i = 0; i < m.sched.nodes.size(); ++i)
     value("shardlm_node_compute_seconds_total",
@@ -344,6 +352,7 @@ class Handler {
     g->seed_given = r.seed_given;
     g->max_tokens = r.max_tokens ? r.max_tokens : std::min(ctx - n, o_.default_max_tokens);
     g->stop = r.stop;
+    g->max_guesses = r.max_guesses;
     ResponseIds ids;
     ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
     ids.created = std::chrono::duration_cast<std::chrono::seconds>(
