@@ -58,7 +58,7 @@ def start_worker():
 def generate(prompt, n, workers=()):
     cmd = [BIN, "generate", "-m", MODEL, "-p", prompt, "-n", str(n), "--temp", "0", "-t", "1", "--ctx", CTX]
     if workers:
-        cmd += ["--workers", ",".join(workers)]
+        cmd += ["--workers", ",".join(workers), "--sync-type", "exact"]  # not auto: a loaded machine's probe may pick q8_0
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError("generate failed: " + r.stderr[-500:])
@@ -318,7 +318,7 @@ def main():
     # the server; a headless Chromium drives the page.
     workers = [start_worker()[1] for _ in range(2)]
     crefs = {p: generate(p, LOAD_TOKENS, workers) for p in PROMPTS}
-    server, url = start_server(["--workers", ",".join(workers)])
+    server, url = start_server(["--workers", ",".join(workers), "--sync-type", "exact"])
     load(url, None, crefs, LOAD_REQUESTS_CLUSTER, "2 workers")
     client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=120)
     ref = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Hello"}],
