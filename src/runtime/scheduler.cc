@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 
 namespace runtime {
@@ -171,8 +170,15 @@ void Scheduler::guess(const std::vector<size_t>& dec) {
     }
     if (!draft_) continue;
     const int most = std::min(cap, spec_.draft_max);
-    int k = spec_.adaptive ? choose_guesses(a.acc.rate(), step_s, row_s, draft_->seconds_per_step(), most) : most;
-    if (k == 0 && ++a.idle_rounds >= 16) k = 1;  // measure the acceptance again now and then
+    const double guess_s = draft_->seconds_per_step();
+    int k = most;
+    if (spec_.adaptive && guess_s == 0) {
+      k = 1;  // one guess first, to time the draft model
+    } else if (spec_.adaptive) {
+      k = choose_guesses(a.acc.rate(), step_s, row_s, guess_s, most);
+      // Measure the acceptance again now and then, if a good one would pay at all.
+      if (k == 0 && ++a.idle_rounds >= 16 && choose_guesses(0.95, step_s, row_s, guess_s, most) > 0) k = 1;
+    }
     if (k == 0) continue;
     a.idle_rounds = 0;
     reqs.push_back({a.seq, a.next, k, {}});

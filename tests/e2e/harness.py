@@ -1,5 +1,6 @@
 """harness.py: what the end-to-end drivers share: pass/fail bookkeeping and child
 processes (started, their announced address read, killed at exit)."""
+import socket
 import subprocess
 import sys
 
@@ -23,6 +24,14 @@ def start(cmd, prefix="listening on "):
         p.kill()
         raise RuntimeError("%s did not report its address: %r %s" % (" ".join(cmd[:2]), line, p.stderr.read()[-500:]))
     return p, line[len(prefix):]
+
+
+def listen_loopback(backlog=8):
+    """A listening socket on a free loopback port: (socket, "127.0.0.1:port"), for fake peers."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(backlog)
+    return s, "127.0.0.1:%d" % s.getsockname()[1]
 
 
 def start_worker(binary, key=None, threads=1):

@@ -82,10 +82,7 @@ class FakeWorker:
     `linger` seconds (or closes at once when linger is 0)."""
 
     def __init__(self, data, linger):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock, self.addr = harness.listen_loopback(1)
         self.data, self.linger = data, linger
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()

@@ -20,7 +20,6 @@ import concurrent.futures
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -153,10 +152,7 @@ class OtherProtocolWorker:
     """Answers every connection with the hello of another protocol version, then closes."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock, self.addr = harness.listen_loopback(8)
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self):

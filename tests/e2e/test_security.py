@@ -70,10 +70,7 @@ class Proxy:
         self.edit = edit or (lambda d, f: [f])
         self.frames = []
         self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock, self.addr = harness.listen_loopback(8)
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self):
