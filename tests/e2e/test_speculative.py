@@ -5,7 +5,8 @@
     `shardlm quantize`) adaptive and --fixed-guesses, prints the text of plain decoding on
     several prompts (a copy task, free text, code), on one node and on 3 nodes (2 workers,
     --sync-type exact); sampled (--temp 0.8 --seed 3) too, on one node;
-  * --fixed-guesses verifies guesses and keeps some on the copy task (--stats);
+  * --fixed-guesses verifies guesses and keeps some on the copy task (--stats); a worker
+    killed during a speculative run on 3 nodes: the run recovers and prints the same text;
   * `serve --lookup 8`: concurrent streams give the text each request gets with
     speculation off ("speculative.n_max": 0), and /metrics counts the guesses;
   * bad input: --lookup 0 and -1, a draft model with another vocabulary, and one that is
@@ -83,6 +84,22 @@ def main():
             r = generate(prompt, ["--temp", "0"] + v, addrs)
             check(r.stdout == plain.stdout, "3 nodes, %s: one node's plain text for prompt %d: %r vs %r" %
                   (" ".join(v[::2]), i, r.stdout[-80:], plain.stdout[-80:]))
+    # A worker killed mid-run: recovery replays the slot (kept guesses only) and the text goes on.
+    ws = [harness.start_worker(BIN) for _ in range(2)]
+    waddrs = [a for _, a in ws]
+    cmd = [BIN, "generate", "-m", MODEL, "-p", PROMPTS[0], "-n", "80", "--temp", "0", "-t", "1", "--sync-type",
+           "exact", "--workers", ",".join(waddrs)]
+    ref = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    p = subprocess.Popen(cmd + ["--lookup", "8", "--fixed-guesses"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.read(40)
+    ws[1][0].kill()
+    out += p.stdout.read()
+    err = p.stderr.read().decode(errors="replace")
+    p.wait(timeout=300)
+    check(p.returncode == 0 and out.decode(errors="replace") == ref and "re-formed on 2 nodes" in err,
+          "a worker killed during speculation: the run recovers with plain decoding's text (rc %d; %s)" %
+          (p.returncode, err.strip()[-300:]))
+
     sampled = ["--temp", "0.8", "--seed", "3"]
     plain = generate(PROMPTS[1], sampled)
     for v in variants:

@@ -565,6 +565,14 @@ TEST(SlotHistory, KeepsWhatTheSlotStillReadsInOrder) {
   h.add(0, c);  // a new conversation from 0: only it
   ASSERT_EQ(h.segs().size(), 1u);
   EXPECT_EQ(h.n_tokens(), 1u);
+  // A rowwise segment (verified guesses) reaching past the next one's start is cut there.
+  h.add(1, d, /*rowwise=*/true);  // 1..3
+  h.add(2, b);                    // 2..3: keeps 1 of d
+  ASSERT_EQ(h.segs().size(), 3u);
+  EXPECT_EQ(h.segs()[1].n, 1);
+  EXPECT_EQ(h.tokens(h.segs()[1])[0], 12);
+  EXPECT_EQ(h.tokens(h.segs()[2])[0], 9);
+  EXPECT_EQ(h.n_tokens(), 1u + 1u + b.size());
 }
 
 TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
