@@ -448,6 +448,15 @@ std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, i
                              "server with a larger --ctx", key, "context_length_exceeded");
     r.max_tokens = int(v);
   }
+  if (const json* rf = field(body, "response_format")) {  // structured output is not built yet (issue 16)
+    if (!rf->is_object()) return wrong_type("response_format", "an object", *rf);
+    const json* type = field(*rf, "type");
+    if (!type || !type->is_string()) return bad_request("'response_format' needs a 'type'", "response_format");
+    if (*type != "text")
+      return bad_request("'response_format' type '" + type->get<std::string>() + "' is not supported yet: this "
+                         "server cannot constrain the output to JSON; leave response_format out (or use \"text\") "
+                         "and ask for JSON in the prompt", "response_format", "unsupported_value");
+  }
   if (field(body, "speculative.n_max")) {  // llama.cpp's name; 0: no speculation for this request
     if (auto e = integer(body, "speculative.n_max", 0, 32, &v)) return e;
     r.max_guesses = int(v);

@@ -67,6 +67,28 @@ TEST(ServeApi, AcceptsAFullChatRequest) {
   EXPECT_TRUE(r.include_usage);
 }
 
+// JSON output cannot be constrained yet: response_format json_object / json_schema is a
+// 400 naming the field, never a 200 with unconstrained text; "text" is accepted. So is the
+// per-request speculation cap, within 0..32.
+TEST(ServeApi, RefusesResponseFormatsItCannotHonourAndReadsSpeculativeNMax) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  for (const char* rf : {R"({"type":"json_object"})", R"({"type":"json_schema","json_schema":{"name":"x"}})",
+                         R"("json")", R"({})"}) {
+    auto e = parse("{" + msgs + R"(,"response_format":)" + rf + "}");
+    ASSERT_TRUE(e) << rf;
+    EXPECT_EQ(e->param, "response_format") << rf;
+  }
+  EXPECT_FALSE(parse("{" + msgs + R"(,"response_format":{"type":"text"}})"));
+  Request r;
+  ASSERT_FALSE(parse("{" + msgs + R"(,"speculative.n_max":3})", Endpoint::kChat, &r));
+  EXPECT_EQ(r.max_guesses, 3);
+  for (const char* v : {"-1", "33", "1.5", "\"4\""}) {
+    auto e = parse("{" + msgs + R"(,"speculative.n_max":)" + v + "}");
+    ASSERT_TRUE(e) << v;
+    EXPECT_EQ(e->param, "speculative.n_max") << v;
+  }
+}
+
 serve::Choice choice(std::string text, std::string finish, nlohmann::json logprobs) {
   serve::Choice c;
   c.text = std::move(text);
