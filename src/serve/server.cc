@@ -314,12 +314,15 @@ class Handler {
     // start the assistant's turn with the call (tools.h) and end it with the call.
     const ToolChoice tool_choice = r.tools.empty() ? ToolChoice::kNone : r.tool_choice;
     const bool tools_on = tool_choice != ToolChoice::kNone;
-    if (tools_on && !template_supports_tools(prompts_.template_source()))
-      return send_error(res, bad_request("the chat template does not show tools in the Hermes <tool_call> format this "
-                                         "server reads; restart the server with --chat-template qwen2 (or a template "
-                                         "file that does)", "tools", "unsupported_parameter"));
-    const std::string prefill = tool_prefill(tool_choice, r.tool_name);
-    if (tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) r.stop.push_back("</tool_call>");
+    const ToolFormat format = tool_format(prompts_.template_source());
+    if (tools_on && format == ToolFormat::kNone)
+      return send_error(res, bad_request("the chat template does not show tools in a format this server reads "
+                                         "(Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); restart the "
+                                         "server with --chat-template qwen2 (or a template file that does)", "tools",
+                                         "unsupported_parameter"));
+    const std::string prefill = tool_prefill(format, tool_choice, r.tool_name);
+    if ((tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) && !tool_stop(format).empty())
+      r.stop.push_back(tool_stop(format));
     if (ep == Endpoint::kChat) {
       auto t = prompts_.chat(r.chat_messages, tools_on ? r.tools : nlohmann::ordered_json::array(), prefill);
       if (!t) return send_error(res, bad_request("the chat template refused these messages: " + t.error(), "messages"));
@@ -403,7 +406,7 @@ class Handler {
           return send_error(res, api_error(503, "generation failed: " + out.status.message(), "server_error"));
         c.finish_reason = out.finish_reason;
         if (tools_on) {
-          ToolReply tr = parse_tool_calls(prefill + c.text);
+          ToolReply tr = parse_tool_calls(format, prefill + c.text);
           c.text = tr.calls.empty() ? prefill + c.text : tr.content;
           c.tool_calls = std::move(tr.calls);
           if (!c.tool_calls.empty()) c.finish_reason = "tool_calls";
@@ -420,8 +423,8 @@ class Handler {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, request_for, n_choices, echo, top_logprobs, add_usage, ids, ep, include_usage, tools_on, prefill](
-            size_t, httplib::DataSink& sink) {
+        [this, request_for, n_choices, echo, top_logprobs, add_usage, ids, ep, include_usage, tools_on, prefill,
+         format](size_t, httplib::DataSink& sink) {
           auto event = [&](const std::string& data) {
             const std::string s = "data: " + data + "\n\n";
             return sink.write(s.data(), s.size());
@@ -448,7 +451,7 @@ class Handler {
               lps.clear();
               return lp;
             };
-            ToolStream tools(prefill);
+            ToolStream tools(format, prefill);
             auto content = [&](const std::string& t) {
               const bool ok = event(dump(chunk_json(ep, ids, t, "", first, i, take_logprobs())));
               offset += t.size();

@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "model/loader.h"
 #include "model/synthetic.h"
@@ -24,6 +25,8 @@
 #include "serve/engine.h"
 #include "serve/prompt.h"
 #include "serve/stop.h"
+#include "serve/tools.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 #include "scratch.h"
@@ -539,11 +542,17 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
 
 }  // namespace
 
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 // Hermes-format tool calls: content before the first call, calls as {name, arguments}
 // JSON (arguments back as a JSON object's text), anything else all content; a stream holds
 // the text from a <tool_call> (or a possible start of one) on.
 TEST(ServeTools, RepliesCutIntoContentAndCalls) {
-  auto r = serve::parse_tool_calls(
+  const auto H = serve::ToolFormat::kHermes;
+  auto r = serve::parse_tool_calls(H,
       "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
       "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
   EXPECT_EQ(r.content, "Let me look.");
@@ -553,35 +562,104 @@ TEST(ServeTools, RepliesCutIntoContentAndCalls) {
   EXPECT_EQ(r.calls[0].id.rfind("call_", 0), 0u);
   EXPECT_NE(r.calls[0].id, r.calls[1].id);
   // Unclosed (a stop at </tool_call>): still a call.
-  auto named = serve::parse_tool_calls(serve::tool_prefill(serve::ToolChoice::kNamed, "f") + "{\"x\": 1}}");
+  auto named = serve::parse_tool_calls(H, serve::tool_prefill(H, serve::ToolChoice::kNamed, "f") + "{\"x\": 1}}");
   ASSERT_EQ(named.calls.size(), 1u);
   EXPECT_EQ(named.calls[0].name, "f");
   EXPECT_TRUE(named.content.empty());
   for (const std::string bad : {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<tool_call>not json</tool_call>",
                                 "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>",
                                 "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> and more"}) {
-    auto b = serve::parse_tool_calls(bad);
+    auto b = serve::parse_tool_calls(H, bad);
     EXPECT_TRUE(b.calls.empty()) << bad;
     EXPECT_EQ(b.content, bad);
   }
-  EXPECT_EQ(serve::tool_prefill(serve::ToolChoice::kAuto, ""), "");
-  EXPECT_EQ(serve::tool_prefill(serve::ToolChoice::kRequired, ""), "<tool_call>\n");
-  EXPECT_TRUE(serve::template_supports_tools(*tokenizer::builtin_chat_template("qwen2")));
-  EXPECT_FALSE(serve::template_supports_tools(*tokenizer::builtin_chat_template("chatml")));
+  EXPECT_EQ(serve::tool_prefill(H, serve::ToolChoice::kAuto, ""), "");
+  EXPECT_EQ(serve::tool_prefill(H, serve::ToolChoice::kRequired, ""), "<tool_call>\n");
+  EXPECT_EQ(serve::tool_stop(H), "</tool_call>");
+  EXPECT_EQ(serve::tool_format(*tokenizer::builtin_chat_template("qwen2")), H);
+  EXPECT_EQ(serve::tool_format(*tokenizer::builtin_chat_template("chatml")), serve::ToolFormat::kNone);
 }
 
 TEST(ServeTools, StreamHoldsTheCalls) {
-  serve::ToolStream s("");
+  serve::ToolStream s(serve::ToolFormat::kHermes, "");
   EXPECT_EQ(s.push("Sure. <to"), "Sure. ");  // "<to" may start a call
   EXPECT_EQ(s.push("ol_call>\n{\"name\": \"f\", "), "");
   EXPECT_EQ(s.push("\"arguments\": {}}\n</tool_call>"), "");
   auto r = s.finish();
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_TRUE(r.content.empty());  // "Sure." went out already
-  serve::ToolStream plain("");
+  serve::ToolStream plain(serve::ToolFormat::kHermes, "");
   EXPECT_EQ(plain.push("a <b"), "a <b");
   EXPECT_EQ(plain.push(" c <"), " c ");
   auto p = plain.finish();
   EXPECT_TRUE(p.calls.empty());
   EXPECT_EQ(p.content, "<");  // the held tail, as content
+}
+
+// Llama 3.1 and Mistral v3 (their real templates): the format is recognised, a reply in it
+// (streamed or whole, forced or not) becomes calls, and the calls render back through the
+// template as the assistant's turn of the next request (Mistral demands 9-character ids).
+TEST(ServeTools, Llama3AndMistralFormatsRoundTripThroughTheirTemplates) {
+  struct Case {
+    const char* file;
+    serve::ToolFormat format;
+    std::string reply, content;
+    const char* shown_in_history;  // what the rendered history shows of the call
+  };
+  const std::vector<Case> cases = {
+      {"llama3.1.jinja", serve::ToolFormat::kLlama3,
+       "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", "get_weather"},
+      {"llama3.1.jinja", serve::ToolFormat::kLlama3,
+       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", "get_weather"},
+      {"mistral-v3.jinja", serve::ToolFormat::kMistral,
+       "Checking. [TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "Checking.",
+       "[TOOL_CALLS]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.file) + ": " + c.reply);
+    const std::string source = read_text(std::string(SHARDLM_SOURCE_DIR) + "/tests/data/chat_templates/" + c.file);
+    ASSERT_EQ(serve::tool_format(source), c.format);
+    auto r = serve::parse_tool_calls(c.format, c.reply);
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.content, c.content);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(nlohmann::json::parse(r.calls[0].arguments), nlohmann::json({{"city", "Paris"}}));
+    serve::ToolStream st(c.format, "");
+    std::string shown;
+    for (size_t i = 0; i < c.reply.size(); i += 3) shown += st.push(c.reply.substr(i, 3));
+    auto sr = st.finish();
+    ASSERT_EQ(sr.calls.size(), 1u);
+    const std::string all = shown + sr.content;
+    EXPECT_EQ(all.substr(0, all.find_last_not_of(' ') + 1), c.content);
+    // Forced: the prefill plus the model's rest parses to the named call.
+    const std::string forced = serve::tool_prefill(c.format, serve::ToolChoice::kNamed, "get_weather") +
+                               (c.format == serve::ToolFormat::kMistral ? "{\"city\": \"Paris\"}}]" : "{\"city\": \"Paris\"}}");
+    auto fr = serve::parse_tool_calls(c.format, forced);
+    ASSERT_EQ(fr.calls.size(), 1u) << forced;
+    EXPECT_EQ(fr.calls[0].name, "get_weather");
+    auto t = tokenizer::ChatTemplate::parse(source);
+    ASSERT_TRUE(t.ok()) << t.error();
+    nlohmann::ordered_json call = {{"id", r.calls[0].id}, {"type", "function"},
+                                   {"function", {{"name", r.calls[0].name},
+                                                 {"arguments", nlohmann::ordered_json::parse(r.calls[0].arguments)}}}};
+    nlohmann::ordered_json ctx = {
+        {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                      {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}},
+                      {{"role", "tool"}, {"tool_call_id", r.calls[0].id}, {"content", "18 C"}}}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "weather"},
+                                                        {"parameters", {{"type", "object"}}}}}}}},
+        {"add_generation_prompt", true}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+    auto out = t->render_context(ctx);
+    ASSERT_TRUE(out.ok()) << out.error();
+    EXPECT_NE(out->find(c.shown_in_history), std::string::npos) << *out;
+    EXPECT_NE(out->find("18 C"), std::string::npos) << *out;
+  }
+  // A Llama 3 reply that is text is content, streamed at once after its first character.
+  serve::ToolStream text(serve::ToolFormat::kLlama3, "");
+  EXPECT_EQ(text.push("  "), "");
+  EXPECT_EQ(text.push("It is"), "  It is");
+  EXPECT_EQ(text.push(" {sunny}"), " {sunny}");
+  EXPECT_TRUE(text.finish().calls.empty());
+  EXPECT_TRUE(serve::parse_tool_calls(serve::ToolFormat::kLlama3, "It is {\"name\": 1}").calls.empty());
+  EXPECT_EQ(serve::tool_stop(serve::ToolFormat::kMistral), "");
 }
