@@ -54,9 +54,20 @@ CANCEL_TOKENS = 48  # a dropped request asks for this many: still generating whe
 GEN_PROMPTS = ["1, 2, 3, 4, 5,", "The capital of France is", "Once upon a time"]  # part c, -n 24
 
 
+SERVER_NOTES = []  # the running server's "cluster:" and "recovery:" lines (for failure messages)
+
+
 def start_server(extra=(), ctx=CTX, parallel=PARALLEL):
-    return start([BIN, "serve", "-m", MODEL, "--port", "0", "--host", "127.0.0.1", "-t", "1", "--ctx", ctx,
-                  "--parallel", parallel] + list(extra), "listening on ")
+    p, url = start([BIN, "serve", "-m", MODEL, "--port", "0", "--host", "127.0.0.1", "-t", "1", "--ctx", ctx,
+                    "--parallel", parallel] + list(extra), "listening on ")
+    SERVER_NOTES.clear()
+
+    def drain():  # also keeps the pipe from filling
+        for line in p.stderr:
+            if line.startswith(("cluster:", "recovery:")):
+                SERVER_NOTES.append(line.strip())
+    threading.Thread(target=drain, daemon=True).start()
+    return p, url
 
 
 def stop_server(p):
@@ -299,9 +310,10 @@ def load(url, refs, jobs, what):
     bad = [r for (_, _, drop), (r, d) in zip(jobs, results) if drop and r.startswith("EXCEPTION")]
     n_cmp = sum(1 for j in jobs if not j[2])
     check(not wrong and not bad, "%s: %d requests from %d clients in %.1f s; the %d completed equal their answer "
-          "alone (%d wrong, e.g. %r; %d failed drops %r)" %
+          "alone (%d wrong, e.g. %r; %d failed drops %r)%s" %
           (what, len(jobs), CLIENTS, took, n_cmp, len(wrong), [(w[0][0], w[0][2], w[1], w[2][:60], w[3][:60])
-                                                               for w in wrong[:2]], len(bad), bad[:1]))
+                                                               for w in wrong[:2]], len(bad), bad[:1],
+           "" if not wrong else "; server: " + " | ".join(SERVER_NOTES)))
     deadline, m = time.time() + 15, {}
     while time.time() < deadline:
         m = metrics(url)
