@@ -36,8 +36,7 @@ model::Partition partition_of(const plan::NodeSlice& s);
 model::Matrix slice_rows(const model::Matrix& m, int64_t r0, int64_t r1);
 // Columns [c0, c1) of every row of m, copied into a new buffer appended to `storage`,
 // stored as plan::slice_type(m.type, c0, c1).
-model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1,
-                            std::vector<std::shared_ptr<const std::vector<uint8_t>>>* storage);
+model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1, model::Storage* storage);
 
 // The node's weights. The token embedding is kept (as a view) only when s.holds_embedding.
 // The result may point into `full` (and whatever memory full points into): keep it alive.
