@@ -197,6 +197,9 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   auto pool_dim = std::make_shared<RowPool>(type, s.dim, 1.0f / std::sqrt(float(s.dim)), rng);
   auto pool_ff = std::make_shared<RowPool>(type, n_ff, 1.0f / std::sqrt(float(n_ff)), rng);
   auto pool_embd = std::make_shared<RowPool>(type, s.dim, 1.0f, rng);
+  // Wo's rows when q_dim != dim (Qwen3-30B-A3B: 32 heads of 128 over dim 2048).
+  const int q_dim = head_dim * s.n_heads;
+  auto pool_q = q_dim == s.dim ? pool_dim : std::make_shared<RowPool>(type, q_dim, 1.0f / std::sqrt(float(q_dim)), rng);
   auto ones = std::make_shared<std::vector<float>>(std::max(s.dim, head_dim), 1.0f);
   uint64_t salt = 0;
   // n_stack > 0: that many stacked matrices (an MoE layer's experts, ne = [cols, rows, n]).
@@ -240,7 +243,8 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
       if (t.matrix && t.rows == Dim::kExperts)  // the router
         random_f32(p + t.name, dim_of(t.cols, c), rows);
       else if (t.matrix)
-        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : pool_dim, t.experts ? s.n_expert : 0);
+        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : t.cols == Dim::kQ ? pool_q : pool_dim,
+               t.experts ? s.n_expert : 0);
       else if (t.cut == Cut::kWhole)  // norms
         vec(p + t.name, rows);
       else  // qwen2's biases
