@@ -4,7 +4,8 @@
 // the source (pointer offsets, no copy). Column slices (wo, down) are copied into owned
 // storage: block by block when [c0, c1) falls on the type's block boundaries, otherwise
 // each row is dequantized and [c0, c1) re-quantized to plan::slice_type's result. In exact
-// mode (NodeSlice::exact) wo and down are row views as well.
+// mode (NodeSlice::exact) wo and down are row views as well. An MoE layer's stacked experts
+// are cut expert by expert (the same ranges in each) into one new contiguous buffer.
 // Also: a plan::ModelShape from bound weights, and a walk over every tensor of a Weights
 // by name (what the weight streamer sends and a worker rebuilds).
 // Deliberately no I/O and no networking.
