@@ -2,11 +2,12 @@
 """Makes tests/data/golden_synthetic.json: llama.cpp's logits for architectures we have no
 real model of (qwen2: QKV bias + NEOX rope; qwen3: per-head Q/K norm; gemma3 with a window of 8
 positions; llama with Llama 3.1
-rope_freqs), on random-weight models written by `shardlm make-model` (so llama.cpp loading
+rope_freqs; qwen3moe with 8 of 32 and 2 of 8 experts and an F32 router), on random-weight models written by `shardlm make-model` (so llama.cpp loading
 them also checks our writer). Teacher-forced: 16 fixed token ids, one per llama_decode,
 weight repacking off, every position's full logits recorded.
 
 Usage: python3 tools/make_golden_synthetic.py [--build build/release]
+(llama-cpp-python from its sdist works too: PYTHONPATH=<sdist> LLAMA_CPP_LIB_PATH=<its vendor/llama.cpp/build/bin>)
 """
 import argparse
 import hashlib
@@ -16,7 +17,8 @@ import subprocess
 
 import numpy as np
 
-MODELS = [("toy-qwen2", "Q8_0"), ("toy-qwen3", "Q4_K"), ("toy-llama31", "Q4_0"), ("toy-gemma3", "Q8_0")]
+MODELS = [("toy-qwen2", "Q8_0"), ("toy-qwen3", "Q4_K"), ("toy-llama31", "Q4_0"), ("toy-gemma3", "Q8_0"),
+          ("toy-qwen3moe", "Q8_0"), ("toy-qwen3moe-e8", "Q4_0")]
 TOKENS = [5, 100, 37, 200, 300, 7, 8, 9, 400, 11, 12, 13, 14, 15, 16, 17]
 SEED = 1
 

@@ -154,7 +154,7 @@ Runner add_bench(CLI::App& app) {
       }
     }
     const double n_tg = double(*n_gen) * *reps * *parallel;
-    const double weight_gb = double((*m)->weights.matrix_bytes()) / 1e9;
+    const double weight_gb = double((*m)->weights.matrix_bytes((*m)->config)) / 1e9;
     (void)logits;
     const double bw = *bandwidth ? measure_read_bandwidth(pool) : 0;
     const Stat spp = pp.empty() ? Stat{} : stat(pp), stg = tg.empty() ? Stat{} : stat(tg);

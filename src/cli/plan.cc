@@ -50,9 +50,11 @@ util::Expected<plan::ModelShape> shape_from_name(const std::string& name, const 
   plan::ModelShape s;
   s.name = name;
   s.dim = sh->dim; s.n_layers = sh->n_layers; s.n_heads = sh->n_heads; s.n_kv_heads = sh->n_kv_heads;
-  s.head_dim = sh->dim / sh->n_heads; s.n_ff = sh->n_ff; s.n_vocab = sh->n_vocab;
+  s.head_dim = sh->head_dim > 0 ? sh->head_dim : sh->dim / sh->n_heads; s.n_ff = sh->n_ff; s.n_vocab = sh->n_vocab;
   s.qkv_bias = sh->arch == "qwen2";
-  s.qk_norm = sh->arch == "qwen3" || sh->arch == "gemma3";
+  s.qk_norm = sh->arch == "qwen3" || sh->arch == "qwen3moe" || sh->arch == "gemma3";
+  if (sh->n_expert > 0)  // the MLP split is an expert's rows; the router stays F32 (make-model's)
+    s.n_ff = sh->n_ff_exp, s.n_expert = sh->n_expert, s.n_expert_used = sh->n_expert_used;
   plan::set_all_types(s, *type);
   return s;
 }

@@ -5,7 +5,7 @@
 
 namespace model {
 
-const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3, gemma3"; }
+const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3, qwen3moe, gemma3"; }
 
 namespace {
 
@@ -33,6 +33,33 @@ util::Status load_gemma3(const gguf::File& f, const std::string& p, Config* c) {
   return util::ok_status();
 }
 
+// Qwen3-MoE's keys, as llama.cpp's llama_model_qwen3moe reads them: the router's softmax
+// weights of the picked experts are normalised to sum 1 (llama.cpp hard-codes this for
+// qwen3moe; an expert_weights_norm key, when a file has one, is followed) and not scaled
+// unless expert_weights_scale says so.
+util::Status load_moe(const gguf::File& f, const std::string& p, Config* c) {
+  const auto n_expert = f.get_int(p + "expert_count");
+  const auto n_used = f.get_int(p + "expert_used_count");
+  if (!n_expert || *n_expert <= 0 || *n_expert > kMaxExperts)
+    return util::Status::error("model metadata lacks " + p + "expert_count (1 to " + std::to_string(kMaxExperts) +
+                               " experts per layer)");
+  if (!n_used || *n_used <= 0 || *n_used > *n_expert)
+    return util::Status::error(p + "expert_used_count must be 1 to " + p + "expert_count (" +
+                               std::to_string(*n_expert) + "), not " +
+                               (n_used ? std::to_string(*n_used) : std::string("missing")));
+  c->n_expert = static_cast<int>(*n_expert);
+  c->n_expert_used = static_cast<int>(*n_used);
+  // An expert's hidden size; llama.cpp falls back to feed_forward_length / expert_used_count.
+  const auto n_ff_exp = f.get_int(p + "expert_feed_forward_length");
+  if (n_ff_exp && (*n_ff_exp <= 0 || *n_ff_exp > (1 << 30)))
+    return util::Status::error(p + "expert_feed_forward_length must be positive");
+  c->n_ff = n_ff_exp ? static_cast<int>(*n_ff_exp) : c->n_ff / c->n_expert_used;
+  if (c->n_ff <= 0) return util::Status::error("model metadata lacks " + p + "expert_feed_forward_length");
+  c->expert_norm = f.get_bool(p + "expert_weights_norm").value_or(true);
+  c->expert_scale = static_cast<float>(f.get_float(p + "expert_weights_scale").value_or(0.0));
+  return util::ok_status();
+}
+
 }  // namespace
 
 util::Expected<Config> load_config(const gguf::File& f) {
@@ -48,6 +75,8 @@ util::Expected<Config> load_config(const gguf::File& f) {
     c.arch = Arch::kQwen3;
   } else if (*arch == "gemma3") {
     c.arch = Arch::kGemma3;
+  } else if (*arch == "qwen3moe") {
+    c.arch = Arch::kQwen3Moe;
   } else {
     return util::Status::error("unsupported architecture '" + *arch +
                                "'; supported: " + supported_architectures());
@@ -96,8 +125,9 @@ util::Expected<Config> load_config(const gguf::File& f) {
     return util::Status::error("rope.dimension_count " + std::to_string(c.n_rot) + " does not fit head dim " + std::to_string(c.head_dim));
   c.rope_neox = c.arch != Arch::kLlama;
   c.qkv_bias = c.arch == Arch::kQwen2;
-  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3;
+  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe || c.arch == Arch::kGemma3;
   if (c.arch == Arch::kGemma3) RETURN_IF_ERROR(load_gemma3(f, p, &c));
+  if (c.arch == Arch::kQwen3Moe) RETURN_IF_ERROR(load_moe(f, p, &c));
   return c;
 }
 

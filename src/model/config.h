@@ -10,7 +10,8 @@
 
 namespace model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe };
+constexpr int kMaxExperts = 512;  // per layer (llama.cpp's LLAMA_MAX_EXPERTS)
 enum class Activation : uint8_t { kSilu = 0, kGelu = 1 };  // of the gated MLP: SwiGLU or GeGLU
 
 struct Config {
@@ -42,6 +43,15 @@ struct Config {
   int n_swa = 0;                 // > 0: windowed layers attend to the last n_swa positions
   int swa_pattern = 0;           // layer l is windowed iff l % swa_pattern < swa_pattern - 1
   float rope_base_swa = 10000.0f;  // rope base of the windowed layers
+  // mixture of experts (qwen3moe): every layer's MLP is n_expert experts of n_ff rows each
+  // (n_ff is then an expert's hidden size, <arch>.expert_feed_forward_length), of which the
+  // router picks n_expert_used per token.
+  int n_expert = 0;              // 0: a dense MLP
+  int n_expert_used = 0;
+  bool expert_norm = false;      // the picked experts' weights divided by their sum
+  float expert_scale = 0.0f;     // != 0 and != 1: the weights then multiplied by it
+
+  bool moe() const { return n_expert > 0; }
 
   bool is_swa(int layer) const { return n_swa > 0 && (swa_pattern <= 0 || layer % swa_pattern < swa_pattern - 1); }
   float rope_base_of(int layer) const { return is_swa(layer) ? rope_base_swa : rope_base; }
@@ -52,6 +62,6 @@ struct Config {
 
 // Reads the config; errors name the missing key or unsupported architecture.
 util::Expected<Config> load_config(const gguf::File& file);
-const char* supported_architectures();  // "llama, qwen2, qwen3, gemma3"
+const char* supported_architectures();  // "llama, qwen2, qwen3, gemma3, qwen3moe"
 
 }  // namespace model

@@ -1,4 +1,5 @@
-// loader.h: opens a GGUF model file and binds config and weights in one call.
+// loader.h: opens a GGUF model file and binds config and weights in one call (an MoE
+// model's experts are mapped in at once, see loader.cc).
 #pragma once
 #include <memory>
 #include <string>

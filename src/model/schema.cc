@@ -1,4 +1,4 @@
-// schema.cc: the layer tensor tables of llama, qwen2, qwen3 and gemma3.
+// schema.cc: the layer tensor tables of llama, qwen2, qwen3, qwen3moe and gemma3.
 #include "model/schema.h"
 
 namespace model {
@@ -10,6 +10,7 @@ int64_t dim_of(Dim d, const Config& c) {
     case Dim::kKv: return c.kv_dim();
     case Dim::kFf: return c.n_ff;
     case Dim::kHead: return c.head_dim;
+    case Dim::kExperts: return c.n_expert;
   }
   return 0;
 }
@@ -20,33 +21,45 @@ bool always(const Config&) { return true; }
 bool qkv_bias(const Config& c) { return c.qkv_bias; }
 bool qk_norm(const Config& c) { return c.qk_norm; }
 bool post_norms(const Config& c) { return c.post_norms; }
+bool dense(const Config& c) { return !c.moe(); }
+bool moe(const Config& c) { return c.moe(); }
 
 using L = LayerWeights;
-constexpr LayerTensor mat(const char* n, Dim r, Dim c, Cut cut, Matrix L::*m) {
-  return {n, true, r, c, cut, always, m, nullptr};
+constexpr LayerTensor mat(const char* n, Dim r, Dim c, Cut cut, bool (*needed)(const Config&), Matrix L::*m) {
+  return {n, true, r, c, cut, false, needed, m, nullptr};
+}
+constexpr LayerTensor exps(const char* n, Dim r, Dim c, Cut cut, Matrix L::*m) {
+  return {n, true, r, c, cut, true, moe, m, nullptr};
 }
 constexpr LayerTensor vec(const char* n, Dim r, Cut cut, bool (*needed)(const Config&), Vector L::*v) {
-  return {n, false, r, Dim::kDim, cut, needed, nullptr, v};
+  return {n, false, r, Dim::kDim, cut, false, needed, nullptr, v};
 }
 
 // One table serves every family: the rows an architecture does not need are skipped when
-// absent (qwen2's biases, qwen3's and gemma3's per-head norms, gemma3's post-norms).
+// absent (qwen2's biases, qwen3's and gemma3's per-head norms, gemma3's post-norms, the
+// dense MLP of an MoE model and the experts of a dense one). An MoE layer's router
+// (ffn_gate_inp) is whole on every node; each expert's gate and up rows and down columns are
+// cut as the dense MLP's are (every node holds its share of every expert).
 constexpr LayerTensor kLayer[] = {
     vec("attn_norm.weight", Dim::kDim, Cut::kWhole, always, &L::attn_norm),
-    mat("attn_q.weight", Dim::kQ, Dim::kDim, Cut::kHeadRows, &L::wq),
-    mat("attn_k.weight", Dim::kKv, Dim::kDim, Cut::kKvRows, &L::wk),
-    mat("attn_v.weight", Dim::kKv, Dim::kDim, Cut::kKvRows, &L::wv),
+    mat("attn_q.weight", Dim::kQ, Dim::kDim, Cut::kHeadRows, always, &L::wq),
+    mat("attn_k.weight", Dim::kKv, Dim::kDim, Cut::kKvRows, always, &L::wk),
+    mat("attn_v.weight", Dim::kKv, Dim::kDim, Cut::kKvRows, always, &L::wv),
     vec("attn_q.bias", Dim::kQ, Cut::kHeadRows, qkv_bias, &L::bq),
     vec("attn_k.bias", Dim::kKv, Cut::kKvRows, qkv_bias, &L::bk),
     vec("attn_v.bias", Dim::kKv, Cut::kKvRows, qkv_bias, &L::bv),
     vec("attn_q_norm.weight", Dim::kHead, Cut::kWhole, qk_norm, &L::q_norm),
     vec("attn_k_norm.weight", Dim::kHead, Cut::kWhole, qk_norm, &L::k_norm),
-    mat("attn_output.weight", Dim::kDim, Dim::kQ, Cut::kHeadCols, &L::wo),
+    mat("attn_output.weight", Dim::kDim, Dim::kQ, Cut::kHeadCols, always, &L::wo),
     vec("post_attention_norm.weight", Dim::kDim, Cut::kWhole, post_norms, &L::attn_post_norm),
     vec("ffn_norm.weight", Dim::kDim, Cut::kWhole, always, &L::ffn_norm),
-    mat("ffn_gate.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, &L::w_gate),
-    mat("ffn_up.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, &L::w_up),
-    mat("ffn_down.weight", Dim::kDim, Dim::kFf, Cut::kFfCols, &L::w_down),
+    mat("ffn_gate.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, dense, &L::w_gate),
+    mat("ffn_up.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, dense, &L::w_up),
+    mat("ffn_down.weight", Dim::kDim, Dim::kFf, Cut::kFfCols, dense, &L::w_down),
+    mat("ffn_gate_inp.weight", Dim::kExperts, Dim::kDim, Cut::kWhole, moe, &L::router),
+    exps("ffn_gate_exps.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, &L::gate_exps),
+    exps("ffn_up_exps.weight", Dim::kFf, Dim::kDim, Cut::kFfRows, &L::up_exps),
+    exps("ffn_down_exps.weight", Dim::kDim, Dim::kFf, Cut::kFfCols, &L::down_exps),
     vec("post_ffw_norm.weight", Dim::kDim, Cut::kWhole, post_norms, &L::ffn_post_norm),
 };
 

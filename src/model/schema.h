@@ -14,7 +14,7 @@
 namespace model {
 
 // A dimension in config terms.
-enum class Dim : uint8_t { kDim, kQ, kKv, kFf, kHead };
+enum class Dim : uint8_t { kDim, kQ, kKv, kFf, kHead, kExperts };
 int64_t dim_of(Dim d, const Config& c);
 
 // How a node's share is cut (DESIGN §3): replicated, rows of its query heads / KV heads /
@@ -22,13 +22,17 @@ int64_t dim_of(Dim d, const Config& c);
 // NodeSlice::rows in exact mode).
 enum class Cut : uint8_t { kWhole, kHeadRows, kKvRows, kFfRows, kHeadCols, kFfCols };
 
-// Whether a file must hold the tensor: kAlways; kIf: when `when(config)` holds. A tensor
-// that is not needed is still bound when present (as llama.cpp reads optional tensors).
+// Whether a file must hold the tensor: `needed(config)`. A tensor that is not needed is
+// still bound when present (as llama.cpp reads optional tensors).
+// experts: n_expert stacked matrices (ggml ne = [cols, rows, n_expert]), held as one Matrix
+// of n_expert * rows rows (expert e: rows [e * rows, (e + 1) * rows), model::expert()); the
+// cut applies to every expert alike.
 struct LayerTensor {
   const char* name;             // after "blk.N."
   bool matrix;                  // [rows][cols] matrix, else an F32 vector of `rows` values
   Dim rows, cols;               // cols: matrices only
   Cut cut;
+  bool experts;
   bool (*needed)(const Config&);
   Matrix LayerWeights::*m;      // matrix rows
   Vector LayerWeights::*v;      // vector rows

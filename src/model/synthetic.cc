@@ -12,7 +12,8 @@
 namespace model {
 
 const char* shape_names() {
-  return "toy, toy-qwen2, toy-qwen3, toy-gemma3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b";
+  return "toy, toy-qwen2, toy-qwen3, toy-gemma3, toy-llama31, toy-qwen3moe, toy-qwen3moe-e8, smollm2-135m, "
+         "llama3.2-1b, llama3-8b, llama3-70b, qwen3-30b-a3b";
 }
 
 std::optional<Shape> shape_by_name(const std::string& name) {
@@ -25,6 +26,27 @@ std::optional<Shape> shape_by_name(const std::string& name) {
   if (name == "toy-gemma3") {
     s.arch = "gemma3", s.n_layers = 6, s.n_heads = 2, s.n_kv_heads = 1, s.tied = true, s.rope_base = 1000000.0f;
     s.sliding_window = 8;
+    return s;
+  }
+  // 8 of 32 experts of 128 rows; head_dim 64 (key_length given, as Qwen3's files do).
+  if (name == "toy-qwen3moe") {
+    s.arch = "qwen3moe", s.n_ff = 384, s.rope_base = 1000000.0f, s.head_dim = 64;
+    s.n_expert = 32, s.n_expert_used = 8, s.n_ff_exp = 128;
+    return s;
+  }
+  // 2 of 8 experts of 96 rows (3 blocks of 32: split unevenly over 2 nodes and cut in 3),
+  // 3 layers, 8 query heads of 32 over 2 KV heads, tied embeddings.
+  if (name == "toy-qwen3moe-e8") {
+    s.arch = "qwen3moe", s.n_layers = 3, s.n_heads = 8, s.n_ff = 192, s.tied = true, s.rope_base = 1000000.0f;
+    s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 96;
+    return s;
+  }
+  // Qwen3-30B-A3B (its config.json): 48 layers, 32 query heads of 128 over 4 KV heads, 8 of
+  // 128 experts of 768 rows.
+  if (name == "qwen3-30b-a3b") {
+    s.arch = "qwen3moe", s.dim = 2048, s.n_layers = 48, s.n_heads = 32, s.n_kv_heads = 4, s.head_dim = 128;
+    s.n_ff = 6144, s.n_vocab = 151936, s.ctx_train = 40960, s.rope_base = 1000000.0f;
+    s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768;
     return s;
   }
   if (name == "toy-llama31") { s.rope_base = 500000.0f; s.llama3_rope_freqs = true; return s; }
@@ -123,11 +145,13 @@ class RowPool {
 util::Status write_synthetic_model(const std::string& path, const Shape& s, tensor::Type type,
                                    uint64_t seed) {
   const auto& tr = tensor::traits(type);
-  if (s.dim % tr.block_size || s.n_ff % tr.block_size || (s.dim / s.n_heads) * s.n_heads % tr.block_size)
+  const int head_dim = s.head_dim > 0 ? s.head_dim : s.dim / s.n_heads;
+  const bool moe = s.n_expert > 0;
+  const int n_ff = moe ? s.n_ff_exp : s.n_ff;  // the MLP rows the matrices have
+  if (s.dim % tr.block_size || n_ff % tr.block_size || head_dim * s.n_heads % tr.block_size)
     return util::Status::error(std::string("shape does not fit ") + tr.name + " blocks of " +
                                std::to_string(tr.block_size));
   std::mt19937_64 rng(seed);
-  const int head_dim = s.dim / s.n_heads;
   const int kv_dim = head_dim * s.n_kv_heads;
   gguf::Writer w;
   const std::string a = s.arch;
@@ -142,6 +166,15 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   w.set(a + ".rope.freq_base", gguf::Value::f32(s.rope_base));
   w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
   w.set(a + ".rope.dimension_count", gguf::Value::u32(head_dim));
+  if (s.head_dim > 0) {
+    w.set(a + ".attention.key_length", gguf::Value::u32(head_dim));
+    w.set(a + ".attention.value_length", gguf::Value::u32(head_dim));
+  }
+  if (moe) {
+    w.set(a + ".expert_count", gguf::Value::u32(s.n_expert));
+    w.set(a + ".expert_used_count", gguf::Value::u32(s.n_expert_used));
+    w.set(a + ".expert_feed_forward_length", gguf::Value::u32(s.n_ff_exp));
+  }
   w.set(a + ".vocab_size", gguf::Value::u32(s.n_vocab));
   if (s.sliding_window > 0) w.set(a + ".attention.sliding_window", gguf::Value::u32(s.sliding_window));
   // Synthetic byte-level vocabulary: 256 byte tokens, filler, then BOS and EOS.
@@ -162,15 +195,31 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
 
   // Pools (shared by all layers) per input width.
   auto pool_dim = std::make_shared<RowPool>(type, s.dim, 1.0f / std::sqrt(float(s.dim)), rng);
-  auto pool_ff = std::make_shared<RowPool>(type, s.n_ff, 1.0f / std::sqrt(float(s.n_ff)), rng);
+  auto pool_ff = std::make_shared<RowPool>(type, n_ff, 1.0f / std::sqrt(float(n_ff)), rng);
   auto pool_embd = std::make_shared<RowPool>(type, s.dim, 1.0f, rng);
+  // Wo's rows when q_dim != dim (Qwen3-30B-A3B: 32 heads of 128 over dim 2048).
+  const int q_dim = head_dim * s.n_heads;
+  auto pool_q = q_dim == s.dim ? pool_dim : std::make_shared<RowPool>(type, q_dim, 1.0f / std::sqrt(float(q_dim)), rng);
   auto ones = std::make_shared<std::vector<float>>(std::max(s.dim, head_dim), 1.0f);
   uint64_t salt = 0;
-  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, std::shared_ptr<RowPool> pool) {
+  // n_stack > 0: that many stacked matrices (an MoE layer's experts, ne = [cols, rows, n]).
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, std::shared_ptr<RowPool> pool,
+                    int64_t n_stack = 0) {
     const uint64_t my_salt = salt++;
-    w.add_tensor(name, {cols, rows}, type, [pool, rows, my_salt](std::vector<uint8_t>& out) {
+    std::vector<int64_t> ne = {cols, rows};
+    if (n_stack > 0) ne.push_back(n_stack), rows *= n_stack;
+    w.add_tensor(name, ne, type, [pool, rows, my_salt](std::vector<uint8_t>& out) {
       pool->fill(out, rows, my_salt);
     });
+  };
+  // F32 rows drawn one by one (the router: pooled rows would tie experts' probabilities).
+  std::vector<std::shared_ptr<std::vector<float>>> keep;
+  auto random_f32 = [&](const std::string& name, int64_t cols, int64_t rows) {
+    auto v = std::make_shared<std::vector<float>>(size_t(cols * rows));
+    std::normal_distribution<float> dist(0.0f, 1.0f / std::sqrt(float(cols)));
+    for (float& x : *v) x = dist(rng);
+    w.add_tensor(name, {cols, rows}, tensor::Type::F32, v->data());
+    keep.push_back(std::move(v));
   };
   auto vec = [&](const std::string& name, int64_t n) {
     w.add_tensor(name, {n}, tensor::Type::F32, ones->data());
@@ -183,15 +232,19 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   if (!s.tied) matrix("output.weight", s.dim, s.n_vocab, pool_dim);
   // The layer tensors the architecture needs (model/schema.h), in the schema's order.
   Config c;
-  c.dim = s.dim, c.n_heads = s.n_heads, c.n_kv_heads = s.n_kv_heads, c.head_dim = head_dim, c.n_ff = s.n_ff;
-  c.qkv_bias = a == "qwen2", c.qk_norm = a == "qwen3" || a == "gemma3", c.post_norms = a == "gemma3";
+  c.dim = s.dim, c.n_heads = s.n_heads, c.n_kv_heads = s.n_kv_heads, c.head_dim = head_dim, c.n_ff = n_ff;
+  c.qkv_bias = a == "qwen2", c.qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3", c.post_norms = a == "gemma3";
+  c.n_expert = s.n_expert, c.n_expert_used = s.n_expert_used;
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     for (const LayerTensor& t : layer_schema()) {
       if (!t.needed(c)) continue;
       const int64_t rows = dim_of(t.rows, c);
-      if (t.matrix)
-        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : pool_dim);
+      if (t.matrix && t.rows == Dim::kExperts)  // the router
+        random_f32(p + t.name, dim_of(t.cols, c), rows);
+      else if (t.matrix)
+        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : t.cols == Dim::kQ ? pool_q : pool_dim,
+               t.experts ? s.n_expert : 0);
       else if (t.cut == Cut::kWhole)  // norms
         vec(p + t.name, rows);
       else  // qwen2's biases

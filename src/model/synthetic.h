@@ -23,9 +23,13 @@ struct Shape {
   bool tied = false;
   bool llama3_rope_freqs = false;  // Llama 3.1 frequency factors tensor (rope_freqs.weight)
   int sliding_window = 0;          // gemma3: <arch>.attention.sliding_window
+  int head_dim = 0;                // 0: dim / n_heads (else <arch>.attention.key_length)
+  // qwen3moe: n_expert experts of n_ff_exp rows per layer, n_expert_used picked per token
+  // (the router ffn_gate_inp is F32, as llama.cpp's quantizer keeps it).
+  int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
 };
 
-// Named shapes: toy, toy-qwen2, toy-qwen3, toy-gemma3, toy-llama31, smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b.
+// Named shapes: see shape_names().
 std::optional<Shape> shape_by_name(const std::string& name);
 
 // Llama 3.1's per-pair rope frequency factors for n_rot dims (as convert_hf_to_gguf computes

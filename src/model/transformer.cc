@@ -79,8 +79,16 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
   k_.resize(B * kv_dim_);
   v_.resize(B * kv_dim_);
   att_.resize(B * q_dim_);
-  gate_.resize(B * part.n_ff);
-  up_.resize(B * part.n_ff);
+  const size_t pairs = B * std::max(1, cfg.n_expert_used);  // MLP rows: tokens, or (token, expert) pairs
+  gate_.resize(pairs * part.n_ff);
+  up_.resize(pairs * part.n_ff);
+  if (cfg.moe()) {
+    router_.resize(B * cfg.n_expert);
+    sel_.resize(pairs);
+    wts_.resize(pairs);
+    group_.resize(pairs);
+    group_at_.resize(cfg.n_expert + 1);
+  }
   proj_.resize(B * cfg.dim);
   if (mode_ == AttentionMode::kExact || cfg.n_swa > 0) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
   rope_.resize(B * cfg.n_rot);
@@ -275,6 +283,11 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
     // --- MLP block: x += (act(xn Wg) * (xn Wu)) Wd, act silu (SwiGLU) or gelu (GeGLU)
     for (int b = 0; b < n; ++b)
       kernels::rmsnorm(&xn_[size_t(b) * D], &x_[size_t(b) * D], lw.ffn_norm.data(), D, c.rms_eps);
+    if (c.moe()) {  // the same with the router's experts
+      RETURN_IF_ERROR(moe(l, n));
+      kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
+      continue;
+    }
     act_src_ = nullptr;
     linear(lw.w_gate, xn_.data(), n, gate_.data());
     linear(lw.w_up, xn_.data(), n, up_.data());
@@ -322,6 +335,127 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
       logits[i] = std::tanh(logits[i] * inv) * c.logit_softcap;
   }
   return util::ok_status();
+}
+
+// Mixture of experts, as llama.cpp's build_moe_ffn for qwen3moe: probabilities =
+// softmax(router logits); the k most probable experts (ties: the lower index first; ggml's
+// argsort leaves them unspecified); their probabilities divided by their sum (clamped to at
+// least 2^-14) when expert_norm, times expert_scale when it is neither 0 nor 1; each picked
+// expert's SwiGLU MLP; the outputs times their weights, added in pick order. Every expert
+// product is in vec_dot order (as ggml's mul_mat_id; a pair's bits then depend only on its
+// own row, however the batch's pairs group), and only the picked experts are read.
+void Transformer::route(int n) {
+  const int E = cfg_.n_expert, k = cfg_.n_expert_used;
+  std::vector<int> idx(E);
+  std::fill(group_at_.begin(), group_at_.end(), 0);
+  for (int t = 0; t < n; ++t) {
+    float* p = &router_[size_t(t) * E];
+    kernels::softmax(p, E);  // ggml_soft_max
+    for (int e = 0; e < E; ++e) idx[e] = e;
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [p](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    int* sel = &sel_[size_t(t) * k];
+    float* w = &wts_[size_t(t) * k];
+    double sum = 0;  // ggml_sum_rows: in double
+    for (int i = 0; i < k; ++i) sel[i] = idx[i], w[i] = p[idx[i]], sum += w[i];
+    if (cfg_.expert_norm) {
+      const float s = std::max(float(sum), 6.103515625e-5f);  // ggml_clamp to the smallest normal F16
+      for (int i = 0; i < k; ++i) w[i] /= s;
+    }
+    if (cfg_.expert_scale != 0.0f && cfg_.expert_scale != 1.0f)
+      for (int i = 0; i < k; ++i) w[i] *= cfg_.expert_scale;
+    for (int i = 0; i < k; ++i) ++group_at_[sel[i] + 1];
+  }
+  for (int e = 0; e < E; ++e) group_at_[e + 1] += group_at_[e];
+  std::vector<int> at(group_at_.begin(), group_at_.end() - 1);
+  for (int q = 0; q < n * k; ++q) group_[at[sel_[q]]++] = q;
+}
+
+void Transformer::expert_matmul(const Matrix& stack, const uint8_t* xq, size_t xq_stride, int div, float* y) {
+  const int E = cfg_.n_expert;
+  const int64_t R = stack.rows / E;
+  const int pairs = group_at_[E];
+  if (pack_.size() < size_t(pairs) * xq_stride) pack_.resize(size_t(pairs) * xq_stride);
+  for (int j = 0; j < pairs; ++j)
+    std::memcpy(pack_.data() + size_t(j) * xq_stride, xq + size_t(group_[j] / div) * xq_stride, xq_stride);
+  if (exp_out_.size() < size_t(pairs) * R) exp_out_.resize(size_t(pairs) * R);
+  pool_.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    util::split_range(R, ith, nth, &r0, &r1);
+    if (r0 >= r1) return;
+    for (int e = 0; e < E; ++e) {
+      const int at = group_at_[e], cnt = group_at_[e + 1] - at;
+      if (cnt == 0) continue;
+      const Matrix m = expert(stack, e, E);
+      kernels::matmul(m.type, m.cols, m.data, m.row_bytes, r0, r1, pack_.data() + size_t(at) * xq_stride, xq_stride,
+                      cnt, exp_out_.data() + size_t(at) * R, R, kernels::BatchOrder::kVecDot);
+    }
+  });
+  for (int j = 0; j < pairs; ++j)
+    std::memcpy(y + size_t(group_[j]) * R, exp_out_.data() + size_t(j) * R, sizeof(float) * R);
+}
+
+// The experts' down projections of the batch's pairs, weighted and summed per token.
+class Transformer::MoeDown : public LocalLinear {
+ public:
+  MoeDown(Transformer& t, int n, const Matrix& stack) : t_(t), n_(n), stack_(stack) {}
+  int rows() const override { return n_ * t_.cfg_.n_expert_used; }
+  int out_rows() const override { return n_; }
+  void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) override {
+    const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
+    const size_t row = kernels::activation_bytes(vt, w.cols);
+    if (t_.pair_act_.size() < row * rows()) t_.pair_act_.resize(row * rows());
+    uint8_t* dst = t_.pair_act_.data();
+    t_.pool_.parallel_for(rows(), 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) kernels::quantize_activation(vt, x + b * w.cols, dst + b * row, w.cols);
+    });
+    linear_quantized(w, dst, row, y, y_stride);
+  }
+  void linear_quantized(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride) override {
+    const int k = t_.cfg_.n_expert_used;
+    const int64_t R = w.rows;
+    CHECK(stack_.rows == R * t_.cfg_.n_expert && stack_.cols == w.cols);
+    std::vector<float> out(size_t(rows()) * R);  // [pair][R]
+    t_.expert_matmul(stack_, static_cast<const uint8_t*>(xq), xq_stride, 1, out.data());
+    // ggml_mul by the weights, then ggml_add of the k products in pick order (this file is
+    // built without FMA, so each product is rounded before the add, as in ggml).
+    for (int t = 0; t < n_; ++t) {
+      const float* w_t = &t_.wts_[size_t(t) * k];
+      float* yt = y + int64_t(t) * y_stride;
+      for (int64_t r = 0; r < R; ++r) yt[r] = out[(size_t(t) * k) * R + r] * w_t[0];
+      for (int i = 1; i < k; ++i) {
+        const float* o = &out[(size_t(t) * k + i) * R];
+        for (int64_t r = 0; r < R; ++r) yt[r] = yt[r] + o[r] * w_t[i];
+      }
+    }
+  }
+
+ private:
+  Transformer& t_;
+  int n_;
+  const Matrix& stack_;
+};
+
+util::Status Transformer::moe(int l, int n) {
+  const LayerWeights& lw = w_.layers[l];
+  const int E = cfg_.n_expert, k = cfg_.n_expert_used, D = cfg_.dim, F = part_.n_ff;
+  act_src_ = nullptr;
+  linear(lw.router, xn_.data(), n, router_.data());  // replicated: every node picks the same experts
+  route(n);
+  for (const auto& [stack, out] : {std::pair{&lw.gate_exps, &gate_}, std::pair{&lw.up_exps, &up_}}) {
+    const tensor::Type vt = tensor::traits(stack->type).vec_dot_type;
+    const void* xq = quantized(xn_.data(), n, D, vt);
+    expert_matmul(*stack, static_cast<const uint8_t*>(xq), kernels::activation_bytes(vt, D), k, out->data());
+  }
+  kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * k * F);
+  act_src_ = nullptr;
+  MoeDown local(*this, n, lw.down_exps);
+  const Matrix w = expert(lw.down_exps, 0, E);  // one expert's slice: the shape the reduce sees
+  if (!comm_) {
+    local.linear(w, gate_.data(), proj_.data(), w.rows);
+    return util::ok_status();
+  }
+  return comm_->reduce(ReducePoint::kMlp, w, gate_.data(), part_.ff_begin, F, proj_.data(), local);
 }
 
 void Transformer::post_norm(const Vector& w, int n) {

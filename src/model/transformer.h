@@ -1,4 +1,4 @@
-// transformer.h: the forward pass of the llama family (llama, qwen2, qwen3) and gemma3 on one node:
+// transformer.h: the forward pass of the llama family (llama, qwen2, qwen3, qwen3moe) and gemma3 on one node:
 // embedding, then per layer attention and MLP with residual adds, then norm and logits.
 // A batch carries rows of several sequences at once (segments: consecutive positions of
 // one KV slot), with matrix x matrix products for the weights and causal attention of each
@@ -40,10 +40,15 @@ struct Partition {
 
 // This node's products, as a Collective asks for them (the model's matmuls, threads and
 // per-segment batch order over the batch's rows).
+// An MoE layer's down projection: the input rows are the batch's (token, picked expert)
+// pairs, token-major, and y has one row per token, the picked experts' products weighted
+// by the router and summed; w is then one expert's down slice (its shape and type; each
+// input row is multiplied by its own expert's).
 class LocalLinear {
  public:
   virtual ~LocalLinear() = default;
-  virtual int rows() const = 0;  // rows of the batch
+  virtual int rows() const = 0;  // input rows
+  virtual int out_rows() const { return rows(); }  // output rows
   // y[b * y_stride + r] = W[r] . x[b] for every row r of w; x[b]: w.cols floats.
   virtual void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) = 0;
   // The same from activations already quantized to w's vec_dot_type, xq_stride apart.
@@ -159,6 +164,17 @@ class Transformer {
   // A reduce point: y[n][dim] = W x over all nodes, from this node's input columns.
   util::Status project(ReducePoint at, const Matrix& w, const float* x, int n, int col0, int cols, float* y);
   class Local;  // LocalLinear over this batch
+  // --- mixture of experts (cfg.moe()): the MLP block of layer l, xn_ -> proj_ (summed over
+  // the nodes at the second reduce point).
+  class MoeDown;  // LocalLinear of the experts' down projections
+  util::Status moe(int l, int n);
+  // Router probabilities (router_) -> the picked experts (sel_), their weights (wts_) and
+  // the (token, slot) pairs grouped by expert (group_, group_at_).
+  void route(int n);
+  // y[p][R] = expert(stack, e_p) . x_p for every pair p (R = stack's rows per expert), one
+  // kernels::matmul per expert over its group's rows: x_p is row p / div of xq (div = k:
+  // one row per token; 1: one per pair).
+  void expert_matmul(const Matrix& stack, const uint8_t* xq, size_t xq_stride, int div, float* y);
   const void* quantized(const float* x, int n, int64_t cols, tensor::Type t);
   void matmul_runs(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride,
                    const std::vector<Run>& runs);
@@ -184,11 +200,17 @@ class Transformer {
   std::vector<float> q_;       // [B][q_dim]
   std::vector<float> k_, v_;   // [B][kv_dim]
   std::vector<float> att_;     // [B][q_dim] attention output per head
-  std::vector<float> gate_, up_;  // [B][n_ff]
+  std::vector<float> gate_, up_;  // [B][n_ff]; MoE: [B * k][n_ff], one row per (token, expert)
   std::vector<float> proj_;    // [B][dim] output of wo / w_down before the residual add
   std::vector<float> scores_;  // [threads][ctx] attention scores
   std::vector<float> rope_;    // [B][n_rot] cos/sin per token position
   std::vector<float> rope_swa_;  // [B][n_rot] the same at the windowed layers' base (gemma)
+  std::vector<float> router_;  // [B][n_expert] router logits, then probabilities
+  std::vector<int> sel_;       // [B][k] picked experts, most probable first
+  std::vector<float> wts_;     // [B][k] their weights
+  std::vector<int> group_, group_at_;  // pairs (t * k + i) of expert e: group_[group_at_[e] .. group_at_[e + 1])
+  std::vector<float> exp_out_;  // [B * k][R] an expert op's outputs in group order, then per pair
+  std::vector<uint8_t> pack_, pair_act_;  // quantized rows in group order; the pairs' down inputs
   std::vector<uint8_t> act_;   // quantized activations
   const float* act_src_ = nullptr;
   tensor::Type act_type_ = tensor::Type::F32;

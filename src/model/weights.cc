@@ -1,6 +1,8 @@
 // weights.cc: tensor lookup by name with shape and type checks.
 #include "model/weights.h"
 
+#include <algorithm>
+
 #include "model/schema.h"
 #include "tensor/quants.h"
 
@@ -18,12 +20,23 @@ class Binder {
  public:
   explicit Binder(const gguf::File& f) : f_(f) {}
 
-  util::Status matrix(const std::string& name, int64_t cols, int64_t rows, Matrix* out) {
+  // n_stack > 0: n_stack stacked matrices (ggml ne = [cols, rows, n_stack]), bound as one
+  // of n_stack * rows rows. Absent tensors are an error unless optional.
+  util::Status matrix(const std::string& name, int64_t cols, int64_t rows, Matrix* out, bool optional = false,
+                      int64_t n_stack = 0) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
-    if (!t) return util::Status::error("model is missing tensor '" + name + "'");
-    if (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows)
-      return util::Status::error("tensor '" + name + "' has shape " + shape_str(t->ne) +
-                                 ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+    if (!t) {
+      if (optional) return util::ok_status();
+      return util::Status::error("model is missing tensor '" + name + "'");
+    }
+    std::vector<int64_t> want = {cols, rows};
+    if (n_stack > 0) want.push_back(n_stack);
+    if (t->ne != want)
+      return util::Status::error("tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " +
+                                 shape_str(want) +
+                                 (n_stack > 0 && t->ne.size() == 3 && t->ne[2] != n_stack
+                                      ? " (the model's expert_count is " + std::to_string(n_stack) + ")"
+                                      : ""));
     const auto& tr = tensor::traits(t->type);
     if (!tr.supported)
       return util::Status::error("tensor '" + name + "' has type " + tr.name +
@@ -31,7 +44,7 @@ class Binder {
                                  "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K");
     out->type = t->type;
     out->cols = cols;
-    out->rows = rows;
+    out->rows = rows * std::max<int64_t>(n_stack, 1);
     out->row_bytes = tensor::row_bytes(t->type, cols);
     out->data = t->data;
     return util::ok_status();
@@ -61,10 +74,13 @@ class Binder {
 
 }  // namespace
 
-size_t Weights::matrix_bytes() const {
+size_t Weights::matrix_bytes(const Config& c) const {
   size_t total = output.bytes();
-  for (const auto& l : layers)
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) total += m->bytes();
+  for (const auto& l : layers) {
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router}) total += m->bytes();
+    for (const Matrix* m : {&l.gate_exps, &l.up_exps, &l.down_exps})
+      total += c.moe() ? m->bytes() / c.n_expert * c.n_expert_used : 0;
+  }
   return total;
 }
 
@@ -86,7 +102,8 @@ util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c) {
     LayerWeights& l = w.layers[i];
     for (const LayerTensor& t : schema) {
       if (t.matrix)
-        RETURN_IF_ERROR(b.matrix(p + t.name, dim_of(t.cols, c), dim_of(t.rows, c), &(l.*t.m)));
+        RETURN_IF_ERROR(b.matrix(p + t.name, dim_of(t.cols, c), dim_of(t.rows, c), &(l.*t.m), !t.needed(c),
+                                 t.experts ? c.n_expert : 0));
       else
         RETURN_IF_ERROR(b.vector(p + t.name, dim_of(t.rows, c), &(l.*t.v), !t.needed(c)));
     }

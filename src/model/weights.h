@@ -40,7 +40,22 @@ struct LayerWeights {
   Matrix w_gate, w_up;  // [n_ff rows][dim]
   Matrix w_down;      // [dim rows][n_ff]
   Vector ffn_post_norm;   // gemma3: [dim]
+  // MoE (qwen3moe) instead of w_gate, w_up, w_down: the router and the stacked experts,
+  // expert e in rows [e * R, (e + 1) * R) (see expert()).
+  Matrix router;      // [n_expert rows][dim]
+  Matrix gate_exps, up_exps;  // n_expert x [n_ff rows][dim]
+  Matrix down_exps;   // n_expert x [dim rows][n_ff]
 };
+
+// Expert e of n stacked experts (a view).
+inline Matrix expert(const Matrix& m, int e, int n) {
+  Matrix out = m;
+  out.rows = m.rows / n;
+  out.data = m.data ? m.row(int64_t(e) * out.rows) : nullptr;
+  return out;
+}
+
+using Storage = std::vector<std::shared_ptr<const std::vector<uint8_t>>>;  // owned buffers
 
 struct Weights {
   Matrix token_embd;  // [n_vocab rows][dim]
@@ -50,8 +65,10 @@ struct Weights {
   std::vector<LayerWeights> layers;
   // Buffers that matrices point into when they are not in a mapped file (slices received
   // from the root, re-encoded column slices).
-  std::vector<std::shared_ptr<const std::vector<uint8_t>>> storage;
-  size_t matrix_bytes() const;  // bytes of the output and layer matrices (read per token)
+  Storage storage;
+  // Bytes of the output and layer matrices read per token (of an MoE layer: the router and
+  // n_expert_used of its n_expert experts).
+  size_t matrix_bytes(const Config& c) const;
 };
 
 util::Expected<Weights> bind_weights(const gguf::File& file, const Config& cfg);

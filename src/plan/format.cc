@@ -86,6 +86,13 @@ std::string format_plan(const Plan& p, const CostParams& c) {
                mb(costs[0].embedding_bytes), tensor::type_name(s.token_embd));
   out += fmt("weights in all: %.1f MB (sum of slices incl. duplicated KV rows and replicated norms)\n",
              mb(total_weights));
+  if (s.n_expert > 0) {
+    out += fmt("experts: %d per layer, %d read per token (the weight MB above); each node holds its ff rows of "
+               "every expert and the whole router (%s). Held per node, MB:", s.n_expert, s.n_expert_used,
+               tensor::type_name(s.router));
+    for (int i = 0; i < n; ++i) out += fmt(" %d: %.1f", i, mb(resident_bytes(p, i)));
+    out += "\n";
+  }
 
   const ClusterCost cc = cluster_cost(p, c);
   if (n > 1 && p.nodes[0].exact) {

@@ -316,7 +316,10 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   return p;
 }
 
-uint64_t weight_bytes(const Plan& p, int node) {
+namespace {
+
+// The bytes of node's weights with `experts` experts per MoE layer.
+uint64_t node_bytes(const Plan& p, int node, uint64_t experts) {
   CHECK(node >= 0 && node < p.n_nodes());
   const ModelShape& s = p.shape;
   const NodeSlice& ns = p.nodes[node];
@@ -328,14 +331,16 @@ uint64_t weight_bytes(const Plan& p, int node) {
     const MatrixTypes& m = s.types(l);
     total += q_rows * tensor::row_bytes(m.wq, D);
     total += kv_rows * (tensor::row_bytes(m.wk, D) + tensor::row_bytes(m.wv, D));
-    total += uint64_t(ns.ff.size()) * (tensor::row_bytes(m.gate, D) + tensor::row_bytes(m.up, D));
+    const uint64_t mlps = s.n_expert > 0 ? experts : 1;  // an MoE layer's MLP: its experts
+    total += mlps * uint64_t(ns.ff.size()) * (tensor::row_bytes(m.gate, D) + tensor::row_bytes(m.up, D));
     if (ns.exact) {  // whole rows of Wo and down
       total += uint64_t(ns.rows.size()) * (tensor::row_bytes(m.wo, int64_t(s.n_heads) * d) +
-                                           tensor::row_bytes(m.down, s.n_ff));
+                                           mlps * tensor::row_bytes(m.down, s.n_ff));
     } else {
       total += D * tensor::row_bytes(slice_type(m.wo, c0, c1), c1 - c0);
-      total += D * tensor::row_bytes(slice_type(m.down, ns.ff.begin, ns.ff.end), ns.ff.size());
+      total += mlps * D * tensor::row_bytes(slice_type(m.down, ns.ff.begin, ns.ff.end), ns.ff.size());
     }
+    if (s.n_expert > 0) total += uint64_t(s.n_expert) * tensor::row_bytes(s.router, D);  // the router
     total += 2 * D * sizeof(float);                                       // attn_norm, ffn_norm
     if (s.qk_norm) total += 2 * d * sizeof(float);                        // q_norm, k_norm
     if (s.qkv_bias) total += (q_rows + 2 * kv_rows) * sizeof(float);      // bq, bk, bv slices
@@ -344,6 +349,11 @@ uint64_t weight_bytes(const Plan& p, int node) {
   total += D * sizeof(float);                                            // output_norm
   return total;
 }
+
+}  // namespace
+
+uint64_t weight_bytes(const Plan& p, int node) { return node_bytes(p, node, p.shape.n_expert_used); }
+uint64_t resident_bytes(const Plan& p, int node) { return node_bytes(p, node, p.shape.n_expert); }
 
 uint64_t embedding_bytes(const ModelShape& s) {
   return uint64_t(s.n_vocab) * tensor::row_bytes(s.token_embd, s.dim);

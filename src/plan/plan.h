@@ -57,6 +57,11 @@ struct ModelShape {
   bool qk_norm = false;   // qwen3: F32 [d] per-head norms of Q and K, replicated
   int n_swa = 0;          // gemma3: sliding window (positions); 0: none
   int n_swa_layers = 0;   // layers that attend to (and cache) only the window
+  // MoE (qwen3moe): every layer's MLP is n_expert experts of n_ff rows (gate, up, down have
+  // the experts' types), a node holds its ff share of every expert and reads n_expert_used
+  // of them per token; the router [n_expert rows][D] is replicated.
+  int n_expert = 0, n_expert_used = 0;
+  tensor::Type router = tensor::Type::F32;
   std::string name;       // for printouts
 
   const MatrixTypes& types(int l) const { return layers.empty() ? layer : layers[l]; }
@@ -129,9 +134,13 @@ std::vector<Range> split_ranges(int total, int unit, const std::vector<double>& 
 Range kv_range(Range heads, int group);
 
 // Exact bytes of the weights a node reads per token (its slices of every layer incl.
+// re-encoded ones; of an MoE layer the router and n_expert_used experts;
 // re-encoded ones, its output rows, replicated F32 norms and biases). Excludes the
 // token embedding (see embedding_bytes).
 uint64_t weight_bytes(const Plan& p, int node);
+// Bytes of the weights a node holds: weight_bytes, with every expert of an MoE layer
+// counted (n_expert, not n_expert_used).
+uint64_t resident_bytes(const Plan& p, int node);
 // Bytes of the whole token embedding (held by the root only; one row is read per token).
 uint64_t embedding_bytes(const ModelShape& s);
 // KV cache bytes per 1000 tokens: 2 (K and V) * kv heads * d * bytes(kv_type) * L * 1000.

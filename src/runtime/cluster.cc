@@ -131,7 +131,7 @@ Status Cluster::form(Reform* rep, int* failed) {
   if (!p) return p.status();
   plan_ = std::move(*p);
   if (!t_ && !members_.empty()) {  // every worker is gone: the root alone, if it can hold the model
-    const double need = double(plan::weight_bytes(plan_, 0)) +
+    const double need = double(plan::resident_bytes(plan_, 0)) +
                         double(model::KvCache::bytes_per_position(m_.config.n_layers, m_.config.n_kv_heads,
                                                                   m_.config.head_dim, o_.kv_type)) *
                             o_.ctx * o_.n_slots;
@@ -245,7 +245,7 @@ Status Cluster::setup_workers(uint64_t* streamed, int* streamed_to, int* failed)
     Setup s = session_setup();
     s.model_hash = model_hash_;
     s.slice = plan_.nodes[r];
-    s.slice_bytes = plan::weight_bytes(plan_, r);
+    s.slice_bytes = plan::resident_bytes(plan_, r);
     RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
     auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing
     if (!rep) return rep.status();

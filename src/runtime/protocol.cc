@@ -80,6 +80,9 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   w.put_u8(uint8_t(c.act) | uint8_t(c.post_norms) << 1);  // gemma3's fields (model/config.h)
   for (int v : {c.n_swa, c.swa_pattern}) w.put_i32(v);
   for (float v : {c.embed_scale, c.q_scale, c.logit_softcap, c.rope_base_swa}) w.put_f32(v);
+  for (int v : {c.n_expert, c.n_expert_used}) w.put_i32(v);  // qwen3moe's fields (v8)
+  w.put_u8(c.expert_norm);
+  w.put_f32(c.expert_scale);
   put_range(w, s.slice.heads);
   put_range(w, s.slice.kv_heads);
   put_range(w, s.slice.ff);
@@ -109,7 +112,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   uint8_t u = 0;
   RETURN_IF_ERROR(r.get_string(&s.model_hash, 128));
   RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(model::Arch::kGemma3)) return Status::error(what + " names an unknown architecture");
+  if (u > uint8_t(model::Arch::kQwen3Moe)) return Status::error(what + " names an unknown architecture");
   c.arch = model::Arch(u);
   RETURN_IF_ERROR(r.get_string(&c.arch_name, 256));
   RETURN_IF_ERROR(r.get_string(&c.name, 4096));
@@ -128,6 +131,9 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   c.post_norms = u & 2;
   for (int* v : {&c.n_swa, &c.swa_pattern}) RETURN_IF_ERROR(r.get_i32(v));
   for (float* v : {&c.embed_scale, &c.q_scale, &c.logit_softcap, &c.rope_base_swa}) RETURN_IF_ERROR(r.get_f32(v));
+  for (int* v : {&c.n_expert, &c.n_expert_used}) RETURN_IF_ERROR(r.get_i32(v));
+  RETURN_IF_ERROR(get_bool(r, &c.expert_norm));
+  RETURN_IF_ERROR(r.get_f32(&c.expert_scale));
   RETURN_IF_ERROR(get_range(r, &s.slice.heads));
   RETURN_IF_ERROR(get_range(r, &s.slice.kv_heads));
   RETURN_IF_ERROR(get_range(r, &s.slice.ff));
@@ -165,6 +171,8 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
       c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
+      c.n_expert < 0 || c.n_expert > model::kMaxExperts || c.n_expert_used < 0 || c.n_expert_used > c.n_expert ||
+      (c.n_expert > 0 && c.n_expert_used == 0) ||
       !ok_range(s.slice.heads, c.n_heads) || !ok_range(s.slice.kv_heads, c.n_kv_heads) ||
       !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
       (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||

@@ -10,11 +10,11 @@ namespace runtime {
 
 util::Status ReduceCollective::reduce(model::ReducePoint at, const model::Matrix& w, const float* x, int col0,
                                       int cols, float* y, model::LocalLinear& local) {
-  const int n = local.rows();
+  const int n = local.rows(), n_out = local.out_rows();
   if (!e_.on) {  // y = this node's partial product, summed over the nodes
     CHECK(w.rows == dim_);
     local.linear(w, x, y, w.rows);
-    return all_reduce(y, size_t(n) * w.rows);
+    return all_reduce(y, size_t(n_out) * w.rows);
   }
   CHECK(w.rows == e_.n_rows && w.cols >= cols && e_.row_begin + e_.n_rows <= dim_);
   const bool q8 = at == model::ReducePoint::kAttention ? e_.q8_att : e_.q8_ff;
@@ -38,7 +38,7 @@ util::Status ReduceCollective::reduce(model::ReducePoint at, const model::Matrix
                                     sizeof(float) * cols));
     local.linear(w, g, y + e_.row_begin, y_stride);
   }
-  return all_gather_rows(reinterpret_cast<uint8_t*>(y), n, sizeof(float) * y_stride, sizeof(float) * e_.row_begin,
+  return all_gather_rows(reinterpret_cast<uint8_t*>(y), n_out, sizeof(float) * y_stride, sizeof(float) * e_.row_begin,
                          sizeof(float) * e_.n_rows);
 }
 

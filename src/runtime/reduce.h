@@ -10,6 +10,10 @@
 //    and the output rows are all-gathered as F32. Every output element is then computed
 //    by the same per-row dot product as on one node, so N nodes give bit-identical logits
 //    to one node, at the price of four gathers per layer instead of two all-reduces.
+//  An MoE layer's down (LocalLinear::out_rows() < rows()): the inputs are every (token,
+//  picked expert) row, the output one row per token (the local product weights and sums
+//  the experts), so the same two reduce points carry the same bytes as a dense layer's,
+//  plus the k-fold hidden rows in exact mode's input gather.
 // Deliberately no transport here: AutoCollective (the cluster's) and the tests' in-process
 // NetCollective supply the primitives.
 #pragma once

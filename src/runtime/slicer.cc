@@ -2,6 +2,7 @@
 #include "runtime/slicer.h"
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "model/schema.h"
@@ -16,6 +17,8 @@ plan::ModelShape shape_of(const model::Config& cfg, const model::Weights& w) {
   s.n_kv_heads = cfg.n_kv_heads; s.head_dim = cfg.head_dim; s.n_ff = cfg.n_ff;
   s.n_vocab = cfg.n_vocab; s.qkv_bias = cfg.qkv_bias; s.qk_norm = cfg.qk_norm;
   s.n_swa = cfg.n_swa;
+  s.n_expert = cfg.n_expert;
+  s.n_expert_used = cfg.n_expert_used;
   for (int l = 0; l < cfg.n_layers; ++l) s.n_swa_layers += cfg.is_swa(l);
   s.token_embd = w.token_embd.type;
   s.output = w.output.type;
@@ -24,7 +27,11 @@ plan::ModelShape shape_of(const model::Config& cfg, const model::Weights& w) {
     const model::LayerWeights& lw = w.layers[l];
     plan::MatrixTypes m;
     m.wq = lw.wq.type; m.wk = lw.wk.type; m.wv = lw.wv.type; m.wo = lw.wo.type;
-    m.gate = lw.w_gate.type; m.up = lw.w_up.type; m.down = lw.w_down.type;
+    const bool moe = cfg.moe();
+    m.gate = (moe ? lw.gate_exps : lw.w_gate).type;
+    m.up = (moe ? lw.up_exps : lw.w_up).type;
+    m.down = (moe ? lw.down_exps : lw.w_down).type;
+    if (moe) s.router = lw.router.type;
     s.layers.push_back(m);
     const plan::MatrixTypes& a = s.layers[0];
     uniform = uniform && m.wq == a.wq && m.wk == a.wk && m.wv == a.wv && m.wo == a.wo && m.gate == a.gate &&
@@ -56,8 +63,7 @@ model::Matrix slice_rows(const model::Matrix& m, int64_t r0, int64_t r1) {
   return out;
 }
 
-model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1,
-                            std::vector<std::shared_ptr<const std::vector<uint8_t>>>* storage) {
+model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1, model::Storage* storage) {
   CHECK(c0 >= 0 && c0 < c1 && c1 <= m.cols);
   const tensor::Type t = plan::slice_type(m.type, c0, c1);
   model::Matrix out;
@@ -89,6 +95,32 @@ namespace {
 model::Vector slice_vector(const model::Vector& v, int64_t b, int64_t e) {
   if (v.empty()) return {};
   return model::Vector(v.begin() + b, v.begin() + e);
+}
+
+// The cut f of each of n stacked experts of m, stacked again (the node's experts stay one
+// contiguous matrix, as the weight stream sends and a worker rebuilds it): m itself when f
+// keeps every expert whole, else a copy in new storage.
+model::Matrix per_expert(const model::Matrix& m, int n,
+                         const std::function<model::Matrix(const model::Matrix&, model::Storage*)>& f,
+                         model::Storage* storage) {
+  model::Storage scratch;
+  model::Matrix out;
+  std::shared_ptr<std::vector<uint8_t>> buf;
+  for (int e = 0; e < n; ++e) {
+    const model::Matrix one = model::expert(m, e, n);
+    const model::Matrix x = f(one, &scratch);
+    if (e == 0) {
+      if (x.data == one.data && x.rows == one.rows && x.cols == one.cols) return m;  // uncut
+      out = x;
+      out.rows = x.rows * n;
+      buf = std::make_shared<std::vector<uint8_t>>(out.bytes());
+      out.data = buf->data();
+    }
+    std::memcpy(buf->data() + size_t(e) * x.bytes(), x.data, x.bytes());
+    scratch.clear();
+  }
+  storage->push_back(std::move(buf));
+  return out;
 }
 
 }  // namespace
@@ -127,15 +159,18 @@ NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, co
       }
       const model::Matrix& m = f.*t.m;
       model::Matrix& out = o.*t.m;
-      if (t.cut == model::Cut::kHeadCols || t.cut == model::Cut::kFfCols) {
-        // A reduce point's input columns; in exact mode its output rows.
-        if (s.exact)
-          out = slice_rows(m, s.rows.begin, s.rows.end);
-        else
-          out = b == 0 && e == m.cols ? m : slice_columns(m, b, e, &w.storage);
-      } else {
-        out = t.cut == model::Cut::kWhole ? m : slice_rows(m, b, e);
+      if (!m.data) {  // absent (the dense MLP of an MoE model, the experts of a dense one)
+        out = m;
+        continue;
       }
+      const bool reduce_input = t.cut == model::Cut::kHeadCols || t.cut == model::Cut::kFfCols;
+      const auto cut = [&](const model::Matrix& x, model::Storage* st) -> model::Matrix {
+        // A reduce point's input columns; in exact mode its output rows.
+        if (reduce_input && s.exact) return slice_rows(x, s.rows.begin, s.rows.end);
+        if (reduce_input) return b == 0 && e == x.cols ? x : slice_columns(x, b, e, st);
+        return t.cut == model::Cut::kWhole ? x : slice_rows(x, b, e);
+      };
+      out = t.experts ? per_expert(m, cfg.n_expert, cut, &w.storage) : cut(m, &w.storage);
     }
   }
   return nm;
@@ -165,10 +200,12 @@ util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, con
       if (t.matrix) {
         const model::Matrix& m = w.layers[l].*t.m;
         const int64_t cols = local(t.cols, t.cut, false);
-        if (m.rows != rows || m.cols != cols)
+        const int64_t n_stack = t.experts ? cfg.n_expert : 1;
+        if (!t.needed(cfg) && m.rows == 0) continue;  // absent
+        if (m.rows != rows * n_stack || m.cols != cols)
           return util::Status::error("tensor '" + name + "' of the slice is [" + std::to_string(m.cols) + ", " +
                                      std::to_string(m.rows) + "], expected [" + std::to_string(cols) + ", " +
-                                     std::to_string(rows) + "]");
+                                     std::to_string(rows * n_stack) + "]");
       } else {
         const size_t n = (w.layers[l].*t.v).size();
         if (n != size_t(rows) && (n != 0 || t.needed(cfg)))

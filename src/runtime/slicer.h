@@ -4,7 +4,8 @@
 // the source (pointer offsets, no copy). Column slices (wo, down) are copied into owned
 // storage: block by block when [c0, c1) falls on the type's block boundaries, otherwise
 // each row is dequantized and [c0, c1) re-quantized to plan::slice_type's result. In exact
-// mode (NodeSlice::exact) wo and down are row views as well.
+// mode (NodeSlice::exact) wo and down are row views as well. An MoE layer's stacked experts
+// are cut expert by expert (the same ranges in each) into one new contiguous buffer.
 // Also: a plan::ModelShape from bound weights, and a walk over every tensor of a Weights
 // by name (what the weight streamer sends and a worker rebuilds).
 // Deliberately no I/O and no networking.
@@ -36,8 +37,7 @@ model::Partition partition_of(const plan::NodeSlice& s);
 model::Matrix slice_rows(const model::Matrix& m, int64_t r0, int64_t r1);
 // Columns [c0, c1) of every row of m, copied into a new buffer appended to `storage`,
 // stored as plan::slice_type(m.type, c0, c1).
-model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1,
-                            std::vector<std::shared_ptr<const std::vector<uint8_t>>>* storage);
+model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1, model::Storage* storage);
 
 // The node's weights. The token embedding is kept (as a view) only when s.holds_embedding.
 // The result may point into `full` (and whatever memory full points into): keep it alive.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <cstring>
 
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "model/transformer.h"
 #include "sampler/sampler.h"
 #include "scratch.h"
+#include "tensor/quants.h"
 
 namespace {
 
@@ -210,12 +212,55 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, ArchTest,
     ::testing::Values(std::make_pair("toy", tensor::Type::Q4_0), std::make_pair("toy", tensor::Type::Q4_K),
                       std::make_pair("toy", tensor::Type::Q6_K), std::make_pair("toy", tensor::Type::F16), std::make_pair("toy-llama31", tensor::Type::Q5_0),
-                      std::make_pair("toy-qwen2", tensor::Type::Q8_0), std::make_pair("toy-qwen3", tensor::Type::Q5_K)));
+                      std::make_pair("toy-qwen2", tensor::Type::Q8_0), std::make_pair("toy-qwen3", tensor::Type::Q5_K),
+                      std::make_pair("toy-qwen3moe", tensor::Type::Q8_0),
+                      std::make_pair("toy-qwen3moe-e8", tensor::Type::Q4_0)));
+
+// Qwen3-MoE: a prompt in one batch (each expert's tokens in one matmul) gives the bits of
+// token-by-token decode (expert products always in vec_dot order), and the tokens of the
+// batch pick several experts (the grouping is exercised, not one expert for everyone).
+TEST(Moe, GroupedPromptEqualsTokenByTokenBitwise) {
+  for (const char* shape : {"toy-qwen3moe", "toy-qwen3moe-e8"}) {
+    SCOPED_TRACE(shape);
+    auto m = model::load_model(make(shape, tensor::Type::Q4_0));
+    ASSERT_TRUE(m.ok()) << m.error();
+    const std::vector<int32_t> toks = {1, 17, 300, 42, 99, 5, 250, 7, 11, 3, 400, 77, 8, 123, 456};
+    const model::Config& c = (*m)->config;
+    model::RunConfig rc;
+    rc.ctx = 64, rc.max_batch = 16, rc.lane_order = false;  // the dense matmuls in vec_dot order too
+    util::ThreadPool pool(2);
+    model::Transformer one(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+    model::Transformer all(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+    const int n = int(toks.size()), V = c.n_vocab;
+    std::vector<float> a(size_t(n) * V), b(size_t(n) * V);
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(one.forward(&toks[i], 1, i, &a[size_t(i) * V]).ok());
+    ASSERT_TRUE(all.forward(toks.data(), n, 0, b.data(), true).ok());
+    EXPECT_EQ(a, b);
+    // The router's picks over the prompt: more than k distinct experts in layer 0.
+    std::vector<float> x(size_t(n) * c.dim), xn(c.dim), logits(c.n_expert);
+    std::set<int> picked;
+    const model::LayerWeights& l0 = (*m)->weights.layers[0];
+    for (int i = 0; i < n; ++i) {
+      one.embed(toks[i], xn.data());
+      kernels::rmsnorm(xn.data(), xn.data(), l0.attn_norm.data(), c.dim, c.rms_eps);
+      for (int e = 0; e < c.n_expert; ++e) {
+        std::vector<float> row(c.dim);
+        tensor::dequantize_row(l0.router.type, l0.router.row(e), row.data(), c.dim);
+        double d = 0;
+        for (int j = 0; j < c.dim; ++j) d += double(row[j]) * xn[j];
+        logits[e] = float(d);
+      }
+      picked.insert(int(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    }
+    EXPECT_GT(picked.size(), 2u) << "the router sends every token to the same expert";
+  }
+}
 
 // Writes a copy of `src` with one key or tensor changed, then expects load_model to fail
 // with a message containing `want`.
-void expect_load_error(const std::function<void(gguf::Writer&, const gguf::File&)>& edit, const std::string& want) {
-  const std::string src_path = make("toy", tensor::Type::Q8_0);
+void expect_load_error(const std::function<void(gguf::Writer&, const gguf::File&)>& edit, const std::string& want,
+                       std::string src_path = "") {
+  if (src_path.empty()) src_path = make("toy", tensor::Type::Q8_0);
   auto src = gguf::File::open(src_path);
   ASSERT_TRUE(src.ok()) << src.error();
   gguf::Writer w;
@@ -408,6 +453,35 @@ TEST(ModelErrors, Gemma3WithoutWindowKeyNamesIt) {
     for (const auto& t : f.tensors()) w.add_tensor(t.name, t.ne, t.type, t.data);
     w.set("general.architecture", gguf::Value::string("gemma3"));
   }, "gemma3 model metadata lacks gemma3.attention.sliding_window");
+}
+
+// Qwen3-MoE files with a missing expert tensor, an expert count that does not match the
+// tensors, more experts used than there are, and no expert count.
+TEST(ModelErrors, MoeFilesWithBadExpertsAreNamed) {
+  const std::string moe = make("toy-qwen3moe", tensor::Type::Q8_0);
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) { copy_all(w, f, "blk.1.ffn_down_exps.weight"); },
+                    "missing tensor 'blk.1.ffn_down_exps.weight'", moe);
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) {
+    copy_all(w, f);
+    w.set("qwen3moe.expert_count", gguf::Value::u32(16));
+  }, "tensor 'blk.0.ffn_gate_inp.weight' has shape [256, 32], expected [256, 16]", moe);
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) {
+    for (const auto& [k, v] : f.kv()) w.set(k, v);
+    for (const auto& t : f.tensors()) {
+      std::vector<int64_t> ne = t.ne;
+      if (t.name == "blk.0.ffn_up_exps.weight") ne[2] = 16;  // half the experts
+      w.add_tensor(t.name, ne, t.type, t.data);
+    }
+  }, "tensor 'blk.0.ffn_up_exps.weight' has shape [256, 128, 16], expected [256, 128, 32] (the model's expert_count is 32)", moe);
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) {
+    copy_all(w, f);
+    w.set("qwen3moe.expert_used_count", gguf::Value::u32(33));
+  }, "qwen3moe.expert_used_count must be 1 to qwen3moe.expert_count (32), not 33", moe);
+  expect_load_error([](gguf::Writer& w, const gguf::File& f) {
+    for (const auto& [k, v] : f.kv())
+      if (k != "qwen3moe.expert_count") w.set(k, v);
+    for (const auto& t : f.tensors()) w.add_tensor(t.name, t.ne, t.type, t.data);
+  }, "model metadata lacks qwen3moe.expert_count", moe);
 }
 
 TEST(ModelErrors, MissingTensorIsNamed) {

@@ -289,6 +289,27 @@ TEST(Plan, ReencodeOnlyWhenBoundariesCut) {
   EXPECT_TRUE(down_noted);
 }
 
+// An MoE shape (the 30B-A3B's): a node reads its rows of n_expert_used experts and the
+// whole F32 router per token, and holds its rows of all n_expert.
+TEST(Plan, MoeReadsUsedExpertsHoldsAll) {
+  ModelShape s = make_shape("qwen3-30b-a3b", 2048, 48, 32, 4, 768, 151936, Type::Q4_0);
+  s.head_dim = 128, s.n_expert = 128, s.n_expert_used = 8;
+  ModelShape dense = s;
+  dense.n_expert = dense.n_expert_used = 0;
+  for (int n : {1, 2, 3, 4, 16}) {
+    auto p = make_plan(s, std::vector<double>(n, 1.0));
+    auto d = make_plan(dense, std::vector<double>(n, 1.0));
+    ASSERT_TRUE(p.ok() && d.ok()) << p.error();
+    for (int i = 0; i < n; ++i) {
+      const uint64_t f = p->nodes[i].ff.size();
+      const uint64_t one = f * 2 * tensor::row_bytes(Type::Q4_0, 2048) + 2048 * tensor::row_bytes(Type::Q4_0, f);
+      const uint64_t router = 128 * 2048 * 4;
+      EXPECT_EQ(weight_bytes(*p, i), weight_bytes(*d, i) + 48 * (7 * one + router)) << "N=" << n << " node " << i;
+      EXPECT_EQ(resident_bytes(*p, i), weight_bytes(*p, i) + 48 * 120 * one) << "N=" << n << " node " << i;
+    }
+  }
+}
+
 TEST(Plan, MixedLayerTypesAndExtras) {
   ModelShape s = llama8b(Type::Q4_K);
   s.layers.assign(s.n_layers, s.layer);
