@@ -118,7 +118,12 @@ struct ClusterCliOptions {
   std::string link_encryption = "on";
   std::vector<std::string> spares;
   bool no_recovery = false;
+  std::string transport = "tcp";  // tcp | mpi (cli/mpi.cc)
+  bool model_local = false;       // mpi: every rank reads -m itself
 };
+
+// The MPI job's transport on rank 0 under --transport mpi (cli/mpi.cc), else null.
+std::shared_ptr<net::Transport> mpi_world();
 
 inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
   cmd->add_option("--workers", o->workers, "workers host:port,... (each started with `shardlm worker`)")
@@ -143,6 +148,12 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
       ->delimiter(',');
   cmd->add_flag("--no-recovery", o->no_recovery,
                 "end the run when a worker is lost, instead of re-forming the cluster and replaying");
+  cmd->add_option("--transport", o->transport,
+                  "tcp (--workers started with `shardlm worker`) or mpi (started by `mpirun -np N` or `srun`: rank 0 "
+                  "is the root, every other rank a worker)")
+      ->check(CLI::IsMember({"tcp", "mpi"}))->capture_default_str();
+  cmd->add_flag("--model-local", o->model_local,
+                "--transport mpi: every rank reads -m FILE itself (same path) instead of receiving its slice from rank 0");
 }
 
 // Fills runtime::ClusterOptions for n_slots sequences of ctx positions each (a prompt
@@ -157,6 +168,15 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
     return "--allreduce must be auto, all-gather, star or ring, not '" + c.algo + "'";
   for (double s : c.shares)
     if (!(s > 0) || !std::isfinite(s)) return "--shares values must be positive numbers";
+  if (c.model_local && c.transport != "mpi") return "--model-local is for --transport mpi (a TCP worker takes --model)";
+  if (c.transport == "mpi") {
+    out->transport = mpi_world();
+    if (!out->transport)
+      return "--transport mpi: start every rank with mpirun or srun (e.g. `mpirun -np 3 shardlm generate -m FILE -p "
+             "TEXT --transport mpi`), giving --transport mpi as two words or as --transport=mpi";
+    if (!c.workers.empty() || !c.spares.empty())
+      return "--workers and --spare are for --transport tcp: under MPI every rank but 0 is a worker";
+  }
   std::vector<std::string> warnings;
   auto key = net::resolve_cluster_key(c.cluster_key, c.cluster_key_file, &warnings);
   if (!key) return key.error();

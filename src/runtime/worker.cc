@@ -241,6 +241,12 @@ Status Worker::session(net::Transport& t) {
 
 }  // namespace
 
+Status run_worker_session(net::Transport& t, const WorkerOptions& o) {
+  Worker w(o);
+  RETURN_IF_ERROR(w.load_local_model());
+  return w.session(t);
+}
+
 Status run_worker(const WorkerOptions& o) {
   Worker w(o);
   RETURN_IF_ERROR(w.load_local_model());

@@ -3,13 +3,18 @@
 // model, then runs steps in lockstep with the root until the root says shutdown or
 // vanishes (closed connection or silence), and goes back to listening. Slices are kept
 // in memory across sessions keyed by (model hash, slice), so a root that reconnects with
-// the same model and plan does not stream the weights again.
+// the same model and plan does not stream the weights again. Under MPI a rank runs one
+// session on the job's transport (run_worker_session).
 // Deliberately no tokenizer and no sampling decision: a worker returns candidates.
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "util/status.h"
+
+namespace net {
+class Transport;
+}
 
 namespace runtime {
 
@@ -30,5 +35,10 @@ struct WorkerOptions {
 // "listening on HOST:PORT" on stdout once the port is open. Errors of a session are
 // logged to stderr and the worker goes on; only a failure to listen is returned.
 util::Status run_worker(const WorkerOptions& o);
+
+// One session on a transport formed already (a rank of an MPI job): setup, weights (or
+// --model-local slicing of o.model_path), steps until the root says shutdown. Uses
+// o.threads, o.model_path and o.idle_timeout_s.
+util::Status run_worker_session(net::Transport& t, const WorkerOptions& o);
 
 }  // namespace runtime
