@@ -62,8 +62,9 @@ std::string mpi_error(int code) {
   return std::string(buf, size_t(len));
 }
 
-// Polls: yields the core for the spin time, then sleeps 20 µs doubling to 1 ms, so an idle
-// rank (a worker between requests) costs nothing and a busy one answers within the spin.
+// Polls: yields the core for the spin time, then sleeps 20 µs doubling to 100 µs, and to
+// 1 ms after 10 ms of waiting: an idle rank (a worker between requests) costs nothing, and
+// a busy one answers within the spin or a sleep that is short beside a step.
 class Poll {
  public:
   Poll(double spin_s, double timeout_s) : start_(util::now_seconds()), spin_s_(spin_s), timeout_s_(timeout_s) {}
@@ -74,7 +75,7 @@ class Poll {
       return;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
-    sleep_us_ = std::min(1000, sleep_us_ * 2);
+    sleep_us_ = std::min(util::now_seconds() - start_ < 0.01 ? 100 : 1000, sleep_us_ * 2);
   }
 
  private:
@@ -183,6 +184,11 @@ class MpiTransport final : public Transport {
         for (size_t i = 0; i < sends.size(); ++i)
           if (!sent[i]) return Status::error(send_timeout_message(peer_name(sends[i].peer), timeout_s));
       }
+      // A large send moves only while this rank calls into MPI: no sleeping until it is out.
+      if (std::find(sent.begin(), sent.end(), false) != sent.end()) {
+        sched_yield();
+        continue;
+      }
       poll.wait();
     }
     return {};
@@ -219,7 +225,7 @@ class MpiTransport final : public Transport {
       if (poll.expired())
         return Status::error("MPI_Allreduce did not complete within " + std::to_string(int(timeout_s)) +
                              " s (a rank is not taking part)");
-      poll.wait();
+      sched_yield();  // MPI's algorithm moves data only while every rank calls into MPI
     }
     if (f16) tensor::dequantize_row(tensor::Type::F16, reinterpret_cast<const uint8_t*>(h.data()), x.data(), int64_t(x.size()));
     return {};
@@ -395,8 +401,10 @@ Expected<std::unique_ptr<Transport>> mpi_start(const MpiOptions& o) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  if (size < 2) {
+  if (size < 2) {  // nobody waits for this rank: end MPI quietly
     MPI_Comm_free(&comm);
+    MPI_Finalize();
+    g_started = false;
     return Status::error("--transport mpi with 1 rank: start 2 or more (`mpirun -np 2 ...`), or leave out "
                          "--transport mpi to run on one node");
   }

@@ -23,8 +23,7 @@ BIN = os.environ["SHARDLM_BIN"]
 MODEL = os.environ["SHARDLM_MODEL"]
 PROMPT = "1, 2, 3, 4, 5,"
 N = "24"
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none"]
 
 
@@ -94,7 +93,8 @@ def main():
         for pid in os.listdir("/proc"):
             try:
                 env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
-                if b"OMPI_COMM_WORLD_RANK=2" in env and os.getpgid(int(pid)) == p.pid:
+                ppid = [l for l in open("/proc/%s/status" % pid).read().splitlines() if l.startswith("PPid:")]
+                if b"OMPI_COMM_WORLD_RANK=2" in env and ppid and int(ppid[0].split()[1]) == p.pid:
                     victim = int(pid)
             except (OSError, ValueError):
                 pass
