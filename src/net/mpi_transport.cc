@@ -69,13 +69,14 @@ class Poll {
  public:
   Poll(double spin_s, double timeout_s) : start_(util::now_seconds()), spin_s_(spin_s), timeout_s_(timeout_s) {}
   bool expired() const { return util::now_seconds() - start_ > timeout_s_; }
-  void wait() {
+  // busy: something of ours is in flight (a send, an all-reduce): sleeps stay at 20 µs.
+  void wait(bool busy = false) {
     if (util::now_seconds() - start_ < spin_s_) {
       sched_yield();
       return;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
-    sleep_us_ = std::min(util::now_seconds() - start_ < 0.01 ? 100 : 1000, sleep_us_ * 2);
+    std::this_thread::sleep_for(std::chrono::microseconds(busy ? 20 : sleep_us_));
+    if (!busy) sleep_us_ = std::min(util::now_seconds() - start_ < 0.01 ? 100 : 1000, sleep_us_ * 2);
   }
 
  private:
@@ -184,12 +185,8 @@ class MpiTransport final : public Transport {
         for (size_t i = 0; i < sends.size(); ++i)
           if (!sent[i]) return Status::error(send_timeout_message(peer_name(sends[i].peer), timeout_s));
       }
-      // A large send moves only while this rank calls into MPI: no sleeping until it is out.
-      if (std::find(sent.begin(), sent.end(), false) != sent.end()) {
-        sched_yield();
-        continue;
-      }
-      poll.wait();
+      // A large send moves only while this rank calls into MPI: short sleeps until it is out.
+      poll.wait(std::find(sent.begin(), sent.end(), false) != sent.end());
     }
     return {};
   }
@@ -225,7 +222,7 @@ class MpiTransport final : public Transport {
       if (poll.expired())
         return Status::error("MPI_Allreduce did not complete within " + std::to_string(int(timeout_s)) +
                              " s (a rank is not taking part)");
-      sched_yield();  // MPI's algorithm moves data only while every rank calls into MPI
+      poll.wait(/*busy=*/true);  // MPI's algorithm moves data only while every rank calls into MPI
     }
     if (f16) tensor::dequantize_row(tensor::Type::F16, reinterpret_cast<const uint8_t*>(h.data()), x.data(), int64_t(x.size()));
     return {};

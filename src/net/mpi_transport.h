@@ -8,9 +8,10 @@
 // a library that offers less is refused with a message): the root calls the transport
 // from its engine thread, and while streaming weights from one thread per worker; every
 // MPI call is made under the transport's mutex, and none blocks, so the calls interleave.
-// Progress: OpenMPI progresses messages only inside MPI calls; ours poll while waiting,
-// and a node computing makes none. Sends complete before send() returns (as TCP's block
-// when the socket buffer is full), so nothing is left to progress during compute.
+// Progress: OpenMPI progresses messages only inside MPI calls; ours poll while waiting
+// (yield, then short sleeps), and a node computing makes none. Sends complete before
+// send() returns (as TCP's block when the socket buffer is full), so nothing is left to
+// progress during compute.
 // mpi_start also runs the hello (the TCP handshake's checks, over MPI): protocol version
 // and, when a cluster key is given, a mutual HMAC proof of it; a mismatch fails on both
 // sides naming the rank. Then it measures MPI_Allreduce (native_sum_us) the same way on
