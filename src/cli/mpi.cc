@@ -85,7 +85,7 @@ int run_mpi(int argc, char** argv, const Runner& root) {
   mo.cluster_key = *key;
   mo.software_version = SHARDLM_VERSION;
   auto t = net::mpi_start(mo);
-  if (!t) return end_with(1, t.error(), net::mpi_launched() ? -1 : 0);
+  if (!t) return end_with(1, t.error(), 0);
   g_world = std::move(*t);
   const int rank = g_world->rank();
   if (rank == 0) {

@@ -133,7 +133,7 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
                   "auto (exact unless the measured links make q8_0 a third faster; printed), exact (gathers: "
                   "bit-identical to one node), or the all-reduce encoding q8_0 (perplexity +0.35% on 3 nodes), f16, f32")
       ->capture_default_str();
-  cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star or ring")->capture_default_str();
+  cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star, ring or mpi (MPI_Allreduce: --transport mpi, f32/f16)")->capture_default_str();
   cmd->add_option("--cluster-key", o->cluster_key,
                   "shared secret the workers were started with (visible in ps: prefer --cluster-key-file or "
                   "$SHARDLM_CLUSTER_KEY)");
@@ -165,7 +165,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   auto sync = exact || automatic ? std::optional<net::SyncType>(net::SyncType::kF32) : net::sync_type_from_name(c.sync);
   if (!sync) return "--sync-type must be auto, exact, q8_0, f16 or f32, not '" + c.sync + "'";
   if (c.algo != "auto" && !net::algo_from_name(c.algo))
-    return "--allreduce must be auto, all-gather, star or ring, not '" + c.algo + "'";
+    return "--allreduce must be auto, all-gather, star, ring or mpi, not '" + c.algo + "'";
   for (double s : c.shares)
     if (!(s > 0) || !std::isfinite(s)) return "--shares values must be positive numbers";
   if (c.model_local && c.transport != "mpi") return "--model-local is for --transport mpi (a TCP worker takes --model)";
@@ -174,8 +174,6 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
     if (!out->transport)
       return "--transport mpi: start every rank with mpirun or srun (e.g. `mpirun -np 3 shardlm generate -m FILE -p "
              "TEXT --transport mpi`), giving --transport mpi as two words or as --transport=mpi";
-    if (!c.workers.empty() || !c.spares.empty())
-      return "--workers and --spare are for --transport tcp: under MPI every rank but 0 is a worker";
   }
   std::vector<std::string> warnings;
   auto key = net::resolve_cluster_key(c.cluster_key, c.cluster_key_file, &warnings);

@@ -7,7 +7,8 @@
 // A Transport object belongs to one node and is driven by one thread at a time; only the
 // hub behind InProcessTransport is shared between threads. Exception: TcpTransport's
 // send/recv to different peers touch only that peer's connection, so one thread per peer
-// may use them at once (the root streams weights to every worker so).
+// may use them at once (the root streams weights to every worker so); the MPI transport
+// allows the same (its MPI calls are serialized under a mutex).
 // Deliberately no collectives here (collectives.h) and no knowledge of payloads.
 #pragma once
 #include <cstdint>

@@ -54,7 +54,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
                          " workers): give one share per node, the root's first");
   if (o.algo != "auto") {
     auto a = net::algo_from_name(o.algo);
-    if (!a) return Status::error("--allreduce must be auto, all-gather, star or ring, not '" + o.algo + "'");
+    if (!a) return Status::error("--allreduce must be auto, all-gather, star, ring or mpi, not '" + o.algo + "'");
     c->forced_algo_ = int(*a);
     if (*a == net::AllReduceAlgo::kMpi && (!o.transport || o.exact || o.auto_sync || o.sync == net::SyncType::kQ8_0))
       return Status::error("--allreduce mpi needs --transport mpi and --sync-type f32 or f16");
@@ -767,7 +767,8 @@ Status Cluster::replay(Reform* rep) {
 }
 
 void Cluster::publish_health() {
-  health_.nodes = 1 + int(std::count_if(places_.begin(), places_.end(), [](int p) { return p >= 0; }));
+  health_.nodes = o_.transport ? o_.transport->size()
+                                : 1 + int(std::count_if(places_.begin(), places_.end(), [](int p) { return p >= 0; }));
   std::lock_guard<std::mutex> l(health_mu_);
   health_snapshot_ = health_;
 }
