@@ -95,6 +95,9 @@ int run_mpi(int argc, char** argv, const Runner& root) {
   runtime::WorkerOptions wo;
   wo.threads = ro.threads;
   wo.software_version = SHARDLM_VERSION;
+  // A silent root is no reason to end: it may be loading a large model, or serving nobody;
+  // if it dies, mpirun ends the job.
+  wo.setup_timeout_s = wo.idle_timeout_s = 1e9;
   if (ro.model_local) wo.model_path = ro.model;
   util::Status st = runtime::run_worker_session(*g_world, wo);
   return end_with(st.ok() ? 0 : 1, st.ok() ? "" : st.message(), rank);

@@ -17,6 +17,8 @@
 // sides naming the rank. Then it measures MPI_Allreduce (native_sum_us) the same way on
 // every rank. Links are not encrypted: the MPI fabric is the cluster's own.
 // Deliberately no recovery: a dead rank ends the job (mpirun aborts it, naming the rank).
+// After a failed call (a timeout) sends of it may still be posted: the cluster does not
+// use the transport for steps again, and the job is meant to end.
 // A build without MPI (SHARDLM_MPI off) keeps these functions; mpi_start then fails
 // saying how to build with MPI.
 #pragma once

@@ -480,7 +480,10 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
   std::vector<StepReply> replies;
   Expected<StepReply> mine = execute(s, step_tokens_, &replies);
   while (!mine) {
-    if (!o_.recover || members_.empty()) return step_failed(mine.status());
+    if (!o_.recover || members_.empty()) {
+      if (o_.transport) broken_ = step_failed(mine.status());  // MPI: the ranks are out of step for good
+      return step_failed(mine.status());
+    }
     RETURN_IF_ERROR(recover(mine.status()));
     mine = execute(s, step_tokens_, &replies);
   }

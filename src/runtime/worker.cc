@@ -148,7 +148,7 @@ Status Worker::session(net::Transport& t) {
   // there says shutdown instead).
   Setup s;
   for (;;) {
-    auto m = t.recv(0, 60.0);
+    auto m = t.recv(0, o_.setup_timeout_s);
     if (!m) return m.status();
     if (m->type == net::MessageType::kPing) {
       RETURN_IF_ERROR(t.send(0, net::MessageType::kPong, m->payload, 30.0));

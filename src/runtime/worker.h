@@ -27,6 +27,7 @@ struct WorkerOptions {
   std::string model_path;     // optional: slice this file locally (its hash must match)
   std::string software_version = "dev";
   double idle_timeout_s = 3600;  // a session whose root is silent this long ends
+  double setup_timeout_s = 60;   // the same, before the root's session setup
   int max_sessions = -1;         // < 0: serve forever (tests may bound it)
   int cache_slices = 4;          // slices kept across sessions
 };
@@ -38,7 +39,7 @@ util::Status run_worker(const WorkerOptions& o);
 
 // One session on a transport formed already (a rank of an MPI job): setup, weights (or
 // --model-local slicing of o.model_path), steps until the root says shutdown. Uses
-// o.threads, o.model_path and o.idle_timeout_s.
+// o.threads, o.model_path and the timeouts.
 util::Status run_worker_session(net::Transport& t, const WorkerOptions& o);
 
 }  // namespace runtime
