@@ -63,8 +63,8 @@ std::string mpi_error(int code) {
 }
 
 // Polls: yields the core for the spin time, then sleeps 20 µs doubling to 100 µs, and to
-// 1 ms after 10 ms of waiting: an idle rank (a worker between requests) costs nothing, and
-// a busy one answers within the spin or a sleep that is short beside a step.
+// 1 ms after 1 s of waiting: an idle rank (a worker between requests) costs nothing, and
+// one whose partner was descheduled mid-step (a loaded machine) answers within 100 µs.
 class Poll {
  public:
   Poll(double spin_s, double timeout_s) : start_(util::now_seconds()), spin_s_(spin_s), timeout_s_(timeout_s) {}
@@ -76,7 +76,7 @@ class Poll {
       return;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(busy ? 20 : sleep_us_));
-    if (!busy) sleep_us_ = std::min(util::now_seconds() - start_ < 0.01 ? 100 : 1000, sleep_us_ * 2);
+    if (!busy) sleep_us_ = std::min(util::now_seconds() - start_ < 1.0 ? 100 : 1000, sleep_us_ * 2);
   }
 
  private:
