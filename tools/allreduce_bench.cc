@@ -10,7 +10,7 @@
 // tests check the algorithms; this only times them).
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>

@@ -5,7 +5,7 @@
   * on 2 ranks, --sync-type f32 --allreduce mpi (MPI_Allreduce) gives the text of our own
     f32 all-gather (a sum of two floats is the same in either order);
   * `serve` under mpirun -np 3 answers the openai client with one node's greedy text, and
-    when a worker rank is killed the job ends (mpirun exits, naming what failed);
+    when a worker rank is killed the job ends (mpirun exits non-zero, naming the rank);
   * bad input: --transport mpi without mpirun, on one rank, ranks with different cluster
     keys (MPMD), --allreduce mpi over TCP: each a clear message, no hang.
 OpenMPI refuses root without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), which is set here."""
@@ -110,8 +110,8 @@ def main():
             except subprocess.TimeoutExpired:
                 pass
             err = p.stderr.read() if p.poll() is not None else ""
-            check(p.poll() is not None and p.returncode != 0,
-                  "a killed worker rank ends the job (mpirun rc %s): %s" % (p.returncode, err[-400:]))
+            check(p.poll() is not None and p.returncode != 0 and "rank 2" in err,
+                  "a killed worker rank ends the job, mpirun names it (rc %s): %s" % (p.returncode, err[-400:]))
     if p.poll() is None:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
