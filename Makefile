@@ -9,7 +9,8 @@ VOCAB_DIR := .deps/vocab
 LLAMA_CPP_PY := 0.3.36
 APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev clang-14 libclang-rt-14-dev \
-  curl chromium openssl libedit-dev tmux libjs-marked libjs-highlight.js node-dompurify
+  curl chromium openssl libedit-dev tmux libjs-marked libjs-highlight.js node-dompurify \
+  libopenmpi-dev openmpi-bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64

@@ -24,6 +24,11 @@ Runner add_chat(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_keygen(CLI::App& app);
 
+// --transport mpi (mpi.cc): whether the command line asks for it; runs this rank of the
+// job (rank 0: `root`, the parsed command; others: a worker session) and ends MPI.
+bool wants_mpi(int argc, char** argv);
+int run_mpi(int argc, char** argv, const Runner& root);
+
 // Prints "error: msg" to stderr and returns 1.
 int fail(const std::string& msg);
 

@@ -35,12 +35,17 @@ int main(int argc, char** argv) {
   add(cli::add_chat);
   add(cli::add_perplexity);
   add(cli::add_keygen);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  for (auto& [sub, run] : runners)
-    if (sub->parsed()) return run();
-  return cli::fail("no subcommand given; run `shardlm --help`");
+  const cli::Runner parse_and_run = [&]() -> int {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    }
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+    return cli::fail("no subcommand given; run `shardlm --help`");
+  };
+  // Every rank of an MPI job runs this command line; rank 0 parses and runs it (cli/mpi.cc).
+  if (cli::wants_mpi(argc, argv)) return cli::run_mpi(argc, argv, parse_and_run);
+  return parse_and_run();
 }

@@ -118,7 +118,12 @@ struct ClusterCliOptions {
   std::string link_encryption = "on";
   std::vector<std::string> spares;
   bool no_recovery = false;
+  std::string transport = "tcp";  // tcp | mpi (cli/mpi.cc)
+  bool model_local = false;       // mpi: every rank reads -m itself
 };
+
+// The MPI job's transport on rank 0 under --transport mpi (cli/mpi.cc), else null.
+std::shared_ptr<net::Transport> mpi_world();
 
 inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
   cmd->add_option("--workers", o->workers, "workers host:port,... (each started with `shardlm worker`)")
@@ -128,7 +133,7 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
                   "auto (exact unless the measured links make q8_0 a third faster; printed), exact (gathers: "
                   "bit-identical to one node), or the all-reduce encoding q8_0 (perplexity +0.35% on 3 nodes), f16, f32")
       ->capture_default_str();
-  cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star or ring")->capture_default_str();
+  cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star, ring or mpi (MPI_Allreduce: --transport mpi, f32/f16)")->capture_default_str();
   cmd->add_option("--cluster-key", o->cluster_key,
                   "shared secret the workers were started with (visible in ps: prefer --cluster-key-file or "
                   "$SHARDLM_CLUSTER_KEY)");
@@ -143,6 +148,12 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
       ->delimiter(',');
   cmd->add_flag("--no-recovery", o->no_recovery,
                 "end the run when a worker is lost, instead of re-forming the cluster and replaying");
+  cmd->add_option("--transport", o->transport,
+                  "tcp (--workers started with `shardlm worker`) or mpi (started by `mpirun -np N` or `srun`: rank 0 "
+                  "is the root, every other rank a worker)")
+      ->check(CLI::IsMember({"tcp", "mpi"}))->capture_default_str();
+  cmd->add_flag("--model-local", o->model_local,
+                "--transport mpi: every rank reads -m FILE itself (same path) instead of receiving its slice from rank 0");
 }
 
 // Fills runtime::ClusterOptions for n_slots sequences of ctx positions each (a prompt
@@ -154,9 +165,16 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   auto sync = exact || automatic ? std::optional<net::SyncType>(net::SyncType::kF32) : net::sync_type_from_name(c.sync);
   if (!sync) return "--sync-type must be auto, exact, q8_0, f16 or f32, not '" + c.sync + "'";
   if (c.algo != "auto" && !net::algo_from_name(c.algo))
-    return "--allreduce must be auto, all-gather, star or ring, not '" + c.algo + "'";
+    return "--allreduce must be auto, all-gather, star, ring or mpi, not '" + c.algo + "'";
   for (double s : c.shares)
     if (!(s > 0) || !std::isfinite(s)) return "--shares values must be positive numbers";
+  if (c.model_local && c.transport != "mpi") return "--model-local is for --transport mpi (a TCP worker takes --model)";
+  if (c.transport == "mpi") {
+    out->transport = mpi_world();
+    if (!out->transport)
+      return "--transport mpi: start every rank with mpirun or srun (e.g. `mpirun -np 3 shardlm generate -m FILE -p "
+             "TEXT --transport mpi`), giving --transport mpi as two words or as --transport=mpi";
+  }
   std::vector<std::string> warnings;
   auto key = net::resolve_cluster_key(c.cluster_key, c.cluster_key_file, &warnings);
   if (!key) return key.error();

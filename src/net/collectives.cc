@@ -132,6 +132,7 @@ const char* algo_name(AllReduceAlgo a) {
     case AllReduceAlgo::kAllGather: return "all-gather";
     case AllReduceAlgo::kStar: return "star";
     case AllReduceAlgo::kRing: return "ring";
+    case AllReduceAlgo::kMpi: return "mpi";
   }
   return "?";
 }
@@ -145,6 +146,7 @@ std::optional<AllReduceAlgo> algo_from_name(std::string_view s) {
   if (s == "all-gather" || s == "allgather") return AllReduceAlgo::kAllGather;
   if (s == "star") return AllReduceAlgo::kStar;
   if (s == "ring") return AllReduceAlgo::kRing;
+  if (s == "mpi") return AllReduceAlgo::kMpi;
   return std::nullopt;
 }
 
@@ -229,6 +231,9 @@ Status Collectives::all_reduce(std::span<float> x, AllReduceAlgo algo, SyncType 
     case AllReduceAlgo::kAllGather: return all_gather_sum(x, sync);
     case AllReduceAlgo::kStar: return star(x, sync);
     case AllReduceAlgo::kRing: return ring(x, sync);
+    case AllReduceAlgo::kMpi:
+      if (sync == SyncType::kQ8_0) return Status::error("the mpi all-reduce sums f32 or f16, not q8_0");
+      return t_.native_sum(x, sync == SyncType::kF16, opt_.timeout_s);
   }
   return Status::error("unknown all-reduce algorithm");
 }
@@ -461,6 +466,7 @@ uint64_t Collectives::all_reduce_bytes_sent(AllReduceAlgo a, SyncType t, int n_n
       }
       return sum;
     }
+    case AllReduceAlgo::kMpi: return encoded_bytes(t, n);
   }
   return 0;
 }

@@ -13,6 +13,9 @@
 //               unchanged around the ring and decoded by everyone, the owner included.
 //               Chunk c is summed in the order c+1, c+2, ..., c (mod N), re-encoded at each
 //               hop, so its rounding differs from all-gather's (still identical on all nodes).
+//   mpi:        MPI_Allreduce (Transport::native_sum; --transport mpi only), F32 or F16
+//               (each partial sum rounded to f16); MPI's algorithm and order, the same
+//               result on every rank (OpenMPI's algorithms for a commutative op).
 // With F32 all-gather and star are exact float sums in rank order; ring is the exact
 // float sum in its chunk order. With N = 1 all_reduce leaves x untouched.
 // A batch of B rows is one vector of B*dim values: one message per peer per step.
@@ -30,9 +33,9 @@
 namespace net {
 
 enum class SyncType : uint8_t { kQ8_0 = 0, kF16 = 1, kF32 = 2 };
-enum class AllReduceAlgo : uint8_t { kAllGather = 0, kStar = 1, kRing = 2 };
+enum class AllReduceAlgo : uint8_t { kAllGather = 0, kStar = 1, kRing = 2, kMpi = 3 };
 const char* sync_type_name(SyncType t);      // "q8_0", "f16", "f32"
-const char* algo_name(AllReduceAlgo a);      // "all-gather", "star", "ring"
+const char* algo_name(AllReduceAlgo a);      // "all-gather", "star", "ring", "mpi"
 std::optional<SyncType> sync_type_from_name(std::string_view s);
 std::optional<AllReduceAlgo> algo_from_name(std::string_view s);
 
@@ -80,7 +83,8 @@ class Collectives {
   void reset_stats() { stats_ = {}; }
   const CollectiveOptions& options() const { return opt_; }
 
-  // Frame bytes one all_reduce of n values makes `rank` send / receive.
+  // Frame bytes one all_reduce of n values makes `rank` send / receive (mpi: the
+  // payload, which is what the MPI transport counts; MPI's own traffic is not seen).
   static uint64_t all_reduce_bytes_sent(AllReduceAlgo a, SyncType t, int n_nodes, int rank, size_t n);
   static uint64_t all_reduce_bytes_received(AllReduceAlgo a, SyncType t, int n_nodes, int rank, size_t n);
 

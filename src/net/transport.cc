@@ -42,6 +42,10 @@ Status Transport::exchange(std::span<const SendItem> sends, std::span<const Recv
   return {};
 }
 
+Status Transport::native_sum(std::span<float>, bool, double) {
+  return Status::error("the mpi all-reduce needs --transport mpi (MPI_Allreduce)");
+}
+
 namespace {
 
 struct Hub {

@@ -3,7 +3,11 @@
 // (plan::choose_allreduce) unless one is forced, with a timeout that grows with the rows a
 // message carries (a prefill batch computes longer between all-reduces than a decode
 // step). Every node computes the same choice from the same α, β and size, so all nodes
-// run the same algorithm. Deliberately no measuring here (cluster.cc probes the links).
+// run the same algorithm. Under --transport mpi, for f32 and f16, MPI_Allreduce competes
+// too: its time is the one the transport measured at start (the slowest rank's, the same
+// on every rank), ours the model's under α and β; the faster is taken.
+// Deliberately no measuring here (cluster.cc probes the links, the MPI transport its
+// all-reduce).
 #pragma once
 #include <memory>
 
@@ -32,9 +36,12 @@ class AutoCollective : public ReduceCollective {
   }
   net::AllReduceAlgo algo_for(size_t n) const {
     if (forced_ >= 0) return net::AllReduceAlgo(forced_);
+    const double bytes = double(net::encoded_bytes(sync_, n));
     const plan::AllReduce a =
-        plan::choose_allreduce(t_.size(), double(net::encoded_bytes(sync_, n)), alpha_, beta_, false,
-                               sync_ == net::SyncType::kQ8_0);
+        plan::choose_allreduce(t_.size(), bytes, alpha_, beta_, false, sync_ == net::SyncType::kQ8_0);
+    const double native_us = sync_ == net::SyncType::kQ8_0 ? -1 : t_.native_sum_us(size_t(bytes));
+    if (native_us >= 0 && native_us < plan::allreduce_us(a, t_.size(), bytes, {alpha_, beta_, false}))
+      return net::AllReduceAlgo::kMpi;
     return a == plan::AllReduce::kRing ? net::AllReduceAlgo::kRing
            : a == plan::AllReduce::kStar ? net::AllReduceAlgo::kStar
                                          : net::AllReduceAlgo::kAllGather;

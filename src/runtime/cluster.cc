@@ -43,7 +43,9 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
                                                   const ClusterOptions& o, util::ThreadPool& pool) {
   std::unique_ptr<Cluster> c(new Cluster(m, pool));
   c->o_ = o;
-  const int n = int(o.workers.size()) + 1;
+  if (o.transport && (!o.workers.empty() || !o.spares.empty()))
+    return Status::error("--workers and --spare are for --transport tcp: under MPI every rank but 0 is a worker");
+  const int n = o.transport ? o.transport->size() : int(o.workers.size()) + 1;
   std::vector<double> shares = o.shares;
   if (shares.empty()) shares.assign(n, 1.0);
   if (int(shares.size()) != n)
@@ -52,8 +54,10 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
                          " workers): give one share per node, the root's first");
   if (o.algo != "auto") {
     auto a = net::algo_from_name(o.algo);
-    if (!a) return Status::error("--allreduce must be auto, all-gather, star or ring, not '" + o.algo + "'");
+    if (!a) return Status::error("--allreduce must be auto, all-gather, star, ring or mpi, not '" + o.algo + "'");
     c->forced_algo_ = int(*a);
+    if (*a == net::AllReduceAlgo::kMpi && (!o.transport || o.exact || o.auto_sync || o.sync == net::SyncType::kQ8_0))
+      return Status::error("--allreduce mpi needs --transport mpi and --sync-type f32 or f16");
   }
   if (!o.exact && !o.auto_sync && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
@@ -115,7 +119,10 @@ Status Cluster::form(Reform* rep, int* failed) {
       shares.push_back(home_shares_[i + 1]);
     }
   nodes_.assign(1, {"root", {}});
-  if (!addrs.empty()) {
+  if (o_.transport) {  // MPI: formed already; every rank is a worker
+    t_ = o_.transport;
+    shares = home_shares_;
+  } else if (!addrs.empty()) {
     int bad = -1;
     auto t = net::TcpTransport::connect_root(addrs, tcp_options(), &bad);
     if (!t) {
@@ -123,6 +130,8 @@ Status Cluster::form(Reform* rep, int* failed) {
       return t.status();
     }
     t_ = std::move(*t);
+  }
+  if (t_) {
     for (int r = 1; r < t_->size(); ++r) nodes_.push_back({t_->peer_name(r), {}});
     if (first && (forced_algo_ < 0 || o_.auto_sync)) RETURN_IF_ERROR(probe_links());
     if (first && o_.auto_sync) RETURN_IF_ERROR(choose_sync(shape_, shares));
@@ -144,7 +153,7 @@ Status Cluster::form(Reform* rep, int* failed) {
     int bad = -1;
     Status st = setup_workers(&rep->streamed_bytes, &rep->streamed_to, &bad);
     if (!st.ok()) {
-      if (bad > 0) *failed = rank_member_[size_t(bad)];
+      if (bad > 0 && size_t(bad) < rank_member_.size()) *failed = rank_member_[size_t(bad)];  // MPI: none
       return st;
     }
     t_->reset_counters();
@@ -474,7 +483,10 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
   std::vector<StepReply> replies;
   Expected<StepReply> mine = execute(s, step_tokens_, &replies);
   while (!mine) {
-    if (!o_.recover || members_.empty()) return step_failed(mine.status());
+    if (!o_.recover || members_.empty()) {
+      if (o_.transport) broken_ = step_failed(mine.status());  // MPI: the ranks are out of step for good
+      return step_failed(mine.status());
+    }
     RETURN_IF_ERROR(recover(mine.status()));
     mine = execute(s, step_tokens_, &replies);
   }
@@ -775,7 +787,8 @@ Status Cluster::replay(Reform* rep) {
 }
 
 void Cluster::publish_health() {
-  health_.nodes = 1 + int(std::count_if(places_.begin(), places_.end(), [](int p) { return p >= 0; }));
+  health_.nodes = o_.transport ? o_.transport->size()
+                                : 1 + int(std::count_if(places_.begin(), places_.end(), [](int p) { return p >= 0; }));
   std::lock_guard<std::mutex> l(health_mu_);
   health_snapshot_ = health_;
 }

@@ -23,6 +23,8 @@
 // run on any node count. Between steps, a dead worker's address is tried every
 // rejoin_every_s; one that answers (and passes the handshake on its own first) is taken
 // back the same way. One that dies again within flap_window_s of coming back stays out.
+// Under MPI (ClusterOptions::transport) the ranks are the workers: everything above is the
+// same but the connecting, and there is no recovery.
 // Deliberately no tokenizer, no text and no scheduling.
 #pragma once
 #include <atomic>
@@ -77,6 +79,9 @@ struct ClusterOptions {
   bool recover = true;               // re-form and replay when a worker is lost (else the error ends it)
   double rejoin_every_s = 2;         // how often a lost worker's address is tried again
   double flap_window_s = 60;         // a worker lost again this soon after rejoining stays out
+  // A transport formed already (--transport mpi): its ranks 1.. are the workers, in place
+  // of `workers`; no recovery (a lost rank ends the job).
+  std::shared_ptr<net::Transport> transport;
 };
 
 // What the cluster is now, for /health and /metrics (safe to read from any thread).
@@ -222,7 +227,7 @@ class Cluster {
   const model::LoadedModel& m_;
   util::ThreadPool& pool_;
   ClusterOptions o_;
-  std::unique_ptr<net::Transport> t_;
+  std::shared_ptr<net::Transport> t_;
   plan::Plan plan_;
   int forced_algo_ = -1;
   double alpha_us_ = 50, beta_gbps_ = 1;

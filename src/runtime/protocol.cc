@@ -149,7 +149,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   s.sync = net::SyncType(u);
   RETURN_IF_ERROR(r.get_u8(&u));
   s.forced_algo = int8_t(u);
-  if (s.forced_algo > int8_t(net::AllReduceAlgo::kRing)) return Status::error(what + " names an unknown algorithm");
+  if (s.forced_algo > int8_t(net::AllReduceAlgo::kMpi)) return Status::error(what + " names an unknown algorithm");
   RETURN_IF_ERROR(get_f64(r, &s.alpha_us));
   RETURN_IF_ERROR(get_f64(r, &s.beta_gbps));
   RETURN_IF_ERROR(r.get_i32(&s.ctx));

@@ -148,7 +148,7 @@ Status Worker::session(net::Transport& t) {
   // there says shutdown instead).
   Setup s;
   for (;;) {
-    auto m = t.recv(0, 60.0);
+    auto m = t.recv(0, o_.setup_timeout_s);
     if (!m) return m.status();
     if (m->type == net::MessageType::kPing) {
       RETURN_IF_ERROR(t.send(0, net::MessageType::kPong, m->payload, 30.0));
@@ -240,6 +240,12 @@ Status Worker::session(net::Transport& t) {
 }
 
 }  // namespace
+
+Status run_worker_session(net::Transport& t, const WorkerOptions& o) {
+  Worker w(o);
+  RETURN_IF_ERROR(w.load_local_model());
+  return w.session(t);
+}
 
 Status run_worker(const WorkerOptions& o) {
   Worker w(o);

@@ -27,6 +27,7 @@
 #include "net/collectives.h"
 #include "net/handshake.h"
 #include "net/link_crypto.h"
+#include "net/mpi_transport.h"
 #include "net/tcp_transport.h"
 #include "net/wire.h"
 #include "util/timer.h"
@@ -767,6 +768,38 @@ TEST(GatherRows, GapOrOverlapIsRefused) {
   }
 }
 
+// --transport mpi outside mpirun, or in a build without MPI: a message saying how to
+// start it (with MPI: mpirun/srun; without: how to build with MPI). MPI is not started.
+TEST(Mpi, StartOutsideMpirunSaysHow) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"}) unsetenv(v);
+  EXPECT_FALSE(mpi_launched());
+  auto t = mpi_start({});
+  ASSERT_FALSE(t.ok());
+  const std::string want = mpi_built() ? "mpirun -np 3 shardlm" : "built without MPI";
+  EXPECT_NE(t.error().find(want), std::string::npos) << t.error();
+  mpi_end(0);  // nothing to end
+}
+
+// The mpi algorithm needs a native all-reduce: other transports refuse it, and q8_0 is
+// refused whatever the transport.
+TEST(Mpi, AllReduceAlgorithmNeedsTheMpiTransport) {
+  EXPECT_EQ(algo_from_name("mpi"), AllReduceAlgo::kMpi);
+  EXPECT_STREQ(algo_name(AllReduceAlgo::kMpi), "mpi");
+  Cluster c = make_in_process_cluster(2);
+  Status st[2], q8[2];
+  run_nodes(c, [&](int r) {
+    std::vector<float> x(64, 1.0f);
+    Collectives coll(*c[r], {SyncType::kF32, AllReduceAlgo::kMpi, 1.0});
+    st[r] = coll.all_reduce(x);
+    q8[r] = coll.all_reduce(x, AllReduceAlgo::kMpi, SyncType::kQ8_0);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(st[r].ok());
+    EXPECT_NE(st[r].message().find("--transport mpi"), std::string::npos) << st[r].message();
+    ASSERT_FALSE(q8[r].ok());
+    EXPECT_NE(q8[r].message().find("not q8_0"), std::string::npos) << q8[r].message();
+  }
+}
 
 }  // namespace
 }  // namespace net
