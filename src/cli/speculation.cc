@@ -103,6 +103,7 @@ std::string open_speculator(const SpecCliOptions& o, const model::LoadedModel& t
   out->cluster = std::move(*cl);
   out->spec.draft = out->cluster.get();
   out->spec.draft_max = o.draft_max;
+  out->spec.draft_cost_ratio = draft_file / std::max(1.0, target_root_bytes);
   return "";
 }
 

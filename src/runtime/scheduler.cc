@@ -148,6 +148,11 @@ void Scheduler::guess(const std::vector<size_t>& dec) {
   // sizes the cluster so), shared by the generating jobs.
   const int room = (cluster_.max_rows() - chunk_ - int(slots_.size())) / int(dec.size());
   const double step_s = cost_.at(int(dec.size())), row_s = cost_.per_row();
+  double guess_s = draft_ ? draft_->seconds_per_step() : 0;
+  if (draft_ && guess_s == 0) {  // not timed yet: from the root's compute per step
+    const NodeCounters c = cluster_.stats()[0].counters;
+    guess_s = spec_.draft_cost_ratio * (c.steps ? c.compute_s / double(c.steps) : step_s);
+  }
   std::vector<DraftModel::Request> reqs;
   std::vector<size_t> req_of;
   std::vector<int32_t> text;
@@ -170,11 +175,8 @@ void Scheduler::guess(const std::vector<size_t>& dec) {
     }
     if (!draft_) continue;
     const int most = std::min(cap, spec_.draft_max);
-    const double guess_s = draft_->seconds_per_step();
     int k = most;
-    if (spec_.adaptive && guess_s == 0) {
-      k = 1;  // one guess first, to time the draft model
-    } else if (spec_.adaptive) {
+    if (spec_.adaptive) {
       k = choose_guesses(a.acc.rate(), step_s, row_s, guess_s, most);
       // Measure the acceptance again now and then, if a good one would pay at all.
       if (k == 0 && ++a.idle_rounds >= 16 && choose_guesses(0.95, step_s, row_s, guess_s, most) > 0) k = 1;

@@ -58,6 +58,9 @@ struct Speculation {
   int lookup = 0;             // 0: no lookup guesses
   Cluster* draft = nullptr;   // the draft model's one-node cluster (slots as the target's), or null
   int draft_max = 0;          // guesses per step from the draft model at most
+  // The draft model's weight bytes over the root's share of the model's: until the draft is
+  // timed, a guess is assumed to cost this times the root's compute per step.
+  double draft_cost_ratio = 1;
   bool adaptive = true;       // false: always as many as there are (measurements)
   bool on() const { return lookup > 0 || (draft && draft_max > 0); }
 };

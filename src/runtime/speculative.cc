@@ -69,8 +69,14 @@ void DraftModel::start(int slot, const sampler::Params& p) {
 }
 
 util::Status DraftModel::draft(std::vector<Request>& reqs) {
-  util::Timer timer;
-  int steps = 0;
+  // The draft's time per guess: steps of a few rows only (a first catch-up with a whole
+  // prompt would count as one guess otherwise).
+  const auto timed = [&](const std::vector<Cluster::SeqStep>& b, double seconds) {
+    int rows = 0;
+    for (const auto& q : b) rows += int(q.tokens.size());
+    if (rows > int(b.size()) + 3) return;
+    step_s_ = step_s_ == 0 ? seconds : 0.8 * step_s_ + 0.2 * seconds;
+  };
   // First each draft sequence catches up with its target (the tokens it lacks, then `next`)
   // and draws the first guess; together in one step when they fit, else alone.
   std::vector<std::vector<int32_t>> lack(reqs.size());
@@ -97,7 +103,6 @@ util::Status DraftModel::draft(std::vector<Request>& reqs) {
       auto t = cl_.extend(d, lack[i], true);
       if (!t) return t.status();
       r.guesses.push_back(*t);
-      steps += int((lack[i].size() + size_t(cl_.max_rows()) - 1) / size_t(cl_.max_rows()));
       continue;
     }
     rows += int(lack[i].size());
@@ -106,9 +111,10 @@ util::Status DraftModel::draft(std::vector<Request>& reqs) {
   }
   for (;;) {
     if (!batch.empty()) {
+      util::Timer timer;
       auto res = cl_.run(batch);
       if (!res) return res.status();
-      ++steps;
+      timed(batch, timer.seconds());
       for (size_t b = 0; b < batch.size(); ++b) reqs[who[b]].guesses.push_back((*res)[b].tokens[0]);
     }
     batch.clear();
@@ -121,10 +127,6 @@ util::Status DraftModel::draft(std::vector<Request>& reqs) {
       who.push_back(i);
     }
     if (batch.empty()) break;
-  }
-  if (steps > 0) {
-    const double per = timer.seconds() / steps;
-    step_s_ = step_s_ == 0 ? per : 0.8 * step_s_ + 0.2 * per;
   }
   return util::ok_status();
 }

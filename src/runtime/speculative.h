@@ -74,7 +74,7 @@ class DraftModel {
   };
   // Fills every request's guesses (the requests' draft steps run batched).
   util::Status draft(std::vector<Request>& reqs);
-  double seconds_per_step() const { return step_s_; }  // measured, one draft step
+  double seconds_per_step() const { return step_s_; }  // measured, a draft step of a few rows (0: not yet)
 
  private:
   Cluster& cl_;
