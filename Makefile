@@ -31,7 +31,7 @@ apt-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 py-deps:
-	@python3 -c "import gguf, numpy, jinja2, openai" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2 openai
+	@python3 -c "import gguf, numpy, jinja2, openai, jsonschema" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2 openai jsonschema
 
 deps: apt-deps py-deps
 

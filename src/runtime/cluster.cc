@@ -441,6 +441,7 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
     CHECK(q.seq != nullptr && !q.tokens.empty());
     CHECK(q.want != Want::kScores || q.targets.size() == q.tokens.size());
     CHECK(q.drafts == 0 || (q.want == Want::kCandidates && q.tokens.size() == size_t(q.drafts) + 1));
+    CHECK(!q.allowed || (q.want == Want::kCandidates && q.drafts == 0));
     RETURN_IF_ERROR(check_tokens(cfg, q.tokens.data(), int(q.tokens.size())));
     for (int32_t t : q.targets)
       if (t >= cfg.n_vocab) return Status::error("target id " + std::to_string(t) + " is outside the vocabulary");
@@ -469,6 +470,12 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
       g.presence_penalty = smp.params().presence_penalty;
       g.frequency_penalty = smp.params().frequency_penalty;
       g.logit_bias = smp.params().logit_bias;
+      if (q.allowed) {
+        if (q.allowed->size() * 64 < size_t(cfg.n_vocab) ||
+            std::all_of(q.allowed->begin(), q.allowed->end(), [](uint64_t w) { return w == 0; }))
+          return Status::error("internal: a token mask that allows nothing");
+        g.allowed = *q.allowed;
+      }
     }
     s.segs.push_back(std::move(g));
   }

@@ -145,6 +145,9 @@ class Cluster {
     Want want = Want::kNothing;
     std::span<const int32_t> targets;  // kScores: one per token
     int drafts = 0;
+    // kCandidates without drafts: the tokens the draw may take (a bitmap over the
+    // vocabulary, TokenConstraint::allowed()); each node masks its range before its top-k.
+    const std::vector<uint64_t>* allowed = nullptr;
   };
   struct SeqResult {
     // kCandidates: the drawn tokens in order, 1 + the guesses kept (the last one is new).

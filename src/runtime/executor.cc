@@ -17,6 +17,8 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
   segs_.clear();
   size_t out_rows = 0;
   for (const StepSegment& g : s.segs) {
+    if (!g.allowed.empty() && g.allowed.size() * 64 < size_t(part_.vocab_begin) + size_t(part_.n_vocab))
+      return util::Status::error("a step's token mask is shorter than the vocabulary");
     const model::Logits l = g.want == Want::kCandidates ? (g.every_row ? model::Logits::kAll : model::Logits::kLast)
                             : g.want == Want::kScores   ? model::Logits::kAll
                                                         : model::Logits::kNone;
@@ -37,7 +39,8 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
       for (const sampler::PenaltyCounts& counts : g.penalties) {  // one per sampled row
         sampler::apply_penalty_counts(sp, counts, l, part_.vocab_begin, part_.n_vocab);
         sampler::apply_logit_bias(g.logit_bias, l, part_.vocab_begin, part_.n_vocab);
-        auto lc = sampler::local_candidates(l, part_.vocab_begin, part_.n_vocab, g.k);
+        auto lc = sampler::local_candidates(l, part_.vocab_begin, part_.n_vocab, g.k,
+                                            g.allowed.empty() ? nullptr : &g.allowed);
         rep.sampled.push_back({std::move(lc.cand), lc.lse});
         l += nv;
       }

@@ -229,6 +229,69 @@ util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const
   return c;
 }
 
+namespace {
+
+// A token mask: 0 none; 1 the bitmap (u32 words, u64 each); 2 alternating run lengths
+// (u32 count, u32 each), the first of tokens not allowed, which is shorter for the masks
+// grammars make (a few allowed tokens, or all but a few).
+void put_mask(net::Writer& w, const std::vector<uint64_t>& m) {
+  if (m.empty()) return w.put_u8(0);
+  std::vector<uint32_t> runs;
+  bool cur = false;
+  uint32_t len = 0;
+  for (size_t i = 0; i < m.size() * 64; ++i) {
+    const bool bit = (m[i / 64] >> (i % 64)) & 1;
+    if (bit != cur) {
+      runs.push_back(len);
+      cur = bit;
+      len = 0;
+    }
+    ++len;
+  }
+  runs.push_back(len);
+  if (runs.size() * 4 < m.size() * 8) {
+    w.put_u8(2);
+    w.put_u32(uint32_t(runs.size()));
+    for (uint32_t r : runs) w.put_u32(r);
+  } else {
+    w.put_u8(1);
+    w.put_u32(uint32_t(m.size()));
+    for (uint64_t x : m) w.put_u64(x);
+  }
+}
+
+Status get_mask(net::Reader& r, std::vector<uint64_t>* m, const std::string& what) {
+  uint8_t kind = 0;
+  uint32_t n = 0;
+  RETURN_IF_ERROR(r.get_u8(&kind));
+  if (kind == 0) return util::ok_status();
+  RETURN_IF_ERROR(r.get_u32(&n));
+  if (kind == 1) {
+    if (n == 0 || n > r.remaining() / 8) return Status::error(what + " has a token mask longer than it carries");
+    m->resize(n);
+    for (uint64_t& x : *m) RETURN_IF_ERROR(r.get_u64(&x));
+    return util::ok_status();
+  }
+  if (kind != 2 || n == 0 || n > r.remaining() / 4) return Status::error(what + " has a malformed token mask");
+  std::vector<uint32_t> runs(n);
+  uint64_t total = 0;
+  for (uint32_t& x : runs) {
+    RETURN_IF_ERROR(r.get_u32(&x));
+    total += x;
+  }
+  if (total == 0 || total > (uint64_t(1) << 26)) return Status::error(what + " has a token mask of a bad length");
+  m->assign(size_t((total + 63) / 64), 0);
+  uint64_t i = 0;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    if (k % 2)
+      for (uint64_t j = i; j < i + runs[k]; ++j) (*m)[j / 64] |= uint64_t(1) << (j % 64);
+    i += runs[k];
+  }
+  return util::ok_status();
+}
+
+}  // namespace
+
 std::vector<uint8_t> encode_step(const Step& s) {
   net::Writer w;
   w.put_u32(uint32_t(s.embd_type));
@@ -257,6 +320,7 @@ std::vector<uint8_t> encode_step(const Step& s) {
       w.put_i32(id);
       w.put_f32(bias);
     }
+    put_mask(w, g.allowed);
     w.put_u32(uint32_t(g.targets.size()));
     for (int32_t t : g.targets) w.put_i32(t);
   }
@@ -273,7 +337,7 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
   RETURN_IF_ERROR(r.get_u64(&nb));
   RETURN_IF_ERROR(r.get_bytes(nb, &s.rows));
   RETURN_IF_ERROR(r.get_u32(&n_segs));
-  if (n_segs == 0 || n_segs > r.remaining() / 33) return Status::error(what + " lists a bad number of segments");
+  if (n_segs == 0 || n_segs > r.remaining() / 34) return Status::error(what + " lists a bad number of segments");
   s.segs.resize(n_segs);
   for (StepSegment& g : s.segs) {
     uint8_t want = 0;
@@ -310,13 +374,14 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
       RETURN_IF_ERROR(r.get_f32(&bias));
       if (!std::isfinite(bias)) return Status::error(what + " has a logit bias that is not finite");
     }
+    RETURN_IF_ERROR(get_mask(r, &g.allowed, what));
     RETURN_IF_ERROR(r.get_u32(&nt));
     if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");
     g.targets.resize(nt);
     for (int32_t& t : g.targets) RETURN_IF_ERROR(r.get_i32(&t));
     const uint32_t sampled = want != 1 ? 0 : g.every_row ? uint32_t(g.n) : 1;
     if (g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 || (want == 2 && nt != uint32_t(g.n)) ||
-        (g.every_row && want != 1) || (want == 1 && np != sampled))
+        (g.every_row && want != 1) || (want == 1 && np != sampled) || (!g.allowed.empty() && (want != 1 || g.every_row)))
       return Status::error(what + " is malformed");
     g.want = Want(want);
   }

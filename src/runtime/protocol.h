@@ -13,8 +13,8 @@
 //   step         root -> worker: the token embedding rows in their file type, and per
 //                segment (one sequence's consecutive rows: KV slot, pos, n) what to return
 //                (nothing / top-k candidates of its last row / row scores for targets),
-//                whether its rows take vec_dot order whatever their number, its penalties
-//                and logit_bias
+//                whether its rows take vec_dot order whatever their number, its penalties,
+//                logit_bias and the tokens a constrained draw may take
 //   step-reply   worker -> root: per sampled segment its candidates + local log-sum-exp,
 //                per scored row its local (max, sum of exp) and the target's logit if
 //                owned; its counters
@@ -96,6 +96,10 @@ struct StepSegment {
   std::vector<sampler::PenaltyCounts> penalties;
   float repeat_penalty = 1, presence_penalty = 0, frequency_penalty = 0;
   sampler::LogitBias logit_bias;  // added after the penalties (each node its own ids)
+  // kCandidates: empty, or the tokens the draw may take (bit id % 64 of word id / 64, over
+  // the whole vocabulary): each node leaves the others out of its candidates and its
+  // log-sum-exp. On the wire as the shorter of the bitmap and its run lengths.
+  std::vector<uint64_t> allowed;
   std::vector<int32_t> targets;   // kScores: [n] target id per row, -1: not scored
 };
 struct Step {

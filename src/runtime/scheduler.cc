@@ -158,7 +158,7 @@ void Scheduler::guess(const std::vector<size_t>& dec) {
   std::vector<int32_t> text;
   for (size_t i : dec) {
     Active& a = active_[i];
-    const int own = a.job->max_guesses >= 0 ? a.job->max_guesses : room;
+    const int own = a.job->constraint ? 0 : a.job->max_guesses >= 0 ? a.job->max_guesses : room;
     const int cap = std::min({own, room, a.job->max_tokens - a.end.generated - 1,
                               cluster_.ctx() - a.seq->n_past() - 1});
     if (cap <= 0) continue;
@@ -208,6 +208,7 @@ bool Scheduler::step() {
   for (size_t i : dec) {
     Active& a = active_[i];
     batch.push_back({a.seq, a.row, Want::kCandidates, {}, int(a.row.size()) - 1});
+    if (a.job->constraint) batch.back().allowed = &a.job->constraint->allowed();
     who.push_back(i);
   }
   const size_t n_dec = batch.size();
@@ -222,6 +223,7 @@ bool Scheduler::step() {
     const bool last = size_t(n) == left;
     batch.push_back({a.seq, std::span<const int32_t>(a.job->prompt).subspan(a.fed, n),
                      last ? Want::kCandidates : Want::kNothing, {}});
+    if (last && a.job->constraint) batch.back().allowed = &a.job->constraint->allowed();
     who.push_back(i);
   }
   int rows = 0;
@@ -278,6 +280,7 @@ bool Scheduler::step() {
     bool more = true;
     for (size_t j = 0; j < r.tokens.size() && more; ++j) {
       a.end.generated++;
+      if (a.job->constraint) a.job->constraint->accept(r.tokens[j]);
       more = a.job->on_token(r.tokens[j], r.logprobs.empty() ? nullptr : &r.logprobs[j]) &&
              a.end.generated < a.job->max_tokens;
       a.next = r.tokens[j];

@@ -43,6 +43,8 @@ struct Job {
   sampler::Params params;       // seed included
   int max_tokens = 1;
   int max_guesses = -1;  // speculation: guesses per step at most; -1: the scheduler's own
+  // Constrained decoding: every drawn token is one it allows (no speculation then).
+  std::shared_ptr<TokenConstraint> constraint;
   // Every drawn token (with its log-probabilities when params.top_logprobs >= 0, else
   // null), on the scheduler's thread; false: the job is done (end of text, a stop string,
   // the client left). Keep it short: the whole batch waits for it.

@@ -15,6 +15,17 @@
 
 namespace runtime {
 
+// What a sequence may draw next (constrained decoding: grammar/vocab_mask.h implements it
+// for a grammar). The scheduler asks allowed() before each step that samples the sequence
+// and passes accept() every token drawn.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // The tokens allowed next: bit (id % 64) of word id / 64; at least one is set.
+  virtual const std::vector<uint64_t>& allowed() = 0;
+  virtual void accept(int32_t id) = 0;
+};
+
 class Sequence {
  public:
   Sequence(int slot, int n_vocab) : slot_(slot), n_vocab_(n_vocab) { set_sampling({}); }

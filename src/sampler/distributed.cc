@@ -50,8 +50,25 @@ int request_k(const Params& p, int n_vocab) {
   return n_vocab;
 }
 
-LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k) {
+LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k,
+                                 const std::vector<uint64_t>* allowed) {
   LocalCandidates out;
+  if (allowed) {
+    CHECK(allowed->size() * 64 >= size_t(first) + size_t(n));
+    std::vector<float> v;
+    for (int i = 0; i < n; ++i) {
+      const size_t id = size_t(first) + size_t(i);
+      if (((*allowed)[id / 64] >> (id % 64)) & 1) {
+        out.cand.push_back({int32_t(id), logits[i]});
+        v.push_back(logits[i]);
+      }
+    }
+    out.lse = v.empty() ? -INFINITY : kernels::log_sum_exp(v.data(), int64_t(v.size()));
+    const size_t keep = std::min(out.cand.size(), size_t(std::max(k, 1)));
+    std::partial_sort(out.cand.begin(), out.cand.begin() + ptrdiff_t(keep), out.cand.end(), by_logit);
+    out.cand.resize(keep);
+    return out;
+  }
   out.lse = kernels::log_sum_exp(logits, n);
   k = std::min(k, n);
   if (k == 1) {

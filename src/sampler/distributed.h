@@ -38,8 +38,11 @@ struct LocalCandidates {
   std::vector<Candidate> cand;  // best first (logit desc, id asc); global ids
   float lse = 0;                // log(sum(exp(logit))) over the node's whole range
 };
-// The k best of logits[0..n) (ids first..first+n), and the range's log-sum-exp.
-LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k);
+// The k best of logits[0..n) (ids first..first+n), and the range's log-sum-exp. With
+// `allowed` (a bitmap over the whole vocabulary: constrained decoding), only the allowed
+// ids count, for both (none allowed: no candidates, log-sum-exp -inf).
+LocalCandidates local_candidates(const float* logits, int32_t first, int n, int k,
+                                 const std::vector<uint64_t>* allowed = nullptr);
 
 // Log-probabilities of a draw, exact from the nodes' candidates and log-sum-exps (no
 // whole row is gathered): log p(t) = logit(t) - log-sum-exp over the whole vocabulary, of

@@ -5,6 +5,8 @@
 #include <climits>
 #include <cmath>
 
+#include "grammar/json_schema.h"
+
 namespace serve {
 
 using nlohmann::json;
@@ -394,6 +396,52 @@ std::optional<ApiError> parse_detokenize(std::string_view body_text, int32_t n_v
   return std::nullopt;
 }
 
+// response_format (text, json_object, json_schema) or llama.cpp's "grammar" (GBNF), as
+// one compiled grammar (grammar/).
+std::optional<ApiError> parse_constraint(const json& body, std::string_view body_text, Request* out) {
+  const json* rf = field(body, "response_format");
+  const json* gr = field(body, "grammar");
+  std::string gbnf, param;
+  if (rf) {
+    if (!rf->is_object()) return wrong_type("response_format", "an object", *rf);
+    const json* type = field(*rf, "type");
+    if (!type || !type->is_string())
+      return bad_request("'response_format' needs a 'type': text, json_object or json_schema", "response_format.type");
+    const std::string t = type->get<std::string>();
+    if (t == "json_object") {
+      gbnf = grammar::json_object_gbnf();
+      param = "response_format";
+    } else if (t == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object())
+        return bad_request("'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"}",
+                           "response_format.json_schema");
+      const json* schema = field(*js, "schema");
+      if (!schema) return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema");
+      // again, with the properties in the order written (they are generated in that order)
+      const auto ordered = nlohmann::ordered_json::parse(body_text)["response_format"]["json_schema"]["schema"];
+      auto g = grammar::json_schema_gbnf(ordered);
+      if (!g) return bad_request(g.status().message(), "response_format.json_schema.schema", "unsupported_value");
+      gbnf = std::move(*g);
+      param = "response_format.json_schema.schema";
+    } else if (t != "text") {
+      return bad_request("'response_format.type' must be text, json_object or json_schema, not '" + t + "'",
+                         "response_format.type", "invalid_value");
+    }
+  }
+  if (gr && !gr->is_null()) {
+    if (!gr->is_string()) return wrong_type("grammar", "a string (GBNF)", *gr);
+    if (!gbnf.empty()) return bad_request("give 'grammar' or a JSON 'response_format', not both", "grammar");
+    gbnf = gr->get<std::string>();
+    param = "grammar";
+  }
+  if (gbnf.empty()) return std::nullopt;
+  auto g = grammar::Grammar::parse(gbnf);
+  if (!g) return bad_request(g.status().message(), param, "invalid_value");
+  out->grammar = std::move(*g);
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, int ctx,
                                       const sampler::Params& defaults, Request* out) {
   json body;
@@ -448,15 +496,7 @@ std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, i
                              "server with a larger --ctx", key, "context_length_exceeded");
     r.max_tokens = int(v);
   }
-  if (const json* rf = field(body, "response_format")) {  // structured output is not built yet (issue 16)
-    if (!rf->is_object()) return wrong_type("response_format", "an object", *rf);
-    const json* type = field(*rf, "type");
-    if (!type || !type->is_string()) return bad_request("'response_format' needs a 'type'", "response_format");
-    if (*type != "text")
-      return bad_request("'response_format' type '" + type->get<std::string>() + "' is not supported yet: this "
-                         "server cannot constrain the output to JSON; leave response_format out (or use \"text\") "
-                         "and ask for JSON in the prompt", "response_format", "unsupported_value");
-  }
+  if (auto e = parse_constraint(body, body_text, &r)) return e;
   if (field(body, "speculative.n_max")) {  // llama.cpp's name; 0: no speculation for this request
     if (auto e = integer(body, "speculative.n_max", 0, 32, &v)) return e;
     r.max_guesses = int(v);

@@ -1,7 +1,8 @@
 // api.h: the OpenAI-compatible request and response formats (and the bodies of
 // llama-server's /tokenize and /detokenize). parse_request() reads a
 // /v1/chat/completions or /v1/completions body and checks every field it knows (types,
-// ranges, roles, n, logprobs, logit_bias, tools and tool_choice, max_tokens within the
+// ranges, roles, n, logprobs, logit_bias, tools and tool_choice, response_format and
+// grammar (compiled here, so a bad schema is a 400), max_tokens within the
 // context, stop strings), answering a
 // malformed request with an ApiError that becomes {"error":{"message","type","param",
 // "code"}} and an HTTP 4xx. Fields we do not know are ignored, as OpenAI's clients send
@@ -9,6 +10,7 @@
 // once the chat template has been rendered).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar.h"
 #include "sampler/sampler.h"
 #include "serve/tools.h"
 #include "tokenizer/chat_template.h"
@@ -54,6 +57,9 @@ struct Request {
   bool include_usage = false;
   int n = 1;          // choices, drawn one after another with seeds seed, seed + 1, ...
   bool echo = false;  // completions: the prompt's text before each choice's
+  // response_format json_object / json_schema, or "grammar" (GBNF): the output is a
+  // sentence of it (grammar/); null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
   // params.logit_bias (ids checked against the vocabulary by check_token_ids) and
   // params.top_logprobs: chat's logprobs + top_logprobs, completions' logprobs.
 };

@@ -49,6 +49,16 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   if (!req.seed_given) job->params.seed = std::random_device{}();
   job->max_tokens = req.max_tokens;
   job->max_guesses = req.max_guesses;
+  std::shared_ptr<grammar::GrammarConstraint> constraint;
+  if (req.grammar) {
+    std::shared_ptr<const grammar::VocabTrie> trie;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!trie_) trie_ = std::make_shared<const grammar::VocabTrie>(tok_);
+      trie = trie_;
+    }
+    job->constraint = constraint = std::make_shared<grammar::GrammarConstraint>(req.grammar, trie);
+  }
   auto dec = std::make_shared<tokenizer::StreamDecoder>(tok_);
   auto stop = std::make_shared<StopMatcher>(req.stop);
   const tokenizer::Tokenizer* tok = &tok_;
@@ -118,6 +128,11 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   m_.completion_tokens += r.usage.completion_tokens;
   m_.prompt_s += r.prompt_s;
   m_.gen_s += r.gen_s;
+  if (constraint) {
+    m_.grammar.masks += constraint->stats().masks;
+    m_.grammar.cached += constraint->stats().cached;
+    m_.grammar.seconds += constraint->stats().seconds;
+  }
   if (r.usage.completion_tokens > 1 && r.gen_s > 0) m_.last_tokens_per_s = (r.usage.completion_tokens - 1) / r.gen_s;
   return r;
 }

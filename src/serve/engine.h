@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/cluster.h"
+#include "grammar/vocab_mask.h"
 #include "runtime/scheduler.h"
 #include "sampler/sampler.h"
 #include "serve/api.h"
@@ -34,6 +35,7 @@ struct GenerationRequest {
   int max_tokens = 1;
   int max_guesses = -1;         // speculation: guesses per step at most; -1: the server's
   std::vector<std::string> stop;
+  std::shared_ptr<const grammar::Grammar> grammar;  // constrained decoding, or null
 };
 
 struct GenerationResult {
@@ -60,6 +62,7 @@ struct EngineMetrics {
   double last_tokens_per_s = 0;  // generation speed of the last finished request
   runtime::SchedulerStats sched;  // slots, queue, the latest step, each node's counters
   runtime::ClusterHealth cluster; // nodes now and as started, recoveries
+  grammar::MaskStats grammar;     // constrained requests' token masks, over all of them
 };
 
 class Engine {
@@ -82,6 +85,7 @@ class Engine {
 
   mutable std::mutex mu_;
   EngineMetrics m_;
+  std::shared_ptr<const grammar::VocabTrie> trie_;  // built for the first constrained request
 };
 
 }  // namespace serve

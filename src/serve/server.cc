@@ -250,6 +250,12 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_speculative_guesses_total", "", double(m.sched.guessed));
   metric("shardlm_speculative_kept_total", "counter", "Speculative guesses kept (acceptance = kept / guesses).");
   value("shardlm_speculative_kept_total", "", double(m.sched.kept));
+  metric("shardlm_grammar_masks_total", "counter", "Token masks of constrained requests (response_format, grammar).");
+  value("shardlm_grammar_masks_total", "", double(m.grammar.masks));
+  metric("shardlm_grammar_masks_cached_total", "counter", "Of them, found in the per-request cache of grammar states.");
+  value("shardlm_grammar_masks_cached_total", "", double(m.grammar.cached));
+  metric("shardlm_grammar_mask_seconds_total", "counter", "Time spent computing the other masks (on the root).");
+  value("shardlm_grammar_mask_seconds_total", "", m.grammar.seconds);
   metric("shardlm_node_compute_seconds_total", "counter", "Compute time of each node.");
   for (size_t i = 0; i < m.sched.nodes.size(); ++i)
     value("shardlm_node_compute_seconds_total",
@@ -320,6 +326,10 @@ class Handler {
                                          "(Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); restart the "
                                          "server with --chat-template qwen2 (or a template file that does)", "tools",
                                          "unsupported_parameter"));
+    if (tools_on && r.grammar)
+      return send_error(res, bad_request("'response_format' (or 'grammar') cannot be combined with tools: the reply "
+                                         "would have to be a tool call and JSON at once; send tool_choice none or "
+                                         "leave the format out", "response_format", "unsupported_parameter"));
     const std::string prefill = tool_prefill(format, tool_choice, r.tool_name);
     if ((tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) && !tool_stop(format).empty())
       r.stop.push_back(tool_stop(format));
@@ -356,6 +366,7 @@ class Handler {
     g->max_tokens = r.max_tokens ? r.max_tokens : std::min(ctx - n, o_.default_max_tokens);
     g->stop = r.stop;
     g->max_guesses = r.max_guesses;
+    g->grammar = r.grammar;
     ResponseIds ids;
     ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
     ids.created = std::chrono::duration_cast<std::chrono::seconds>(

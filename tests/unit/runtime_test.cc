@@ -545,6 +545,23 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   runtime::Step twice = *p;
   twice.segs[1].slot = 2;
   EXPECT_NE(runtime::check_step_fits(twice, 8, 64, 3, 8, "test").message().find("twice"), std::string::npos);
+  // Token masks, both encodings: a few allowed (run lengths) and every other one (bitmap).
+  for (int pattern = 0; pattern < 2; ++pattern) {
+    runtime::Step m = s;
+    m.segs[1].allowed.assign(3, 0);  // 192 ids
+    for (int id = 0; id < 192; ++id)
+      if (pattern ? id % 2 == 0 : (id == 5 || id == 130 || id == 131))
+        m.segs[1].allowed[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+    const std::vector<uint8_t> bytes = runtime::encode_step(m);
+    auto pm = runtime::parse_step(bytes, "test");
+    ASSERT_TRUE(pm.ok()) << pm.error();
+    EXPECT_EQ(pm->segs[1].allowed, m.segs[1].allowed) << pattern;
+    EXPECT_TRUE(pm->segs[0].allowed.empty() && pm->segs[2].allowed.empty());
+    // the shorter encoding: 5 runs (1 + 4 + 5 * 4 bytes) or the 3 words (1 + 4 + 3 * 8), for the 1 byte of none
+    EXPECT_EQ(bytes.size(), runtime::encode_step(s).size() + (pattern ? 28 : 24));
+    m.segs[0].allowed = m.segs[1].allowed;  // a mask on a segment that samples nothing
+    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(m), "test").ok());
+  }
   s.segs[2].penalties.pop_back();  // a penalty list per sampled row is required
   EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
   s.segs[2].penalties.push_back({});

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "sampler/distributed.h"
 #include "sampler/sampler.h"
 
 namespace {
@@ -126,3 +127,46 @@ TEST(Sampler, GumbelDrawsFollowTheKeptDistribution) {
 }
 
 }  // namespace
+
+// Constrained decoding: each node keeps only the allowed ids of its range, for its
+// candidates and its log-sum-exp; the merged draw equals one node's draw on logits whose
+// other ids are pushed out of reach, and is always allowed.
+TEST(Sampler, MaskedCandidatesKeepOnlyAllowedIds) {
+  const int n = 203;  // odd, and two parts of unequal size
+  std::vector<float> logits(n);
+  for (int i = 0; i < n; ++i) logits[size_t(i)] = float(std::sin(i * 1.7) * 4);
+  std::vector<uint64_t> allowed(4, 0);
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i)
+    if (i % 7 == 3 || i > 190) {
+      allowed[size_t(i) / 64] |= uint64_t(1) << (i % 64);
+      ids.push_back(i);
+    }
+  const int split = 120;
+  auto a = sampler::local_candidates(logits.data(), 0, split, 5, &allowed);
+  auto b = sampler::local_candidates(logits.data() + split, split, n - split, 5, &allowed);
+  for (const auto* part : {&a, &b})
+    for (const sampler::Candidate& c : part->cand) EXPECT_TRUE((allowed[size_t(c.id) / 64] >> (c.id % 64)) & 1);
+  double sum = 0;
+  for (int i : ids) sum += std::exp(double(logits[size_t(i)]));
+  EXPECT_NEAR(sampler::merge_lse({a.lse, b.lse}), std::log(sum), 1e-4);
+  std::vector<uint64_t> none(4, 0);
+  auto empty = sampler::local_candidates(logits.data(), 0, split, 5, &none);
+  EXPECT_TRUE(empty.cand.empty());
+  EXPECT_EQ(empty.lse, -INFINITY);
+  sampler::Params p;
+  p.top_k = 5;
+  p.temperature = 0.9f;
+  std::vector<float> masked = logits;
+  for (int i = 0; i < n; ++i)
+    if (!((allowed[size_t(i) / 64] >> (i % 64)) & 1)) masked[size_t(i)] = -1e30f;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    p.seed = seed;
+    sampler::DistributedSampler ds(p, n);
+    sampler::Sampler one(p, n);
+    std::vector<float> l = masked;
+    const int32_t t = ds.sample({a.cand, b.cand}, 17);
+    EXPECT_EQ(t, one.sample(l.data(), {}, 17)) << seed;
+    EXPECT_TRUE((allowed[size_t(t) / 64] >> (t % 64)) & 1);
+  }
+}

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "grammar/grammar.h"
 #include "model/loader.h"
 #include "model/synthetic.h"
 #include "model/transformer.h"
@@ -73,16 +74,44 @@ TEST(ServeApi, AcceptsAFullChatRequest) {
 // JSON output cannot be constrained yet: response_format json_object / json_schema is a
 // 400 naming the field, never a 200 with unconstrained text; "text" is accepted. So is the
 // per-request speculation cap, within 0..32.
-TEST(ServeApi, RefusesResponseFormatsItCannotHonourAndReadsSpeculativeNMax) {
+TEST(ServeApi, ReadsResponseFormatsAndGrammarsAndSpeculativeNMax) {
   const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
-  for (const char* rf : {R"({"type":"json_object"})", R"({"type":"json_schema","json_schema":{"name":"x"}})",
-                         R"("json")", R"({})"}) {
+  for (auto [rf, param] : {std::pair{R"({"type":"json_schema","json_schema":{"name":"x"}})", "response_format.json_schema.schema"},
+                           {R"({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"a"}}})",
+                            "response_format.json_schema.schema"},
+                           {R"({"type":"json_schema"})", "response_format.json_schema"},
+                           {R"("json")", "response_format"}, {R"({})", "response_format.type"},
+                           {R"({"type":"yaml"})", "response_format.type"}}) {
     auto e = parse("{" + msgs + R"(,"response_format":)" + rf + "}");
     ASSERT_TRUE(e) << rf;
-    EXPECT_EQ(e->param, "response_format") << rf;
+    EXPECT_EQ(e->param, param) << rf;
   }
-  EXPECT_FALSE(parse("{" + msgs + R"(,"response_format":{"type":"text"}})"));
+  for (auto [g, word] : {std::pair{R"("root ::= x")", "'x' is used but not defined"}, {"3", "grammar"},
+                         {R"("root ::= [a-")", "not closed"}}) {
+    auto e = parse("{" + msgs + R"(,"grammar":)" + g + "}");
+    ASSERT_TRUE(e) << g;
+    EXPECT_EQ(e->param, "grammar") << g;
+    EXPECT_NE(e->message.find(word), std::string::npos) << e->message;
+  }
+  auto both = parse("{" + msgs + R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(both);
+  EXPECT_NE(both->message.find("not both"), std::string::npos);
   Request r;
+  ASSERT_FALSE(parse("{" + msgs + R"(,"response_format":{"type":"text"}})", Endpoint::kChat, &r));
+  EXPECT_FALSE(r.grammar);
+  ASSERT_FALSE(parse("{" + msgs + R"(,"response_format":{"type":"json_object"}})", Endpoint::kChat, &r));
+  EXPECT_TRUE(r.grammar);
+  ASSERT_FALSE(parse("{" + msgs +
+                         R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object",)"
+                         R"("properties":{"b":{"type":"integer"},"a":{"type":"string"}}}}}})",
+                     Endpoint::kChat, &r));
+  ASSERT_TRUE(r.grammar);
+  {  // the properties in the order written, b before a
+    grammar::Matcher m(r.grammar);
+    EXPECT_TRUE(m.accept(R"({"b": 1, "a": "x"})") && m.state().complete());
+    grammar::Matcher n(r.grammar);
+    EXPECT_FALSE(n.accept(R"({"a": "x", "b": 1})"));
+  }
   ASSERT_FALSE(parse("{" + msgs + R"(,"speculative.n_max":3})", Endpoint::kChat, &r));
   EXPECT_EQ(r.max_guesses, 3);
   for (const char* v : {"-1", "33", "1.5", "\"4\""}) {

@@ -1,0 +1,28 @@
+// json_schema.h: OpenAI's response_format as GBNF (grammar.h). json_object: any JSON
+// object. json_schema: the documents the schema accepts, or a subset of them, so the
+// output always validates: objects carry only the listed properties, in the schema's
+// order (required ones always, optional ones or not); whitespace between tokens is at most
+// one newline and 20 indentation characters; numbers have at most 16 digits a part (and 2 of exponent: every one fits a double).
+// Supported: type (and lists of types), enum, const, properties, required,
+// additionalProperties (extra properties are never written), items, prefixItems,
+// minItems, maxItems, minLength, maxLength, format date / time / date-time / uuid,
+// anyOf, oneOf (as anyOf: a document matching two branches fails oneOf), allOf of one
+// schema, $ref into #/$defs or #/definitions (recursion included), and integer minimum 0
+// or 1. Any other validation keyword (pattern, maximum, uniqueItems, not, ...) is refused
+// with an error naming it and where it is (refusing beats output that does not validate);
+// annotations (title, description, default, examples, ...) are ignored.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "util/status.h"
+
+namespace grammar {
+
+// GBNF accepting any JSON object (json_object mode).
+std::string json_object_gbnf();
+// GBNF accepting documents valid under `schema`; the error names the JSON pointer.
+util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schema);  // properties in order
+
+}  // namespace grammar
