@@ -8,7 +8,6 @@ the totals and the root's mask time per token from /metrics."""
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -32,7 +31,8 @@ def metrics(url):
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
         m = {}
         for line in r.read().decode().splitlines():
-            if line.startswith("shardlm_grammar") or line.startswith("shardlm_completion_tokens_total"):
+            if line.startswith(("shardlm_grammar", "shardlm_completion_tokens_total", "shardlm_generation_seconds_total",
+                                "shardlm_requests_total")):
                 k, v = line.split()[0], float(line.split()[-1])
                 m[k] = v
         return m
@@ -52,25 +52,32 @@ def main():
         extra = ["--workers", ",".join(ws), "--sync-type", "exact"]
     _, url = harness.start([a.bin, "serve", "-m", a.model, "--port", "0", "--host", "127.0.0.1", "-t", a.threads,
                             "--ctx", "1024"] + extra)
-    con, free = [], []  # (tokens, seconds) per request
+    # decode ms per token from the server's counters: generation seconds (first token to
+    # last) over the tokens after the first, summed over each kind's requests
+    decode = {"constrained": [0.0, 0], "unconstrained": [0.0, 0]}
+    lengths = []
     for r in range(a.rounds):
-        for prompt, schema in CASES:
+        for i, (prompt, schema) in enumerate(CASES):
             msgs = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": prompt}]
-            out, s = post(url, {"messages": msgs, "max_tokens": 300, "temperature": 0, "response_format":
-                                {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}})
-            n = out["usage"]["completion_tokens"]
-            con.append((n, s))
-            out2, s2 = post(url, {"messages": msgs, "max_tokens": n, "temperature": 0})
-            free.append((out2["usage"]["completion_tokens"], s2))
+            for kind in ("constrained", "unconstrained"):
+                body = {"messages": msgs, "max_tokens": 300, "temperature": 0}
+                if kind == "constrained":
+                    body["response_format"] = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}
+                else:
+                    body["max_tokens"] = lengths[-1]  # as long as the constrained reply
+                m0 = metrics(url)
+                out, _ = post(url, body)
+                m1 = metrics(url)
+                n = out["usage"]["completion_tokens"]
+                if kind == "constrained":
+                    lengths.append(n)
+                d = decode[kind]
+                d[0] += m1["shardlm_generation_seconds_total"] - m0["shardlm_generation_seconds_total"]
+                d[1] += n - 1
     m = metrics(url)
-    ms = lambda xs: 1000 * sum(s for _, s in xs) / sum(n for n, _ in xs)
-    per_c = [1000 * s / n for n, s in con]
-    per_f = [1000 * s / n for n, s in free]
-    print(f"requests: {len(con)} constrained, {len(free)} unconstrained; tokens {sum(n for n, _ in con)} / "
-          f"{sum(n for n, _ in free)}")
-    print(f"ms per completion token (request wall time, prompt included): constrained {ms(con):.2f}, "
-          f"unconstrained {ms(free):.2f}, ratio {ms(con) / ms(free):.3f}; medians per request "
-          f"{statistics.median(per_c):.2f} / {statistics.median(per_f):.2f}")
+    c, f = (1000 * decode[k][0] / decode[k][1] for k in ("constrained", "unconstrained"))
+    print(f"decode ms per token: constrained {c:.2f} ({decode['constrained'][1]} tokens), unconstrained {f:.2f} "
+          f"({decode['unconstrained'][1]} tokens), ratio {c / f:.3f}")
     masks, cached, secs = (m.get("shardlm_grammar_masks_total", 0), m.get("shardlm_grammar_masks_cached_total", 0),
                            m.get("shardlm_grammar_mask_seconds_total", 0))
     print(f"masks {masks:.0f}, from the cache {cached:.0f} ({100 * cached / max(masks, 1):.0f} %), mask time "
