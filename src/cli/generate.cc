@@ -5,6 +5,7 @@
 // and bytes sent / received by each node. The text ends with a newline, so the statistics
 // start on a line of their own when stdout and stderr share a pipe.
 #include <cstdio>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -13,6 +14,8 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/speculation.h"
+#include "grammar/json_schema.h"
+#include "grammar/vocab_mask.h"
 #include "model/loader.h"
 #include "runtime/cluster.h"
 #include "runtime/scheduler.h"
@@ -66,8 +69,33 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("-p,--prompt", *prompt, "prompt text")->required();
   cmd->add_option("-n,--n-predict", *n_predict, "tokens to generate")->capture_default_str();
   cmd->add_flag("--stats", *stats, "per token compute / sync ms and bytes of each node; speculation's acceptance");
+  auto gbnf = std::make_shared<std::string>();
+  auto gbnf_file = std::make_shared<std::string>();
+  auto schema = std::make_shared<std::string>();
+  cmd->add_option("--grammar", *gbnf, "constrain the text to this GBNF grammar (start rule 'root')");
+  cmd->add_option("--grammar-file", *gbnf_file, "the same, from a file")->check(CLI::ExistingFile);
+  cmd->add_option("-j,--json-schema", *schema, "constrain the text to JSON valid under this schema (JSON text)");
   add_sampler_options(cmd, s.get());
   return [=]() {
+    if (int(!gbnf->empty()) + int(!gbnf_file->empty()) + int(!schema->empty()) > 1)
+      return fail("give one of --grammar, --grammar-file and --json-schema");
+    std::shared_ptr<const grammar::Grammar> constraint;
+    if (!schema->empty()) {
+      auto js = nlohmann::ordered_json::parse(*schema, nullptr, false);
+      if (js.is_discarded()) return fail("--json-schema is not valid JSON");
+      auto g = grammar::json_schema_gbnf(js);
+      if (!g) return fail("--json-schema: " + g.status().message());
+      *gbnf = *g;
+    }
+    if (!gbnf_file->empty()) {
+      std::ifstream in(*gbnf_file);
+      *gbnf = std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    if (!gbnf->empty()) {
+      auto g = grammar::Grammar::parse(*gbnf);
+      if (!g) return fail(g.status().message());
+      constraint = *g;
+    }
     auto m = model::load_model(o->model);
     if (!m) return fail(m.error());
     auto tok = tokenizer::Tokenizer::from_gguf(*(*m)->file);
@@ -106,6 +134,8 @@ Runner add_generate(CLI::App& app) {
     job->params = *s;
     job->params.seed = run_seed(cmd, s->seed);
     job->max_tokens = std::max(1, *n_predict);
+    if (constraint)
+      job->constraint = std::make_shared<grammar::GrammarConstraint>(constraint, std::make_shared<grammar::VocabTrie>(tk));
     job->on_token = [&](int32_t id, const sampler::Logprobs*) {  // on the scheduler's thread
       if (generated == 0) stats1 = cluster.stats();
       if (*n_predict == 0 || tk.is_eog(id)) return false;

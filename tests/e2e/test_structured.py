@@ -10,11 +10,13 @@ client, on one node and behind 2 workers (`shardlm worker`):
     character (each node masks its own vocabulary slice);
   * response_format json_object gives a JSON object; llama.cpp's "grammar" (GBNF) field
     gives a sentence of the grammar;
+  * `generate --json-schema` prints a valid document (sampled), a bad --grammar is refused;
   * bad input: an unsupported schema keyword, a malformed grammar, both at once, tools with
     a format: each a 400 naming the field; /metrics counts the masks.
 """
 import json
 import os
+import subprocess
 import sys
 import urllib.request
 
@@ -158,7 +160,22 @@ def check_errors(url):
     print(f"ok: {len(bad)} bad formats and grammars get a 400 naming the field")
 
 
+def check_generate():
+    schema = CASES[2][1]
+    r = subprocess.run([BIN, "generate", "-m", MODEL, "-t", "1", "--ctx", "256", "-p", "Three colours:", "-n", "60",
+                        "--temp", "0.8", "--seed", "3", "--json-schema", json.dumps(schema)],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"generate --json-schema runs: {r.stderr[-300:]}")
+    validate(r.stdout, schema, "generate --json-schema")
+    r = subprocess.run([BIN, "generate", "-m", MODEL, "-p", "x", "--grammar", "root ::= foo"], capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode != 0 and "'foo' is used but not defined" in r.stderr,
+          f"generate --grammar with an undefined rule is refused: {r.stderr.strip()[-200:]}")
+    print("ok: generate --json-schema validates; a bad --grammar is refused")
+
+
 def main():
+    check_generate()
     _, url = start_server()
     one = check_schemas(url, "one node", sampled=True)
     check_stream(url, "one node")
