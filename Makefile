@@ -75,6 +75,9 @@ fuzz:
 	cmake --build build/fuzz --target fuzz_protocol -j $(JOBS)
 	mkdir -p build/fuzz/protocol_corpus
 	build/fuzz/fuzz_protocol -max_total_time=20 -max_len=4096 build/fuzz/protocol_corpus
+	cmake --build build/fuzz --target fuzz_grammar -j $(JOBS)
+	mkdir -p build/fuzz/grammar_corpus && cp tests/data/grammar_seeds/* build/fuzz/grammar_corpus/
+	build/fuzz/fuzz_grammar -max_total_time=20 -max_len=4096 build/fuzz/grammar_corpus
 
 clean:
 	rm -rf build

@@ -216,6 +216,7 @@ class Parser {
         atom = out->size();
         out->push_back({true, rule_id(ref)});
       } else if (c == '(') {
+        if (++depth_ > 64) return fail("parentheses nest more than 64 deep");
         ++i_;
         space(true);
         const uint32_t sub = fresh_rule(name);
@@ -223,6 +224,7 @@ class Parser {
         RETURN_IF_ERROR(alternates(name, true, &alts));
         if (peek() != ')') return fail("expected ')'");
         ++i_;
+        --depth_;
         rules_[sub] = std::move(alts);
         defined_[sub] = true;
         atom = out->size();
@@ -371,6 +373,9 @@ class Parser {
         if (color[nx] == 0) {
           color[nx] = 1;
           st.push_back({nx, edges(nx)});
+          // the recognizer opens such a chain recursively
+          if (st.size() > 1000) return Status::error("grammar rule '" + names_[nx] + "' starts a chain of more than "
+                                                     "1000 rules, each the first of the one before");
         }
       }
     }
@@ -385,6 +390,7 @@ class Parser {
   std::vector<bool> defined_;
   std::vector<CharClass> classes_;
   int generated_ = 0;
+  int depth_ = 0;  // of parentheses
 };
 
 uint64_t mix(uint64_t h) {
