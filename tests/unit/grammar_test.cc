@@ -295,3 +295,20 @@ TEST(Grammar, TokenMasksEqualCheckingEveryToken) {
 }
 
 }  // namespace
+
+// Inside an unbounded string every character leaves the same state, so the masks after
+// the first come from the cache (a bounded one, char{0,n}, changes state every character).
+TEST(Grammar, MasksInsideAStringComeFromTheCache) {
+  const tokenizer::Tokenizer* tok = smollm2();
+  if (!tok) GTEST_SKIP() << "SmolLM2 not found (make deps)";
+  auto trie = std::make_shared<const grammar::VocabTrie>(*tok);
+  auto gbnf = grammar::json_schema_gbnf(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {"a": {"type": "string"}}})"));
+  ASSERT_TRUE(gbnf.ok());
+  grammar::GrammarConstraint c(must_parse(*gbnf), trie);
+  for (int32_t id : tok->encode("{\"a\": \"the cat sat on the mat and looked", false, false)) {
+    ASSERT_TRUE((c.allowed()[size_t(id) / 64] >> (id % 64)) & 1);
+    c.accept(id);
+  }
+  EXPECT_GE(c.stats().cached, 5u) << c.stats().masks;
+  EXPECT_LT(c.stats().masks - c.stats().cached, 8u);
+}
