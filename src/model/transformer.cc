@@ -469,6 +469,7 @@ void Transformer::attention(int l, const Segment* segs, int n_segs) {
   const LayerWeights& lw = w_.layers[l];
   const int hd = c.head_dim;
   const int n_heads = part_.n_heads, n_kv = part_.n_kv_heads;
+  if (n_heads == 0) return;  // a node without query heads (more nodes than heads): no attention here
   int n = 0;  // rows
   for (int s = 0; s < n_segs; ++s) n += segs[s].n;
   // Biases, per-head norms, rope; then append k, v to the cache.

@@ -192,7 +192,8 @@ std::vector<Range> split_ranges(int total, int unit, const std::vector<double>& 
 }
 
 Range kv_range(Range heads, int group) {
-  CHECK(heads.size() > 0 && group > 0);
+  CHECK(heads.begin <= heads.end && group > 0);
+  if (heads.size() == 0) return Range{heads.begin / group, heads.begin / group};  // no heads: no KV heads
   return Range{heads.begin / group, (heads.end - 1) / group + 1};
 }
 
@@ -205,11 +206,15 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
                                      "number (e.g. --shares 2,1,1)", i, caps[i]));
   const int n = static_cast<int>(caps.size());
   const ModelShape& s = shape;
-  if (n > s.n_heads)
-    return util::Status::error(fmt(
-        "%d nodes but the model has only %d query heads: the query-head limit is hit (every node "
-        "computes at least one head; KV heads, %d here, may be shared and do not limit N). Use at "
-        "most %d nodes", n, s.n_heads, s.n_kv_heads, s.n_heads));
+  // Every node needs at least one MLP row, vocabulary row and (exact mode) output row; query
+  // heads do not limit N: beyond H nodes, some nodes get none (and no KV heads).
+  const int most = std::min({s.n_ff, s.n_vocab, s.dim});
+  const char* what = most == s.n_ff      ? "MLP rows (feed_forward_length)"
+                     : most == s.n_vocab ? "vocabulary rows"
+                                         : "embedding dimensions";
+  if (n > most)
+    return util::Status::error(fmt("%d nodes but the model has only %d %s: every node needs at least one. Use at "
+                                   "most %d nodes", n, most, what, most));
 
   Plan p;
   p.shape = s;
@@ -226,7 +231,8 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   const int wo_block = lcm_blocks(wo_types);
   const int u = wo_block / std::gcd(wo_block, s.head_dim);
   p.head_unit = (s.n_heads % u == 0 && s.n_heads / u >= n) ? u : 1;
-  const std::vector<Range> heads = split_ranges(s.n_heads, p.head_unit, caps);
+  // More nodes than query heads: the smallest shares get none (min_each 0).
+  const std::vector<Range> heads = split_ranges(s.n_heads, p.head_unit, caps, n > s.n_heads ? 0 : 1);
 
   const int down_block = lcm_blocks(down_types);
   p.ff_unit = 1;
@@ -269,15 +275,22 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
     ns.gather_q8_att = exact && q8_att;
     ns.gather_q8_ff = exact && q8_ff;
   }
+  // How many nodes compute each KV head (ranges are contiguous and ordered, so only a
+  // range's ends can be shared; a node without heads has none).
+  std::vector<int> kv_nodes(s.n_kv_heads, 0);
+  for (const NodeSlice& ns : p.nodes)
+    for (int g = ns.kv_heads.begin; g < ns.kv_heads.end; ++g) ++kv_nodes[g];
   for (int i = 0; i < n; ++i) {
     NodeSlice& ns = p.nodes[i];
-    ns.kv_first_shared = i > 0 && p.nodes[i - 1].kv_heads.end > ns.kv_heads.begin;
-    ns.kv_last_shared = i + 1 < n && p.nodes[i + 1].kv_heads.begin < ns.kv_heads.end;
+    const bool has_heads = ns.heads.size() > 0;  // else no KV heads and an empty Wo slice
+    ns.kv_first_shared = has_heads && kv_nodes[ns.kv_heads.begin] > 1;
+    ns.kv_last_shared = has_heads && kv_nodes[ns.kv_heads.end - 1] > 1;
     ns.n_kv_shared = (ns.kv_heads.size() == 1) ? (ns.kv_first_shared || ns.kv_last_shared)
                                                : int(ns.kv_first_shared) + int(ns.kv_last_shared);
     for (int l = 0; l < s.n_layers && !exact; ++l) {
       const MatrixTypes& m = s.types(l);
-      if (slice_type(m.wo, int64_t(ns.heads.begin) * s.head_dim, int64_t(ns.heads.end) * s.head_dim) != m.wo)
+      if (has_heads &&
+          slice_type(m.wo, int64_t(ns.heads.begin) * s.head_dim, int64_t(ns.heads.end) * s.head_dim) != m.wo)
         ++ns.n_wo_reencoded;
       if (slice_type(m.down, ns.ff.begin, ns.ff.end) != m.down) ++ns.n_down_reencoded;
     }
@@ -291,10 +304,11 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   if (p.ff_unit < down_block)
     p.notes.push_back(fmt("F = %d cannot be dealt in whole %d-blocks of down to %d nodes; dealt in "
                           "units of %d", s.n_ff, down_block, n, p.ff_unit));
-  std::vector<int> dup;
-  for (int i = 0; i + 1 < n; ++i)
-    if (p.nodes[i].kv_last_shared && (dup.empty() || dup.back() != p.nodes[i].kv_heads.end - 1))
-      dup.push_back(p.nodes[i].kv_heads.end - 1);
+  std::vector<int> dup, headless;
+  for (int g = 0; g < s.n_kv_heads; ++g)
+    if (kv_nodes[g] > 1) dup.push_back(g);
+  for (int i = 0; i < n; ++i)
+    if (p.nodes[i].heads.size() == 0) headless.push_back(i);
   if (!dup.empty()) {
     std::string list;
     for (int k : dup) list += (list.empty() ? "" : ", ") + std::to_string(k);
@@ -303,6 +317,11 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
                           list.c_str(), n > s.n_kv_heads ? "more nodes than KV heads"
                                                          : "a head range cuts a KV group"));
   }
+  if (!headless.empty())
+    p.notes.push_back(fmt("node%s %s: no query heads (%d nodes, %d heads): no attention and no KV cache there, "
+                          "only %s, MLP rows and vocabulary rows", headless.size() > 1 ? "s" : "",
+                          id_list(headless).c_str(), n, s.n_heads,
+                          exact ? "their Wo rows (from the gathered attention output)" : "a zero attention partial"));
   add_reencode_notes(p, /*wo=*/true);
   add_reencode_notes(p, /*wo=*/false);
   if (s.n_swa_layers > 0)

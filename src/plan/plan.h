@@ -7,7 +7,10 @@
 //  * Query heads are dealt as contiguous ranges sized by capacity (largest remainder).
 //    Heads are dealt in units of u heads, u the smallest count whose columns fill whole
 //    blocks of Wo's type (u = 4 for Q4_K at head_dim 64), when H is a multiple of u and
-//    H/u >= N; otherwise one head at a time and a misaligned Wo slice is re-encoded.
+//    H/u >= N; otherwise one head at a time and a misaligned Wo slice is re-encoded. With
+//    more nodes than heads (N > H) the smallest shares get no head: such a node computes no
+//    attention (no Wq/Wk/Wv rows, no KV cache, an empty Wo column slice whose partial is
+//    zero; in exact mode its Wo output rows from the gathered attention output).
 //  * A node computes every KV head its query heads read (kv head of h = h / (H/G)); a KV
 //    head shared by two nodes' ranges is computed (and cached) by both.
 //  * Wq, Wk, Wv, gate, up and output are split by rows (never re-encoded). Wo is split by
@@ -85,7 +88,7 @@ struct Range {
 // One node's share of every tensor. Node 0 is the root.
 struct NodeSlice {
   double share = 0;     // capacity / sum of capacities
-  Range heads;          // query heads [h0, h1): Wq rows [h0*d, h1*d), Wo cols [h0*d, h1*d)
+  Range heads;          // query heads [h0, h1): Wq rows [h0*d, h1*d), Wo cols [h0*d, h1*d); empty when N > H
   Range kv_heads;       // KV heads computed here: Wk/Wv rows [g0*d, g1*d), KV cache heads
   int n_kv_shared = 0;  // of kv_heads, how many another node also computes (duplicated)
   bool kv_first_shared = false, kv_last_shared = false;  // which ends are duplicated
@@ -112,7 +115,8 @@ struct Plan {
 };
 
 // Plans N = capacities.size() nodes (empty: one node). Capacities must be finite and > 0;
-// only their ratios matter. Errors: invalid shape, N > H (each node needs a query head).
+// only their ratios matter. Errors: invalid shape, N > min(F, V, D) (each node needs an
+// MLP row, a vocabulary row and an output row; query heads do not limit N).
 // exact: Wo and down are cut by rows (NodeSlice::exact), nothing is re-encoded.
 util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> capacities, bool exact = false);
 
@@ -130,7 +134,8 @@ std::vector<int> apportion(int total, const std::vector<double>& capacities, int
 std::vector<Range> split_ranges(int total, int unit, const std::vector<double>& capacities,
                                 int min_each = 1);
 
-// KV heads read by query heads r under group size g: [r.begin/g, (r.end-1)/g + 1).
+// KV heads read by query heads r under group size g: [r.begin/g, (r.end-1)/g + 1); empty
+// (at r.begin/g) when r is.
 Range kv_range(Range heads, int group);
 
 // Exact bytes of the weights a node reads per token (its slices of every layer incl.

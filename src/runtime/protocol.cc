@@ -169,11 +169,17 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   RETURN_IF_ERROR(r.get_u64(&s.slice_bytes));
   RETURN_IF_ERROR(r.finish());
   const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
+  // A node without query heads (more nodes than heads) has no KV heads either.
+  const auto ok_heads = [&](const plan::Range& h, const plan::Range& kv) {
+    return h.size() == 0 ? kv.size() == 0 && h.begin >= 0 && h.begin <= c.n_heads && kv.begin >= 0 &&
+                               kv.begin <= c.n_kv_heads
+                         : ok_range(h, c.n_heads) && ok_range(kv, c.n_kv_heads);
+  };
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
       c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
       c.n_expert < 0 || c.n_expert > model::kMaxExperts || c.n_expert_used < 0 || c.n_expert_used > c.n_expert ||
       (c.n_expert > 0 && c.n_expert_used == 0) ||
-      !ok_range(s.slice.heads, c.n_heads) || !ok_range(s.slice.kv_heads, c.n_kv_heads) ||
+      !ok_heads(s.slice.heads, s.slice.kv_heads) ||
       !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
       (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||
       s.n_slots <= 0 || s.n_slots > kMaxSlots ||

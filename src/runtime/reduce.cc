@@ -1,6 +1,7 @@
 // reduce.cc: partial sums or exact gathers at a reduce point (see reduce.h).
 #include "runtime/reduce.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -13,7 +14,10 @@ util::Status ReduceCollective::reduce(model::ReducePoint at, const model::Matrix
   const int n = local.rows(), n_out = local.out_rows();
   if (!e_.on) {  // y = this node's partial product, summed over the nodes
     CHECK(w.rows == dim_);
-    local.linear(w, x, y, w.rows);
+    if (cols == 0)  // no columns here (a node without query heads): a zero partial
+      std::fill(y, y + size_t(n_out) * w.rows, 0.0f);
+    else
+      local.linear(w, x, y, w.rows);
     return all_reduce(y, size_t(n_out) * w.rows);
   }
   CHECK(w.rows == e_.n_rows && w.cols >= cols && e_.row_begin + e_.n_rows <= dim_);
@@ -26,7 +30,7 @@ util::Status ReduceCollective::reduce(model::ReducePoint at, const model::Matrix
   if (q8) {  // each node quantizes its own columns exactly as one node quantizes the row
     const size_t off = kernels::activation_bytes(vt, col0), len = kernels::activation_bytes(vt, cols);
     gather_.resize(xq_stride * n);
-    for (int b = 0; b < n; ++b)
+    for (int b = 0; b < n && cols > 0; ++b)  // a node without query heads sends none
       kernels::quantize_activation(vt, x + size_t(b) * cols, gather_.data() + b * xq_stride + off, cols);
     RETURN_IF_ERROR(all_gather_rows(gather_.data(), n, xq_stride, off, len));
     local.linear_quantized(w, gather_.data(), xq_stride, y + e_.row_begin, y_stride);

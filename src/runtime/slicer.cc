@@ -92,6 +92,15 @@ model::Matrix slice_columns(const model::Matrix& m, int64_t c0, int64_t c1, mode
 
 namespace {
 
+// A reduce point's input columns of a node without any (no query heads): m.rows rows of
+// no bytes; the node's partial there is zero (runtime/reduce.cc).
+model::Matrix no_columns(const model::Matrix& m) {
+  model::Matrix out = m;
+  out.cols = 0;
+  out.row_bytes = 0;
+  return out;
+}
+
 model::Vector slice_vector(const model::Vector& v, int64_t b, int64_t e) {
   if (v.empty()) return {};
   return model::Vector(v.begin() + b, v.begin() + e);
@@ -167,6 +176,7 @@ NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, co
       const auto cut = [&](const model::Matrix& x, model::Storage* st) -> model::Matrix {
         // A reduce point's input columns; in exact mode its output rows.
         if (reduce_input && s.exact) return slice_rows(x, s.rows.begin, s.rows.end);
+        if (reduce_input && b == e) return no_columns(x);
         if (reduce_input) return b == 0 && e == x.cols ? x : slice_columns(x, b, e, st);
         return t.cut == model::Cut::kWhole ? x : slice_rows(x, b, e);
       };

@@ -292,6 +292,32 @@ TEST(Slicer, MoeExpertsSplitOverNodes) {
   }
 }
 
+// More nodes than query heads: the nodes without a head compute no attention (no KV
+// cache, a zero partial or, exact, their Wo rows from the gathered attention output).
+// toy-gemma3 (2 heads over one KV head, sliding window 8, past it in 16 steps) and toy
+// (4 heads over 2) give one node's logits bit for bit in exact mode, and within float
+// noise with F32 partial sums, with the headless nodes last or between others.
+TEST(Slicer, MoreNodesThanQueryHeads) {
+  for (const char* shape : {"toy-gemma3", "toy"}) {
+    SCOPED_TRACE(shape);
+    auto m = model::load_model(toy_model(shape, tensor::Type::Q8_0));
+    ASSERT_TRUE(m.ok()) << m.error();
+    const int H = (*m)->config.n_heads;
+    const Reference ref = single_node(**m, 16);
+    for (const std::vector<double>& s : {std::vector<double>(H + 1, 1.0), std::vector<double>(H + 3, 1.0),
+                                         std::vector<double>{2, 1, 2, 1, 2, 1, 2}}) {
+      SCOPED_TRACE("N=" + std::to_string(s.size()));
+      ThreadCluster c(**m, s, net::SyncType::kF32, 64, 1, /*exact=*/true);
+      int headless = 0;
+      for (const auto& n : c.plan().nodes) headless += n.heads.size() == 0;
+      ASSERT_GE(headless, int(s.size()) - H);
+      check_exact(**m, ref, s, /*want_q8_gather=*/true);
+      check_logits(**m, ref, s, kLogitTol);
+      EXPECT_EQ(check_greedy(**m, ref, s, net::SyncType::kF32), -1);
+    }
+  }
+}
+
 TEST(Slicer, ReencodedColumnSlicesStayClose) {
   // Q4_K rows of 256 cut at head boundaries (64 columns) are re-encoded to Q8_0.
   auto m = model::load_model(toy_model("toy", tensor::Type::Q4_K));
@@ -660,6 +686,21 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   auto odd = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(odd.ok()) << odd.error();
   EXPECT_NE(model::attention_unsupported(odd->config, odd->kv_type, odd->attention).find("flash"), std::string::npos);
+  // A node without query heads (more nodes than heads) has no KV heads either; an empty
+  // head range beside KV heads, or KV heads beyond the model's, are refused.
+  s.slice.heads = {4, 4};
+  s.slice.kv_heads = {2, 2};
+  auto headless = runtime::parse_setup(runtime::encode_setup(s), "test");
+  ASSERT_TRUE(headless.ok()) << headless.error();
+  EXPECT_EQ(headless->slice.heads.size(), 0);
+  EXPECT_EQ(headless->slice.kv_heads.size(), 0);
+  s.slice.kv_heads = {1, 2};
+  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  s.slice.kv_heads = {3, 3};
+  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  s.slice.heads = {1, 1};
+  s.slice.kv_heads = {0, 1};
+  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
 }
 
 }  // namespace
