@@ -43,55 +43,109 @@ VocabTrie::VocabTrie(const tokenizer::Tokenizer& t) : tok(t), n_vocab(t.n_vocab(
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> trie)
     : trie_(std::move(trie)), m_(std::move(g)) {
-  level_.resize(size_t(trie_->depth) + 2);
+  cur_ = intern(m_.state());
 }
 
-void GrammarConstraint::walk(uint32_t node, const State& st, int depth, std::vector<uint64_t>* bits) {
+namespace {
+
+const Stack* copy_stack(const Stack* s, StackArena& to) { return s ? to.make(s->pos, copy_stack(s->next, to)) : nullptr; }
+
+}  // namespace
+
+int32_t GrammarConstraint::intern(const State& s) {
+  std::string key = s.key();
+  if (auto it = dfa_ids_.find(key); it != dfa_ids_.end()) return it->second;
+  DfaState d;
+  d.st.partial = s.partial;
+  d.st.partial_left = s.partial_left;
+  d.st.partial_min = s.partial_min;
+  for (const Stack* st : s.stacks) d.st.stacks.push_back(copy_stack(st, dfa_arena_));
+  d.next.assign(256, kUnknown);
+  dfa_.push_back(std::move(d));
+  const int32_t id = int32_t(dfa_.size() - 1);
+  dfa_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+int32_t GrammarConstraint::next(int32_t id, uint8_t byte) {
+  int32_t t = dfa_[size_t(id)].next[byte];
+  if (t != kUnknown) return t;
+  State out;
+  t = m_.step(dfa_[size_t(id)].st, byte, &out, scratch_) ? intern(out) : kDead;
+  dfa_[size_t(id)].next[byte] = t;
+  return t;
+}
+
+// Past kMaxStates: only the current state is kept (copied first: the arena goes).
+void GrammarConstraint::restart() {
+  StackArena keep;
+  State cur = dfa_[size_t(cur_)].st;
+  for (const Stack*& st : cur.stacks) st = copy_stack(st, keep);
+  dfa_.clear();
+  dfa_ids_.clear();
+  lru_.clear();
+  cache_.clear();
+  dfa_arena_.clear();
+  cur_ = intern(cur);  // copies into dfa_arena_; keep's nodes are dropped with it
+}
+
+void GrammarConstraint::walk(uint32_t node, int32_t id, std::vector<uint64_t>* bits) {
   const auto& nodes = trie_->nodes;
-  State& next = level_[size_t(depth)];
   for (uint32_t c = node + 1; c < nodes[node].end; c = nodes[c].end) {
-    if (!m_.step(st, nodes[c].byte, &next, scratch_)) continue;
+    const int32_t t = next(id, nodes[c].byte);
+    if (t == kDead) continue;
     for (uint32_t i = nodes[c].ids_begin; i < nodes[c].ids_end; ++i) allow(bits, trie_->ids[i]);
-    if (nodes[c].end > c + 1) walk(c, next, depth + 1, bits);
+    if (nodes[c].end > c + 1) walk(c, t, bits);
   }
 }
 
 const std::vector<uint64_t>& GrammarConstraint::allowed() {
-  if (fresh_) return cur_;
+  if (fresh_) return mask_;
   fresh_ = true;
   stats_.masks++;
-  const std::string key = broken_ ? std::string("broken") : m_.state().key();
+  const int32_t key = broken_ ? kDead : cur_;
   if (auto it = cache_.find(key); it != cache_.end()) {
     stats_.cached++;
     lru_.splice(lru_.begin(), lru_, it->second);
-    cur_ = it->second->second;
-    return cur_;
+    mask_ = it->second->second;
+    return mask_;
   }
   util::Timer timer;
-  cur_.assign((size_t(trie_->n_vocab) + 63) / 64, 0);
-  if (!broken_) {
-    walk(0, m_.state(), 0, &cur_);
-    scratch_.clear();
-  }
-  const bool any = std::any_of(cur_.begin(), cur_.end(), [](uint64_t w) { return w != 0; });
-  if (broken_ || !any || m_.state().complete())
-    for (int32_t id : trie_->eog) allow(&cur_, id);
-  if (std::all_of(cur_.begin(), cur_.end(), [](uint64_t w) { return w == 0; }))  // no end token at all
-    for (int32_t id = 0; id < trie_->n_vocab; ++id) allow(&cur_, id);
+  mask_.assign((size_t(trie_->n_vocab) + 63) / 64, 0);
+  if (!broken_) walk(0, cur_, &mask_);
+  scratch_.clear();
+  const bool any = std::any_of(mask_.begin(), mask_.end(), [](uint64_t w) { return w != 0; });
+  if (broken_ || !any || complete())
+    for (int32_t id : trie_->eog) allow(&mask_, id);
+  if (std::all_of(mask_.begin(), mask_.end(), [](uint64_t w) { return w == 0; }))  // no end token at all
+    for (int32_t id = 0; id < trie_->n_vocab; ++id) allow(&mask_, id);
   stats_.seconds += timer.seconds();
-  lru_.emplace_front(key, cur_);
+  lru_.emplace_front(key, mask_);
   cache_[key] = lru_.begin();
   if (lru_.size() > kCache) {
     cache_.erase(lru_.back().first);
     lru_.pop_back();
   }
-  return cur_;
+  return mask_;
 }
 
 void GrammarConstraint::accept(int32_t id) {
   fresh_ = false;
-  if (trie_->tok.is_eog(id)) return;
-  if (broken_ || trie_->tok.is_control(id) || !m_.accept(trie_->tok.piece(id))) broken_ = true;
+  if (trie_->tok.is_eog(id) || broken_) return;
+  if (trie_->tok.is_control(id)) {
+    broken_ = true;
+    return;
+  }
+  int32_t s = cur_;
+  for (char ch : trie_->tok.piece(id))
+    if ((s = next(s, uint8_t(ch))) == kDead) break;
+  scratch_.clear();
+  if (s == kDead) {
+    broken_ = true;
+    return;
+  }
+  cur_ = s;
+  if (dfa_.size() > kMaxStates) restart();
 }
 
 }  // namespace grammar

@@ -48,22 +48,37 @@ class GrammarConstraint : public runtime::TokenConstraint {
   const std::vector<uint64_t>& allowed() override;
   void accept(int32_t id) override;
   const MaskStats& stats() const { return stats_; }
-  bool complete() const { return m_.state().complete(); }
+  bool complete() const { return !broken_ && dfa_[size_t(cur_)].st.complete(); }
 
  private:
-  void walk(uint32_t node, const State& st, int depth, std::vector<uint64_t>* bits);
+  // The grammar's states met so far, as a lazily built automaton: a state is interned
+  // (its stacks copied into dfa_arena_) when first reached, and its transition on a byte
+  // is computed once, when a walk or a token first needs it. A walk of the trie is then
+  // mostly table lookups. Past kMaxStates the automaton starts again from the current state.
+  struct DfaState {
+    State st;
+    std::vector<int32_t> next;  // per byte: a state, kDead, or kUnknown
+  };
+  static constexpr int32_t kDead = -1, kUnknown = -2;
+  static constexpr size_t kMaxStates = 4096;
+  int32_t intern(const State& s);
+  int32_t next(int32_t id, uint8_t byte);
+  void restart();
+  void walk(uint32_t node, int32_t id, std::vector<uint64_t>* bits);
   void allow(std::vector<uint64_t>* bits, int32_t id) const { (*bits)[size_t(id) / 64] |= uint64_t(1) << (id % 64); }
 
   std::shared_ptr<const VocabTrie> trie_;
-  Matcher m_;
+  Matcher m_;            // the grammar's stepper (its own state is only the start)
+  std::vector<DfaState> dfa_;
+  std::unordered_map<std::string, int32_t> dfa_ids_;
+  StackArena dfa_arena_, scratch_;
+  int32_t cur_ = 0;      // the text so far
   bool broken_ = false;  // a token the grammar could not read was drawn: only the end remains
-  std::vector<uint64_t> cur_;
-  bool fresh_ = false;   // cur_ is the mask of m_'s state
-  StackArena scratch_;
-  std::vector<State> level_;  // a state per trie depth
-  static constexpr size_t kCache = 64;
-  std::list<std::pair<std::string, std::vector<uint64_t>>> lru_;  // most recent first
-  std::unordered_map<std::string, decltype(lru_)::iterator> cache_;
+  std::vector<uint64_t> mask_;
+  bool fresh_ = false;   // mask_ is cur_'s
+  static constexpr size_t kCache = 64;  // masks kept, by state
+  std::list<std::pair<int32_t, std::vector<uint64_t>>> lru_;  // most recent first
+  std::unordered_map<int32_t, decltype(lru_)::iterator> cache_;
   MaskStats stats_;
 };
 

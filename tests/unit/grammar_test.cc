@@ -312,3 +312,24 @@ TEST(Grammar, MasksInsideAStringComeFromTheCache) {
   EXPECT_GE(c.stats().cached, 5u) << c.stats().masks;
   EXPECT_LT(c.stats().masks - c.stats().cached, 8u);
 }
+
+// Past its state limit the constraint's automaton starts again from the current state and
+// goes on as before.
+TEST(Grammar, ConstraintGoesOnPastItsStateLimit) {
+  const tokenizer::Tokenizer* tok = smollm2();
+  if (!tok) GTEST_SKIP() << "SmolLM2 not found (make deps)";
+  auto trie = std::make_shared<const grammar::VocabTrie>(*tok);
+  grammar::GrammarConstraint c(must_parse(R"(root ::= "a"{0,6000} "b")"), trie);
+  const int32_t a = *tok->find_token("a"), b = *tok->find_token("b"), x = *tok->find_token("x");
+  auto ok = [&](int32_t id) { return bool((c.allowed()[size_t(id) / 64] >> (id % 64)) & 1); };
+  for (int i = 0; i < 5000; ++i) {  // every "a" is a new state: the automaton restarts once
+    if (i % 1000 == 999) EXPECT_TRUE(ok(a) && ok(b) && !ok(x)) << i;
+    c.accept(a);
+  }
+  EXPECT_TRUE(ok(a) && ok(b) && !ok(x));
+  EXPECT_FALSE(c.complete());
+  c.accept(b);
+  EXPECT_TRUE(c.complete());
+  EXPECT_FALSE(ok(a));
+  EXPECT_TRUE(ok(tok->eos()) || !tok->is_eog(tok->eos()));
+}
