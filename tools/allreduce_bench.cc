@@ -2,7 +2,7 @@
 // or under MPI, for docs/BENCHMARKS.md. Every rank runs the same loop; rank 0 prints one
 // line per (size, algorithm): microseconds per all-reduce (the best of 3 runs of `reps`
 // back-to-back calls) and the algorithm bandwidth (bytes per rank / time).
-//   TCP:  allreduce_bench --listen PORT            (each worker, started first)
+//   TCP:  allreduce_bench --listen [HOST:]PORT     (each worker, started first; HOST 127.0.0.1)
 //         allreduce_bench --workers H:P,H:P,...    (the root)
 //   MPI:  mpirun -np N allreduce_bench --mpi
 // Options (root or every MPI rank): --sync f32|f16|q8_0 (default f32).
@@ -24,7 +24,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: allreduce_bench --listen PORT | --workers H:P,... | --mpi  [--sync f32|f16|q8_0]\n");
+               "usage: allreduce_bench --listen [HOST:]PORT | --workers H:P,... | --mpi  [--sync f32|f16|q8_0]\n");
   return 2;
 }
 
@@ -96,7 +96,9 @@ int main(int argc, char** argv) {
     }
     t = std::move(*m);
   } else if (!listen.empty()) {
-    auto l = net::Listener::listen("127.0.0.1", uint16_t(std::atoi(listen.c_str())));
+    const size_t c = listen.rfind(':');  // [HOST:]PORT, HOST default 127.0.0.1
+    auto l = net::Listener::listen(c == std::string::npos ? "127.0.0.1" : listen.substr(0, c),
+                                   uint16_t(std::atoi(listen.c_str() + (c == std::string::npos ? 0 : c + 1))));
     if (!l) return std::fprintf(stderr, "error: %s\n", l.error().c_str()), 1;
     auto w = net::TcpTransport::accept_worker(*l, topt, 600);
     if (!w) return std::fprintf(stderr, "error: %s\n", w.error().c_str()), 1;

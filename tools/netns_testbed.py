@@ -29,6 +29,9 @@ AES-256-GCM (issue 18); add --link-encryption off for a keyed handshake with fra
 clear. The weight streaming of each N (the first bench after the workers start) is
 reported as MB/s per worker, from the root's "weights to ..." lines.
 
+MPI (mpirun, --transport mpi) on the same kind of network: tools/netns_mpi.py (a user-space
+switch instead of the relays, since MPI opens ports of its own).
+
 Every namespace is deleted on exit (atexit and SIGINT/SIGTERM), also after a failure.
 Needs root (ip netns, tc). Example:
   tools/netns_testbed.py -m MODEL --nodes 1,2,4 --latency-us 100,1000 --gbps 1

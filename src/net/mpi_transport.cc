@@ -377,11 +377,19 @@ Status MpiTransport::measure_native() {
 }  // namespace
 
 Expected<std::unique_ptr<Transport>> mpi_start(const MpiOptions& o) {
+  // srun without an MPI plugin (--mpi=none, Slurm's default MpiDefault) sets SLURM_STEP_ID
+  // but no PMI/PMIx variables: each rank would be a singleton. An sbatch script's own shell
+  // has SLURM_PROCID but no SLURM_STEP_ID.
+  if (!mpi_launched() && std::getenv("SLURM_STEP_ID"))
+    return Status::error(
+        "--transport mpi: started by srun without an MPI plugin (--mpi=none), so the ranks cannot find each "
+        "other; use `srun --mpi=pmix ...` (`srun --mpi=list` shows the plugins; MpiDefault=pmix in slurm.conf "
+        "makes it the default)");
   if (!mpi_launched())
     return Status::error(
         "--transport mpi: this process was not started by mpirun or srun; start every rank at once, e.g. "
         "`mpirun -np 3 shardlm generate -m FILE -p TEXT --transport mpi` (rank 0 is the root, the others are "
-        "workers; as root add --allow-run-as-root), or under Slurm `srun -n 3 shardlm ...`");
+        "workers; as root add --allow-run-as-root), or under Slurm `srun --mpi=pmix -n 3 shardlm ...`");
   CHECK_MSG(!g_started, "mpi_start called twice");
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
