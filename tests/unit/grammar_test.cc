@@ -323,7 +323,9 @@ TEST(Grammar, ConstraintGoesOnPastItsStateLimit) {
   const int32_t a = *tok->find_token("a"), b = *tok->find_token("b"), x = *tok->find_token("x");
   auto ok = [&](int32_t id) { return bool((c.allowed()[size_t(id) / 64] >> (id % 64)) & 1); };
   for (int i = 0; i < 5000; ++i) {  // every "a" is a new state: the automaton restarts once
-    if (i % 1000 == 999) EXPECT_TRUE(ok(a) && ok(b) && !ok(x)) << i;
+    if (i % 1000 == 999) {
+      EXPECT_TRUE(ok(a) && ok(b) && !ok(x)) << i;
+    }
     c.accept(a);
   }
   EXPECT_TRUE(ok(a) && ok(b) && !ok(x));
