@@ -283,8 +283,9 @@ TEST(Grammar, TokenMasksEqualCheckingEveryToken) {
         }
       }
       allowed += bit;
-      if (bit && prefix.empty() && !tok->is_eog(id))  // the start: "{" (no lead bytes of overlong forms)
+      if (bit && prefix.empty() && !tok->is_eog(id)) {  // the start: "{" (no lead bytes of overlong forms)
         EXPECT_EQ(tok->piece(id)[0], '{') << id;
+      }
       mismatches += bit != want;
       if (bit != want && mismatches < 5) ADD_FAILURE() << "prefix '" << prefix << "' token " << id << " '" << tok->piece(id) << "'";
     }
