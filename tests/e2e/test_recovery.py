@@ -38,6 +38,8 @@ PARTS = set(os.environ.get("RECOVERY_PARTS", "a,b,c,d").replace(" ", "").split("
 REQUESTS = int(os.environ.get("RECOVERY_REQUESTS", "100"))
 SEED = int(os.environ.get("RECOVERY_SEED", str(int(time.time()) % 100000)))
 N = 200
+# Part c: long enough for a rejoin (a restart after 1.5 s, probes every 2 s) and a second loss.
+N_REJOIN = 400
 PROMPT = "The history of the printing press begins"
 rng = random.Random(SEED)
 
@@ -59,15 +61,15 @@ def port_of(addr):
     return int(addr.rsplit(":", 1)[1])
 
 
-def generate_cmd(model, addrs, extra=()):
-    return [BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(N), "--temp", "0", "-t", "1", "--ctx", "1024",
+def generate_cmd(model, addrs, extra=(), n=N):
+    return [BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(n), "--temp", "0", "-t", "1", "--ctx", "1024",
             "--sync-type", "exact", "--workers", ",".join(addrs)] + list(extra)
 
 
-def run(model, addrs, extra=(), events=()):
+def run(model, addrs, extra=(), events=(), n=N):
     """generate on the cluster; events: (chars of text, action) run once that much text is out.
     Returns (rc, stdout, stderr)."""
-    p = subprocess.Popen(generate_cmd(model, addrs, extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(generate_cmd(model, addrs, extra, n), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = []
     t = threading.Thread(target=lambda: err.append(p.stderr.read().decode(errors="replace")))
     t.start()
@@ -210,7 +212,7 @@ def part_b():
 def part_c():
     ws = workers(3)
     addrs = [a for _, a in ws]
-    rc, ref, _ = run(MODEL, addrs)
+    rc, ref, _ = run(MODEL, addrs, n=N_REJOIN)
     victim_port = port_of(addrs[2])
     back = []
 
@@ -220,14 +222,14 @@ def part_c():
             back.append(worker(victim_port, key=key))
         return lambda: threading.Thread(target=go).start()
 
-    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart())])
+    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart())], n=N_REJOIN)
     lines = [l for l in err.splitlines() if l.startswith("recovery:")]
     check(rc == 0 and out == ref and any(addrs[2] in l and "is back" in l for l in lines)
           and any("rejoined on 4 nodes (full size)" in l for l in lines),
           "a killed worker restarted on its port is taken back: 4 nodes again, same text (rc %d, same %s; %s)" %
           (rc, out == ref, " | ".join(lines)[-400:]))
     ws[2] = back.pop()
-    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart("wrong-key"))])
+    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart("wrong-key"))], n=N_REJOIN)
     lines = [l for l in err.splitlines() if l.startswith("recovery:")]
     check(rc == 0 and out == ref and any(addrs[2] in l and "refused" in l and "cluster key" in l for l in lines)
           and not any("rejoined" in l for l in lines),
@@ -240,7 +242,7 @@ def part_c():
     ws[2] = worker(victim_port)
     rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart()),
                                              (len(ref) // 2, lambda: (back[-1][0].kill(), back[-1][0].wait())),
-                                             (len(ref) // 2 + 1, restart())])
+                                             (len(ref) // 2 + 1, restart())], n=N_REJOIN)
     lines = [l for l in err.splitlines() if l.startswith("recovery:")]
     check(rc == 0 and out == ref and sum("rejoined on" in l for l in lines) == 1
           and any(addrs[2] in l and "lost again" in l and "not taken back" in l for l in lines),
