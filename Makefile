@@ -68,7 +68,7 @@ build-asan:
 	cmake --build --preset asan -j $(JOBS) --target $(UNIT_TESTS)
 
 fuzz:
-	tools/fuzz_gguf.sh 60
+	tools/fuzz_gguf.sh 40
 	cmake --build build/fuzz --target fuzz_frame -j $(JOBS)
 	mkdir -p build/fuzz/frame_corpus
 	build/fuzz/fuzz_frame -max_total_time=30 -max_len=65536 build/fuzz/frame_corpus

@@ -102,7 +102,10 @@ def part_a():
         addrs = [a for _, a in ws]
         rc, ref, err = run(model, addrs)
         check(rc == 0 and len(ref) > 100, "%s: undisturbed run on 4 nodes (rc %d, %d chars)" % (name, rc, len(ref)))
-        for which, victim in (("first", 0), ("middle", 1), ("last", 2)):
+        # Each position on SmolLM2; the random qwen3 (another architecture, same recovery
+        # code) the middle one only, to keep CI short.
+        victims = (("first", 0), ("middle", 1), ("last", 2)) if model == MODEL else (("middle", 1),)
+        for which, victim in victims:
             at = rng.randrange(1, len(ref) - 20)
             rc, out, err = run(model, addrs, events=[(at, kill(ws[victim][0]))])
             lines = [l for l in err.splitlines() if l.startswith("recovery:")]
