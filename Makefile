@@ -67,17 +67,19 @@ build-asan:
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS) --target $(UNIT_TESTS)
 
+# Each fuzzer uses one core: they run two at a time, the background one's output shown after.
+FUZZ_DIR := build/fuzz
 fuzz:
-	tools/fuzz_gguf.sh 40
-	cmake --build build/fuzz --target fuzz_frame -j $(JOBS)
-	mkdir -p build/fuzz/frame_corpus
-	build/fuzz/fuzz_frame -max_total_time=30 -max_len=65536 build/fuzz/frame_corpus
-	cmake --build build/fuzz --target fuzz_protocol -j $(JOBS)
-	mkdir -p build/fuzz/protocol_corpus
-	build/fuzz/fuzz_protocol -max_total_time=20 -max_len=4096 build/fuzz/protocol_corpus
-	cmake --build build/fuzz --target fuzz_grammar -j $(JOBS)
-	mkdir -p build/fuzz/grammar_corpus && cp tests/data/grammar_seeds/* build/fuzz/grammar_corpus/
-	build/fuzz/fuzz_grammar -max_total_time=20 -max_len=4096 build/fuzz/grammar_corpus
+	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar" tools/fuzz_gguf.sh build
+	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus
+	cp tests/data/grammar_seeds/* $(FUZZ_DIR)/grammar_corpus/
+	tools/fuzz_gguf.sh 40 > $(FUZZ_DIR)/gguf.log 2>&1 & bg=$$!; \
+	  $(FUZZ_DIR)/fuzz_frame -max_total_time=30 -max_len=65536 $(FUZZ_DIR)/frame_corpus; rc=$$?; \
+	  wait $$bg; bgrc=$$?; tail -n 12 $(FUZZ_DIR)/gguf.log; [ $$rc = 0 ] && [ $$bgrc = 0 ]
+	$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/protocol_corpus \
+	  > $(FUZZ_DIR)/protocol.log 2>&1 & bg=$$!; \
+	  $(FUZZ_DIR)/fuzz_grammar -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/grammar_corpus; rc=$$?; \
+	  wait $$bg; bgrc=$$?; tail -n 12 $(FUZZ_DIR)/protocol.log; [ $$rc = 0 ] && [ $$bgrc = 0 ]
 
 clean:
 	rm -rf build

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fuzz_gguf.sh SECONDS: builds the libFuzzer target fuzz_gguf (clang, ASan+UBSan) in
+# fuzz_gguf.sh SECONDS|build: builds the libFuzzer target fuzz_gguf (clang, ASan+UBSan) in
 # build/fuzz, writes a seed corpus of small valid GGUF files into build/fuzz/corpus, then
 # fuzzes gguf::File::parse for SECONDS seconds (default 60). Exits non-zero if the build
 # fails or the fuzzer finds a crash, leak or timeout (the input lands in build/fuzz/crashes/).
@@ -15,7 +15,10 @@ cxx="$(command -v clang++-"$ver" || command -v clang++)"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDLM_FUZZ=ON -DSHARDLM_TESTS=OFF \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
-cmake --build "$build" --target fuzz_gguf -j"${JOBS:-2}"
+# FUZZ_TARGETS: more fuzz targets to build in the same call (make fuzz builds them all here).
+# shellcheck disable=SC2086
+cmake --build "$build" --target fuzz_gguf ${FUZZ_TARGETS:-} -j"${JOBS:-2}"
+[ "$seconds" = build ] && exit 0
 
 corpus="$build/corpus"
 mkdir -p "$corpus" "$build/crashes"

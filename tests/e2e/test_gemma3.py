@@ -43,7 +43,7 @@ def main():
     for prompt in PROMPTS:
         one = generate(prompt, extra=["--sync-type", "exact"])
         check(one.returncode == 0 and one.stdout.strip() != "", "one node generates for %r (%s)" % (prompt, one.stderr[-300:]))
-        for n in (2, 3, 4):
+        for n in (2, 4):  # 3 and 5 nodes: e2e_gemma_cluster
             r = generate(prompt, addrs[: n - 1], ["--sync-type", "exact"])
             check(r.returncode == 0 and r.stdout == one.stdout,
                   "%d nodes (exact sync) print one node's text for %r: %r vs %r %s" %
