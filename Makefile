@@ -67,19 +67,18 @@ build-asan:
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS) --target $(UNIT_TESTS)
 
-# Each fuzzer uses one core: they run two at a time, the background one's output shown after.
+# Each fuzzer uses one core, so they run two at a time: $(call two,BACKGROUND,FOREGROUND,LOG)
+# runs both, shows the background one's log after, and fails if either did.
+define two
+$(1) > $(3) 2>&1 & bg=$$!; $(2); rc=$$?; wait $$bg; bgrc=$$?; tail -n 12 $(3); [ $$rc = 0 ] && [ $$bgrc = 0 ]
+endef
 FUZZ_DIR := build/fuzz
 fuzz:
 	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar" tools/fuzz_gguf.sh build
 	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus
 	cp tests/data/grammar_seeds/* $(FUZZ_DIR)/grammar_corpus/
-	tools/fuzz_gguf.sh 40 > $(FUZZ_DIR)/gguf.log 2>&1 & bg=$$!; \
-	  $(FUZZ_DIR)/fuzz_frame -max_total_time=30 -max_len=65536 $(FUZZ_DIR)/frame_corpus; rc=$$?; \
-	  wait $$bg; bgrc=$$?; tail -n 12 $(FUZZ_DIR)/gguf.log; [ $$rc = 0 ] && [ $$bgrc = 0 ]
-	$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/protocol_corpus \
-	  > $(FUZZ_DIR)/protocol.log 2>&1 & bg=$$!; \
-	  $(FUZZ_DIR)/fuzz_grammar -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/grammar_corpus; rc=$$?; \
-	  wait $$bg; bgrc=$$?; tail -n 12 $(FUZZ_DIR)/protocol.log; [ $$rc = 0 ] && [ $$bgrc = 0 ]
+	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
+	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
 
 clean:
 	rm -rf build
