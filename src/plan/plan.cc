@@ -242,7 +242,7 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
       break;
     }
   }
-  const std::vector<Range> ff = split_ranges(s.n_ff, p.ff_unit, caps);
+  std::vector<Range> ff = split_ranges(s.n_ff, p.ff_unit, caps);
   const std::vector<Range> vocab = split_ranges(s.n_vocab, 1, caps);
   const std::vector<Range> rows = split_ranges(s.dim, (s.dim % 32 == 0 && s.dim / 32 >= n) ? 32 : 1, caps);
   // Exact mode gathers Wo's and down's inputs quantized when every range is whole blocks of
@@ -260,11 +260,9 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   const bool q8_att = whole_blocks(wo_types, [&](int i) {
     return std::pair<int64_t, int64_t>(int64_t(heads[i].begin) * s.head_dim, int64_t(heads[i].end) * s.head_dim);
   });
-  const bool q8_ff = whole_blocks(down_types, [&](int i) { return std::pair<int64_t, int64_t>(ff[i].begin, ff[i].end); });
-
   for (int i = 0; i < n; ++i) {
     NodeSlice& ns = p.nodes[i];
-    ns.share = caps[i] / sum;
+    ns.share = ns.ff_share = caps[i] / sum;
     ns.heads = heads[i];
     ns.kv_heads = kv_range(heads[i], s.group());
     ns.ff = ff[i];
@@ -273,8 +271,30 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
     ns.exact = exact;
     ns.rows = rows[i];
     ns.gather_q8_att = exact && q8_att;
-    ns.gather_q8_ff = exact && q8_ff;
   }
+  // Nodes without query heads skip attention's weights (Wq, Wk, Wv; with partial sums Wo
+  // too): deal the MLP rows so that every node's bytes read per token, not just its MLP rows,
+  // follow its share. B[i]: node i's bytes without MLP rows; node i gets MLP rows in
+  // proportion to what its share of the total leaves after B[i] (at least a sliver).
+  if (std::any_of(heads.begin(), heads.end(), [](const Range& r) { return r.size() == 0; })) {
+    std::vector<double> base(n), ff_caps(n);
+    double total = 0;
+    for (int i = 0; i < n; ++i) {
+      total += double(weight_bytes(p, i));
+      p.nodes[i].ff = Range{0, 0};
+      base[i] = double(weight_bytes(p, i));
+    }
+    for (int i = 0; i < n; ++i) ff_caps[i] = std::max(caps[i] / sum * total - base[i], 1e-3 * total / n);
+    ff = split_ranges(s.n_ff, p.ff_unit, ff_caps);
+    double ff_sum = 0;
+    for (double c : ff_caps) ff_sum += c;
+    for (int i = 0; i < n; ++i) {
+      p.nodes[i].ff = ff[i];
+      p.nodes[i].ff_share = ff_caps[i] / ff_sum;
+    }
+  }
+  const bool q8_ff = whole_blocks(down_types, [&](int i) { return std::pair<int64_t, int64_t>(ff[i].begin, ff[i].end); });
+  for (NodeSlice& ns : p.nodes) ns.gather_q8_ff = exact && q8_ff;
   // How many nodes compute each KV head (ranges are contiguous and ordered, so only a
   // range's ends can be shared; a node without heads has none).
   std::vector<int> kv_nodes(s.n_kv_heads, 0);

@@ -93,6 +93,8 @@ struct NodeSlice {
   int n_kv_shared = 0;  // of kv_heads, how many another node also computes (duplicated)
   bool kv_first_shared = false, kv_last_shared = false;  // which ends are duplicated
   Range ff;             // gate/up rows and down cols [f0, f1)
+  double ff_share = 0;  // the share ff is dealt by: `share`, unless some node has no query
+                        // heads (then larger where attention's weights are fewer; make_plan)
   Range vocab;          // output rows [v0, v1): this node's logits range
   int n_wo_reencoded = 0;    // layers whose Wo slice is re-encoded (see slice_type)
   int n_down_reencoded = 0;  // layers whose down slice is re-encoded

@@ -91,7 +91,10 @@ void check_plan(const Plan& p, const std::vector<double>& caps) {
     // Shares proportional: within one unit of the exact quota (largest remainder).
     const double q_heads = double(s.n_heads) / p.head_unit * caps[i] / sum;
     EXPECT_LT(std::abs(ns.heads.size() / p.head_unit - q_heads), 1.0 + 1e-9) << "node " << i;
-    const double q_ff = double(s.n_ff) / p.ff_unit * caps[i] / sum;
+    if (n <= s.n_heads) {
+      EXPECT_DOUBLE_EQ(ns.ff_share, caps[i] / sum);  // else larger where heads are fewer
+    }
+    const double q_ff = double(s.n_ff) / p.ff_unit * ns.ff_share;
     EXPECT_LT(std::abs(ns.ff.size() / p.ff_unit - q_ff), 1.0 + 1e-9);
     EXPECT_LT(std::abs(ns.vocab.size() - double(s.n_vocab) * caps[i] / sum), 1.0 + 1e-9);
     EXPECT_EQ(ns.ff.begin % p.ff_unit, 0);
@@ -294,6 +297,34 @@ TEST(Plan, MoreNodesThanQueryHeads) {
   EXPECT_EQ(p.nodes[4].heads, (Range{3, 4}));
   EXPECT_NE(describe_slices(p).find("node 3: share 0.125 heads [3,3) kv [0,0) ff"), std::string::npos)
       << describe_slices(p);
+}
+
+// A node without heads gets more MLP rows in their place: every node's bytes read per token
+// follow its share, within the rounding of two ff units (and a vocabulary row).
+TEST(Plan, HeadlessNodesTakeMoreMlpRows) {
+  ModelShape g = make_shape("gemma3-270m", 640, 18, 4, 1, 2048, 262144, Type::Q8_0);
+  g.head_dim = 256;
+  for (bool exact : {false, true}) {
+    for (int n : {5, 6, 8}) {
+      SCOPED_TRACE("N=" + std::to_string(n) + (exact ? " exact" : ""));
+      const Plan p = must_plan(g, equal(n), exact);
+      const uint64_t ff_row = uint64_t(g.n_layers) * 3 * tensor::row_bytes(Type::Q8_0, g.dim);
+      const uint64_t slack = 2 * uint64_t(p.ff_unit) * ff_row + 2 * tensor::row_bytes(Type::Q8_0, g.dim);
+      uint64_t lo = UINT64_MAX, hi = 0;
+      int ff_headless = 0, ff_headed = INT32_MAX;
+      for (int i = 0; i < n; ++i) {
+        lo = std::min(lo, weight_bytes(p, i));
+        hi = std::max(hi, weight_bytes(p, i));
+        if (p.nodes[i].heads.size() == 0) ff_headless = std::max(ff_headless, p.nodes[i].ff.size());
+        else ff_headed = std::min(ff_headed, p.nodes[i].ff.size());
+      }
+      EXPECT_LE(hi - lo, slack);
+      EXPECT_GT(ff_headless, ff_headed);
+      // Dealt by share alone, a node with a head would read one head's attention more.
+      const uint64_t head = uint64_t(g.n_layers) * (exact ? 1 : 2) * g.head_dim * tensor::row_bytes(Type::Q8_0, g.dim);
+      EXPECT_LT(hi - lo, head);
+    }
+  }
 }
 
 TEST(Plan, BadInput) {
