@@ -1,4 +1,4 @@
-// avx2_kquants.h: private to kernels/cpu, included only by avx2.cc: the
+// avx2_kquants.h: private to kernels/cpu, included by avx2.cc and avx512.cc: the
 // K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. Each weight super-block is first
 // decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted with
 // any number of Q8_K activation blocks; matmul decodes 4 rows once and reuses them for
@@ -391,6 +391,65 @@ struct TileQ4K {
     lane_tile_k<RN>(nb, w, rm, a, nc, c0, y, ys);
   }
 };
+// ---- Q4_K matrix x vector (decode): one row, fused ----------------------------------------
+// ggml's AVX2 ggml_vec_dot_q4_K_q8_K step: the scales picked per 32-element chunk by byte
+// shuffles and nothing kept in a DecodedK, so about half the instructions of vec_dot_k
+// (which decodes a block once for many activation rows). The same integers and the same
+// float operations in the same order as vec_dot_k<DecQ4_K>: bit-identical results.
+// Scale adds scale * (int16 pairs) into int32 lanes: madd + add here, one vpdpwssd with
+// AVX512-VNNI (avx512.cc).
+struct MaddScale {
+  static __m256i acc(__m256i sum, __m256i scale, __m256i p16) {
+    return _mm256_add_epi32(sum, _mm256_madd_epi16(scale, p16));
+  }
+};
+
+// Shuffle picking int16 lane i (of 8) into every lane of both 128-bit halves.
+inline __m256i scale_shuffle_k4(int i) {
+  const char lo = static_cast<char>(2 * i), hi = static_cast<char>(2 * i + 1);
+  return _mm256_setr_epi8(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi,
+                          lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
+}
+
+template <class Scale>
+float vec_dot_q4_k(int64_t n, const void* w, const void* x) {
+  const auto* wb = static_cast<const BlockQ4_K*>(w);
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  AccK acc;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
+    const BlockQ4_K& b = wb[i];
+    const BlockQ8_K& a = xb[i];
+    uint8_t sm[16];  // 8 scales, then 8 mins
+    unpack_scales_k4(b.scales, sm, sm + 8);
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), pair);
+    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
+    const __m256i scales = _mm256_set_m128i(sc128, sc128);
+    __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+      const __m256i ql = _mm256_and_si256(bits, m4), qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      const __m256i al = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c));
+      const __m256i ah = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c + 32));
+      sum_l = Scale::acc(sum_l, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c)), _mm256_maddubs_epi16(ql, al));
+      sum_h = Scale::acc(sum_h, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1)), _mm256_maddubs_epi16(qh, ah));
+    }
+    const __m256i sumi = _mm256_add_epi32(sum_l, sum_h);
+    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
+    acc.m = _mm_fmadd_ps(_mm_set1_ps(-fp16(b.dmin) * a.d), _mm_cvtepi32_ps(mins), acc.m);
+  }
+  return finish_k<DecQ4_K>(acc);
+}
+
+// Rows [r0, r1) of a Q4_K matrix: one activation row by vec_dot_q4_k, more by matmul_k.
+template <class Scale>
+void matmul_q4_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                 size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
+
 template <int RN>
 struct TileQ6K {
   static void run(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
@@ -440,6 +499,17 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
         for (int c = 0; c < rn; ++c) y[(c0 + c) * y_stride + r + i] = finish_k<D>(acc[i][c]);
     }
   }
+}
+
+template <class Scale>
+void matmul_q4_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                 size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  if (n_batch == 1) {
+    const auto* w = static_cast<const uint8_t*>(W);
+    for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_q4_k<Scale>(n, w + r * row_stride, xq);
+    return;
+  }
+  matmul_k<DecQ4_K>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
 
 }  // namespace
