@@ -113,6 +113,15 @@ int register_all = [] {
       benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, rows, 4096)->Unit(benchmark::kMillisecond);
     }
   }
+  // Qwen3-30B-A3B's experts (gate / up 768 x 2048, down 2048 x 768): 0.9 MB each in Q4_K, in
+  // cache here, so these time the kernel's arithmetic and per-row overhead, not memory.
+  for (Type t : {Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K}) {
+    for (auto [rows, n] : {std::pair<int64_t, int64_t>{768, 2048}, {2048, 768}}) {
+      const std::string name = std::string("Matvec/") + tensor::type_name(t) + "/" + std::to_string(rows) + "x" +
+                               std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, rows, n)->Unit(benchmark::kMicrosecond);
+    }
+  }
   for (Type t : kTypes) {
     const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/4096x4096/batch32";
     benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 4096, 4096, 32)->Unit(benchmark::kMillisecond);

@@ -25,17 +25,23 @@ struct DecodedK {
   float d, dmin;
 };
 
-// Q4_K / Q5_K 6-bit scales and mins (ggml's kmask unpacking): sc[0..7], m[0..7].
-inline void unpack_scales_k4(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
-  uint32_t u[4];
+// Q4_K / Q5_K 6-bit scales and mins (ggml's kmask unpacking): bytes 0..7 the scales, 8..15
+// the mins, in a register (not through memory: two 8-byte stores read back as one 16-byte
+// load would miss store forwarding).
+inline __m128i unpack_scales_k4(const uint8_t* scales) {
+  uint32_t u[3];
   std::memcpy(u, scales, 12);
-  u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-  const uint32_t uaux = u[1] & 0x3f3f3f3f;
-  u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-  u[2] = uaux;
-  u[0] &= 0x3f3f3f3f;
-  std::memcpy(sc, &u[0], 8);
-  std::memcpy(m, &u[2], 8);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+  const uint32_t m_lo = u[1] & 0x3f3f3f3f;
+  const uint32_t s_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+  const uint32_t s_lo = u[0] & 0x3f3f3f3f;
+  return _mm_set_epi32(int(m_hi), int(m_lo), int(s_hi), int(s_lo));
+}
+
+inline void unpack_scales_k4(const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  const __m128i v = unpack_scales_k4(scales);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(sc), v);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(m), _mm_unpackhi_epi64(v, v));
 }
 
 // d, dmin, 6-bit scales and mins of a Q4_K / Q5_K block into k.
@@ -411,38 +417,59 @@ inline __m256i scale_shuffle_k4(int i) {
                           lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
 }
 
+// acc += one Q4_K block . one Q8_K block; pair: the activation's 16 bsums added in pairs
+// (shared by every row against the same activation block).
+template <class Scale>
+inline void dot_q4_k_block(const BlockQ4_K& b, const BlockQ8_K& a, __m128i pair, AccK& acc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i mins_and_scales = _mm256_cvtepu8_epi16(unpack_scales_k4(b.scales));  // 8 scales, 8 mins
+  const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), pair);
+  const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
+  const __m256i scales = _mm256_set_m128i(sc128, sc128);
+  __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+    const __m256i ql = _mm256_and_si256(bits, m4), qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    const __m256i al = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c));
+    const __m256i ah = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c + 32));
+    sum_l = Scale::acc(sum_l, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c)), _mm256_maddubs_epi16(ql, al));
+    sum_h = Scale::acc(sum_h, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1)), _mm256_maddubs_epi16(qh, ah));
+  }
+  const __m256i sumi = _mm256_add_epi32(sum_l, sum_h);
+  acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
+  acc.m = _mm_fmadd_ps(_mm_set1_ps(-fp16(b.dmin) * a.d), _mm_cvtepi32_ps(mins), acc.m);
+}
+
+inline __m128i bsum_pairs(const BlockQ8_K& a) {
+  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+  return _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+}
+
 template <class Scale>
 float vec_dot_q4_k(int64_t n, const void* w, const void* x) {
   const auto* wb = static_cast<const BlockQ4_K*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(x);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   AccK acc;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
-    const BlockQ4_K& b = wb[i];
-    const BlockQ8_K& a = xb[i];
-    uint8_t sm[16];  // 8 scales, then 8 mins
-    unpack_scales_k4(b.scales, sm, sm + 8);
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), pair);
-    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
-    const __m256i scales = _mm256_set_m128i(sc128, sc128);
-    __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      const __m256i ql = _mm256_and_si256(bits, m4), qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      const __m256i al = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c));
-      const __m256i ah = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c + 32));
-      sum_l = Scale::acc(sum_l, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c)), _mm256_maddubs_epi16(ql, al));
-      sum_h = Scale::acc(sum_h, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1)), _mm256_maddubs_epi16(qh, ah));
-    }
-    const __m256i sumi = _mm256_add_epi32(sum_l, sum_h);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
-    acc.m = _mm_fmadd_ps(_mm_set1_ps(-fp16(b.dmin) * a.d), _mm_cvtepi32_ps(mins), acc.m);
+    dot_q4_k_block<Scale>(wb[i], xb[i], bsum_pairs(xb[i]), acc);
   }
   return finish_k<DecQ4_K>(acc);
+}
+
+// finish_k of four accumulators at once, by transposes: lane for lane the same additions
+// in the same order as finish_k<DecQ4_K> (hsum's (x0 + x2) + (x1 + x3) of the folded
+// halves, likewise for the mins), so out[r] equals finish_k(acc[r]) to the bit.
+inline __m128 finish_q4_k_x4(const AccK* acc) {
+  auto fold4 = [](__m128 a, __m128 b, __m128 c, __m128 d) {  // [(x0+x2)+(x1+x3)] of each
+    const __m128 ab = _mm_add_ps(_mm_unpacklo_ps(a, b), _mm_unpackhi_ps(a, b));  // a02 b02 a13 b13
+    const __m128 cd = _mm_add_ps(_mm_unpacklo_ps(c, d), _mm_unpackhi_ps(c, d));
+    return _mm_add_ps(_mm_movelh_ps(ab, cd), _mm_movehl_ps(cd, ab));
+  };
+  auto half = [](__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); };
+  const __m128 v = fold4(half(acc[0].v), half(acc[1].v), half(acc[2].v), half(acc[3].v));
+  const __m128 m = fold4(acc[0].m, acc[1].m, acc[2].m, acc[3].m);
+  return _mm_add_ps(v, m);
 }
 
 // Rows [r0, r1) of a Q4_K matrix: one activation row by vec_dot_q4_k, more by matmul_k.
@@ -504,9 +531,23 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
 template <class Scale>
 void matmul_q4_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  if (n_batch == 1) {
+  if (n_batch == 1) {  // four rows at a time: the activation's loads and the reduction shared
     const auto* w = static_cast<const uint8_t*>(W);
-    for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_q4_k<Scale>(n, w + r * row_stride, xq);
+    const auto* xb = static_cast<const BlockQ8_K*>(xq);
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+      AccK acc[4];
+      for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const __m128i pair = bsum_pairs(xb[i]);
+        for (int k = 0; k < 4; ++k) {
+          const auto* wb = reinterpret_cast<const BlockQ4_K*>(w + (r + k) * row_stride);
+          _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
+          dot_q4_k_block<Scale>(wb[i], xb[i], pair, acc[k]);
+        }
+      }
+      _mm_storeu_ps(y + r, finish_q4_k_x4(acc));
+    }
+    for (; r < r1; ++r) y[r] = vec_dot_q4_k<Scale>(n, w + r * row_stride, xq);
     return;
   }
   matmul_k<DecQ4_K>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
