@@ -531,18 +531,17 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
 template <class Scale>
 void matmul_q4_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  if (n_batch == 1) {  // four rows at a time: the activation's loads and the reduction shared
+  if (n_batch == 1) {  // rows one after another (one memory stream), reduced four at a time
     const auto* w = static_cast<const uint8_t*>(W);
     const auto* xb = static_cast<const BlockQ8_K*>(xq);
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
       AccK acc[4];
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const __m128i pair = bsum_pairs(xb[i]);
-        for (int k = 0; k < 4; ++k) {
-          const auto* wb = reinterpret_cast<const BlockQ4_K*>(w + (r + k) * row_stride);
+      for (int k = 0; k < 4; ++k) {
+        const auto* wb = reinterpret_cast<const BlockQ4_K*>(w + (r + k) * row_stride);
+        for (int64_t i = 0; i < n / kQK_K; ++i) {
           _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
-          dot_q4_k_block<Scale>(wb[i], xb[i], pair, acc[k]);
+          dot_q4_k_block<Scale>(wb[i], xb[i], bsum_pairs(xb[i]), acc[k]);
         }
       }
       _mm_storeu_ps(y + r, finish_q4_k_x4(acc));
