@@ -159,9 +159,9 @@ const KernelTable& avx2_table() {
     set(Type::Q5_0, vec_dot_q<DecQ5_0>, matmul_q<DecQ5_0>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1>, matmul_q<DecQ5_1>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_q<DecQ8_0>);
-    set(Type::Q4_K, vec_dot_q4_k<MaddScale>, matmul_q4_k<MaddScale>);
+    set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_fused<FusedQ4K, MaddScale>);
     set(Type::Q5_K, vec_dot_k<DecQ5_K>, matmul_k<DecQ5_K>);
-    set(Type::Q6_K, vec_dot_k<DecQ6_K>, matmul_k<DecQ6_K>);
+    set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_fused<FusedQ6K, MaddScale>);
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;
     t.quantize[slot(Type::F16)] = quantize_f16;

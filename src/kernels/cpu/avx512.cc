@@ -3,12 +3,11 @@
 // is a single vpdpbusd (on 256-bit registers, AVX512-VL) instead of vpmaddubsw + vpmaddwd.
 // For our operand ranges (|w|, |a| <= 127, so no vpmaddubsw saturation) both give the same
 // integers, so these kernels are correct by construction; they are tested by the same
-// kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's matrix x
-// vector adds its scaled int16 pairs with one vpdpwssd instead of vpmaddwd + vpaddd (1.35x
-// its decode). Entries left null here (float types, Q5_K / Q6_K, quantizers) fall back to
-// the AVX2 table.
-// No 512-bit-wide re-tiling yet (the dev machines have been AVX2-only or Zen 4, where
-// 512-bit operations issue as two 256-bit halves).
+// kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's and Q6_K's
+// matrix x vector add their scaled int16 pairs with one vpdpwssd instead of vpmaddwd +
+// vpaddd (VnniScale; the same int32s). Entries left null here (float types, Q5_K,
+// quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
+// vector measured 20% slower on Zen 4, which issues 512-bit operations as two halves.
 #if defined(__x86_64__) || defined(_M_X64)
 #include "kernels/cpu/kernel_table.h"
 
@@ -51,7 +50,8 @@ const KernelTable& avx512_table() {
     set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
-    set(Type::Q4_K, vec_dot_q4_k<VnniScale>, matmul_q4_k<VnniScale>);
+    set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_fused<FusedQ4K, VnniScale>);
+    set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_fused<FusedQ6K, VnniScale>);
     return t;
   }();
   return table;
