@@ -1,8 +1,9 @@
 // avx2_kquants.h: private to kernels/cpu, included by avx2.cc and avx512.cc: the
-// K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. Each weight super-block is first
-// decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted with
-// any number of Q8_K activation blocks; matmul decodes 4 rows once and reuses them for
-// every activation row, matvec decodes and consumes on the fly. Prompt batches of Q4_K
+// K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. For batches each weight super-block is
+// first decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted
+// with any number of Q8_K activation blocks (matmul decodes 4 rows once and reuses them for
+// every activation row); Q4_K's and Q6_K's matrix x vector is fused (matmul_fused), Q5_K's
+// decodes and consumes on the fly. Prompt batches of Q4_K
 // and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
 // Deliberately no Q2_K / Q3_K (unsupported types).
@@ -26,8 +27,7 @@ struct DecodedK {
 };
 
 // Q4_K / Q5_K 6-bit scales and mins (ggml's kmask unpacking): bytes 0..7 the scales, 8..15
-// the mins, in a register (not through memory: two 8-byte stores read back as one 16-byte
-// load would miss store forwarding).
+// the mins, in a register (as ggml's _mm_set_epi32 of the four words).
 inline __m128i unpack_scales_k4(const uint8_t* scales) {
   uint32_t u[3];
   std::memcpy(u, scales, 12);
@@ -397,6 +397,7 @@ struct TileQ4K {
     lane_tile_k<RN>(nb, w, rm, a, nc, c0, y, ys);
   }
 };
+
 // ---- Q4_K and Q6_K matrix x vector (decode): fused ------------------------------------
 // ggml's AVX2 ggml_vec_dot_q4_K_q8_K / _q6_K_q8_K steps: the scales picked per 32-element
 // chunk by byte shuffles and nothing kept in a DecodedK, so about half the instructions of
