@@ -87,23 +87,25 @@ struct DecQ5_K {
   }
 };
 
+// Q6_K's quants of half h (elements 128h..128h+127) as four 32-element chunks, unsigned
+// 0..63 (the +32 bias still in).
+inline void q6_k_quants(const BlockQ6_K& b, int h, __m256i* q) {
+  const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+  const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+  const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+  const __m256i bh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+  q[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+  q[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), _mm256_and_si256(bh, _mm256_set1_epi8(48)));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+                         _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
+}
+
 struct DecQ6_K {
   using W = BlockQ6_K;
   static constexpr bool kMins = false;
   static void decode(const W& b, DecodedK& k) {
-    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
-      const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
-      const __m256i bh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-      k.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(b1, m15), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
-      k.q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
-                                       _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2));
-      k.q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
-                                       _mm256_and_si256(bh, _mm256_set1_epi8(48)));
-      k.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-                                       _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
-    }
+    for (int h = 0; h < 2; ++h) q6_k_quants(b, h, k.q + 4 * h);
     for (int j = 0; j < 8; ++j)
       k.scale[j] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * j + 1]), _mm_set1_epi16(b.scales[2 * j]));
     k.aux = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
@@ -111,6 +113,12 @@ struct DecQ6_K {
     k.dmin = 0.0f;
   }
 };
+
+// The activation block's 16 bsums added in pairs: the sums of its eight 32-element chunks.
+inline __m128i bsum_pairs(const BlockQ8_K& a) {
+  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+  return _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+}
 
 // A K-quant dot product's float accumulators: 8 lanes of scaled sums and, for Q4_K, the 4
 // lanes of its mins, kept apart until the end as ggml_vec_dot_q4_K_q8_K does (so a Q4_K
@@ -139,11 +147,9 @@ inline void dot_k(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
     const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], _mm256_maddubs_epi16(k.q[j], qa)));
   }
-  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
   if constexpr (D::kMins) {
     // sum_j m_j * (bsums[2j] + bsums[2j+1]), in 4 lanes
-    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-    const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), pair);
+    const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), bsum_pairs(a));
     s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
     if constexpr (std::is_same_v<D, DecQ4_K>)
       s.m = _mm_fmadd_ps(_mm_set1_ps(-k.dmin * a.d), _mm_cvtepi32_ps(mins), s.m);
@@ -151,6 +157,7 @@ inline void dot_k(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
       s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), s.v);
   } else {
     // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
     sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(k.aux, bsums), 5));
     s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
   }
@@ -428,9 +435,7 @@ struct FusedQ4K {
   static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i mins_and_scales = _mm256_cvtepu8_epi16(unpack_scales_k4(b.scales));  // 8 scales, 8 mins
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), pair);
+    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), bsum_pairs(a));
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_set_m128i(sc128, sc128);
     __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
@@ -454,7 +459,6 @@ struct FusedQ6K {
   // acc += one Q6_K block . one Q8_K block (chunk j = 4h + k: 16-element scales 2j, 2j+1)
   template <class Scale>
   static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
     const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);  // the +32 of every quant
@@ -462,15 +466,8 @@ struct FusedQ6K {
     for (int h = 0; h < 2; ++h) {
       const __m128i half = h == 0 ? _mm256_castsi256_si128(sc16) : _mm256_extracti128_si256(sc16, 1);
       const __m256i scales = _mm256_set_m128i(half, half);  // scales 8h .. 8h+7
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
-      const __m256i b2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
-      const __m256i bh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(b1, m15), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(b2, m15), _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), _mm256_and_si256(bh, _mm256_set1_epi8(48))),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-                          _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2))};
+      __m256i q[4];
+      q6_k_quants(b, h, q);
       for (int k = 0; k < 4; ++k) {
         const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * h + 32 * k));
         const __m256i p16 = _mm256_maddubs_epi16(q[k], qa);
@@ -484,15 +481,19 @@ struct FusedQ6K {
   }
 };
 
+// acc += one row . the activation row (n elements).
 template <class F, class Scale>
-float vec_dot_fused(int64_t n, const void* w, const void* x) {
-  const auto* wb = static_cast<const typename F::W*>(w);
-  const auto* xb = static_cast<const BlockQ8_K*>(x);
-  AccK acc;
+inline void dot_row(int64_t n, const typename F::W* wb, const BlockQ8_K* xb, AccK& acc) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
     F::template dot<Scale>(wb[i], xb[i], acc);
   }
+}
+
+template <class F, class Scale>
+float vec_dot_fused(int64_t n, const void* w, const void* x) {
+  AccK acc;
+  dot_row<F, Scale>(n, static_cast<const typename F::W*>(w), static_cast<const BlockQ8_K*>(x), acc);
   return finish_k<typename F::D>(acc);
 }
 
@@ -511,11 +512,6 @@ inline __m128 finish_k_x4(const AccK* acc) {
   if constexpr (std::is_same_v<D, DecQ4_K>) return _mm_add_ps(v, fold4(acc[0].m, acc[1].m, acc[2].m, acc[3].m));
   else return v;
 }
-
-// Rows [r0, r1) of a Q4_K / Q6_K matrix: one activation row fused, more by matmul_k.
-template <class F, class Scale>
-void matmul_fused(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
-                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride);
 
 template <int RN>
 struct TileQ6K {
@@ -568,6 +564,7 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   }
 }
 
+// Rows [r0, r1) of a Q4_K / Q6_K matrix: one activation row fused, more by matmul_k.
 template <class F, class Scale>
 void matmul_fused(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                   size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
@@ -577,13 +574,8 @@ void matmul_fused(int64_t n, const void* W, size_t row_stride, int64_t r0, int64
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
       AccK acc[4];
-      for (int k = 0; k < 4; ++k) {
-        const auto* wb = reinterpret_cast<const typename F::W*>(w + (r + k) * row_stride);
-        for (int64_t i = 0; i < n / kQK_K; ++i) {
-          _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
-          F::template dot<Scale>(wb[i], xb[i], acc[k]);
-        }
-      }
+      for (int k = 0; k < 4; ++k)
+        dot_row<F, Scale>(n, reinterpret_cast<const typename F::W*>(w + (r + k) * row_stride), xb, acc[k]);
       _mm_storeu_ps(y + r, finish_k_x4<typename F::D>(acc));
     }
     for (; r < r1; ++r) y[r] = vec_dot_fused<F, Scale>(n, w + r * row_stride, xq);
