@@ -206,7 +206,9 @@ TEST_F(SpeculativeDecoding, AJobCanTurnItOff) {
     job->on_end = [&](const runtime::JobEnd& e) { end.set_value(e); };
     sched.submit(job);
     const runtime::JobEnd e = end.get_future().get();
-    if (cap == 0) EXPECT_EQ(e.guessed, 0);
+    if (cap == 0) {
+      EXPECT_EQ(e.guessed, 0);
+    }
     if (cap == 2) {
       EXPECT_GT(e.guessed, 0);
       EXPECT_LE(e.guessed, 2 * e.rounds);
