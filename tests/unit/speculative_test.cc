@@ -167,7 +167,9 @@ TEST_F(SpeculativeDecoding, EveryJobDrawsTheTokensItDrawsWithout) {
       const Outcome l = run(prompts, settings[si], lookup);
       EXPECT_EQ(l.tokens, plain.tokens);
       EXPECT_EQ(l.logprobs, plain.logprobs);
-      if (!adaptive) EXPECT_GT(l.guessed, 0);
+      if (!adaptive) {
+        EXPECT_GT(l.guessed, 0);
+      }
       runtime::Speculation draft;
       draft.draft_max = kGuesses;
       draft.adaptive = adaptive;
@@ -175,11 +177,15 @@ TEST_F(SpeculativeDecoding, EveryJobDrawsTheTokensItDrawsWithout) {
       EXPECT_EQ(same.tokens, plain.tokens);
       EXPECT_EQ(same.logprobs, plain.logprobs);
       EXPECT_EQ(same.kept, same.guessed);
-      if (!adaptive) EXPECT_GT(same.guessed, 40);
+      if (!adaptive) {
+        EXPECT_GT(same.guessed, 40);
+      }
       const Outcome other = run(prompts, settings[si], draft, paths_[1]);  // an unrelated model
       EXPECT_EQ(other.tokens, plain.tokens);
       EXPECT_EQ(other.logprobs, plain.logprobs);
-      if (!adaptive) EXPECT_LT(other.kept, other.guessed);
+      if (!adaptive) {
+        EXPECT_LT(other.kept, other.guessed);
+      }
     }
   }
 }

@@ -28,6 +28,27 @@ TEST(ThreadPool, RunsEveryThreadAndReusesThem) {
   }
 }
 
+// Parts are claimed by whichever thread is free (the caller too): every part still runs
+// exactly once per job and never on two threads at once, however oversubscribed.
+TEST(ThreadPool, EveryPartOnceAndAloneUnderOversubscription) {
+  util::ThreadPool pool(7);  // more threads than this machine's cores
+  std::vector<std::atomic<int>> busy(7), runs(7);
+  std::atomic<int> overlaps{0};
+  for (int rep = 0; rep < 2000; ++rep) {
+    pool.run([&](int part, int nth) {
+      ASSERT_EQ(nth, 7);
+      if (busy[part].fetch_add(1) != 0) overlaps++;
+      std::atomic<int> work{0};  // one part (a different one each job) runs longer
+      while (work.fetch_add(1, std::memory_order_relaxed) < (rep % 7 == part ? 2000 : 10)) {
+      }
+      busy[part].fetch_sub(1);
+      runs[part]++;
+    });
+  }
+  EXPECT_EQ(overlaps.load(), 0);
+  for (auto& r : runs) EXPECT_EQ(r.load(), 2000);
+}
+
 TEST(ThreadPool, ParallelForCoversRangeOnce) {
   util::ThreadPool pool(3);
   for (int64_t n : {0, 1, 5, 1000, 1001}) {
