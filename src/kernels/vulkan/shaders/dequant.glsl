@@ -1,0 +1,81 @@
+// dequant.glsl: weight rows in their GGUF block layout, read from a uint array (so no
+// 8/16-bit storage feature is needed; every 16-bit field of every block type sits at an
+// even byte offset), and dequantize_chunk(), which decodes 32 consecutive elements of a
+// row as tensor::dequantize_row does. Compiled with one of -DWTYPE_F32, _F16, _Q8_0,
+// _Q4_0, _Q4_1, _Q4_K, _Q6_K. Included by matvec.comp and matmul.comp.
+
+layout(std430, binding = 0) readonly buffer Weights { uint w[]; };  // [rows][row_bytes]
+
+uint w_u8(uint off) { return (w[off >> 2] >> ((off & 3u) * 8u)) & 0xFFu; }
+int w_i8(uint off) { return int(w_u8(off) << 24) >> 24; }
+float w_f16(uint off) { return unpackHalf2x16((w[off >> 2] >> ((off & 2u) * 8u)) & 0xFFFFu).x; }
+
+// v[i] = element 32 * c + i of the row starting at byte row_off.
+void dequantize_chunk(uint row_off, uint c, out float v[32]) {
+#if defined(WTYPE_F32)
+  const uint base = (row_off >> 2) + 32u * c;
+  for (uint i = 0; i < 32u; ++i) v[i] = uintBitsToFloat(w[base + i]);
+#elif defined(WTYPE_F16)
+  const uint base = (row_off >> 2) + 16u * c;
+  for (uint i = 0; i < 16u; ++i) {
+    const vec2 f = unpackHalf2x16(w[base + i]);
+    v[2u * i] = f.x;
+    v[2u * i + 1u] = f.y;
+  }
+#elif defined(WTYPE_Q8_0)
+  // { f16 d; int8 qs[32] }: x = d * q
+  const uint off = row_off + 34u * c;
+  const float d = w_f16(off);
+  for (uint i = 0; i < 32u; ++i) v[i] = d * float(w_i8(off + 2u + i));
+#elif defined(WTYPE_Q4_0)
+  // { f16 d; u8 qs[16] }: element i in the low nibble of qs[i], i + 16 in the high one
+  const uint off = row_off + 18u * c;
+  const float d = w_f16(off);
+  for (uint i = 0; i < 16u; ++i) {
+    const uint q = w_u8(off + 2u + i);
+    v[i] = d * float(int(q & 0xFu) - 8);
+    v[i + 16u] = d * float(int(q >> 4) - 8);
+  }
+#elif defined(WTYPE_Q4_1)
+  // { f16 d, m; u8 qs[16] }: x = d * q + m
+  const uint off = row_off + 20u * c;
+  const float d = w_f16(off), m = w_f16(off + 2u);
+  for (uint i = 0; i < 16u; ++i) {
+    const uint q = w_u8(off + 4u + i);
+    v[i] = d * float(q & 0xFu) + m;
+    v[i + 16u] = d * float(q >> 4) + m;
+  }
+#elif defined(WTYPE_Q4_K)
+  // { f16 d, dmin; u8 scales[12]; u8 qs[128] }: sub-block j (32 elements) of super-block
+  // c / 8 has 6-bit scale sc and min m (get_scale_min); x = d * sc * q - dmin * m, q the low
+  // (j even) or high (j odd) nibble of qs[32 * (j / 2) + i].
+  const uint off = row_off + 144u * (c >> 3), j = c & 7u;
+  const float d = w_f16(off), dmin = w_f16(off + 2u);
+  const uint s = off + 4u;
+  uint sc, m;
+  if (j < 4u) {
+    sc = w_u8(s + j) & 63u;
+    m = w_u8(s + j + 4u) & 63u;
+  } else {
+    sc = (w_u8(s + j + 4u) & 0xFu) | ((w_u8(s + j - 4u) >> 6) << 4);
+    m = (w_u8(s + j + 4u) >> 4) | ((w_u8(s + j) >> 6) << 4);
+  }
+  const float d1 = d * float(sc), m1 = dmin * float(m);
+  const uint qs = off + 16u + 32u * (j >> 1), shift = 4u * (j & 1u);
+  for (uint i = 0; i < 32u; ++i) v[i] = d1 * float((w_u8(qs + i) >> shift) & 0xFu) - m1;
+#elif defined(WTYPE_Q6_K)
+  // { u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d }: in half h (128 elements) element
+  // 32 k + l (k < 4) has 4 low bits in ql[64 h + l + 32 (k & 1)] (high nibble for k >= 2),
+  // 2 high bits at bit 2k of qh[32 h + l], scale scales[8 h + l / 16 + 2 k]; x = d * sc * (q - 32).
+  const uint off = row_off + 210u * (c >> 3), h = (c >> 2) & 1u, k = c & 3u;
+  const float d = w_f16(off + 208u);
+  const uint ql = off + 64u * h + 32u * (k & 1u), qh = off + 128u + 32u * h, sc = off + 192u + 8u * h + 2u * k;
+  const uint lshift = 4u * (k >> 1);
+  for (uint l = 0; l < 32u; ++l) {
+    const int q = int(((w_u8(ql + l) >> lshift) & 0xFu) | (((w_u8(qh + l) >> (2u * k)) & 3u) << 4)) - 32;
+    v[l] = d * float(w_i8(sc + (l >> 4))) * float(q);
+  }
+#else
+#error "define the weight type: -DWTYPE_F32, _F16, _Q8_0, _Q4_0, _Q4_1, _Q4_K or _Q6_K"
+#endif
+}
