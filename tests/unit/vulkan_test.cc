@@ -243,6 +243,18 @@ TEST_F(VulkanTest, SwigluMatchesCpu) {
   EXPECT_LT(err, 1e-5);
 }
 
+TEST_F(VulkanTest, AddInPlaceIsExact) {
+  std::mt19937 rng(14);
+  const int64_t n = 1000 + 3;
+  const std::vector<float> a = gaussian(rng, n), b = gaussian(rng, n);
+  Buffer ab = upload(a), bb = upload(b);
+  Commands cmd(*dev_);
+  cmd.add(ab, ab, bb, n);  // the residual add: a += b
+  run(cmd);
+  const std::vector<float> got = download(ab, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a[i] + b[i]) << i;
+}
+
 TEST_F(VulkanTest, SoftmaxMatchesCpu) {
   std::mt19937 rng(9);
   double worst = 0;
@@ -432,6 +444,65 @@ TEST_F(VulkanTest, FlashDecodeMatchesFloat64) {
     }
   }
   std::printf("[vulkan] flash decode: max error %.2e of max |out|\n", worst);
+}
+
+// Prefill then one decode step as a backend runs them: new K and V rows go into the F16
+// caches with kv_store (the same bits as util::f32_to_fp16), attention reads them back;
+// store and attention are in one command buffer per step.
+TEST_F(VulkanTest, KvStoreThenPrefillAndDecode) {
+  std::mt19937 rng(15);
+  const int n_prompt = 37, n_heads = 6, n_kv_heads = 2, head_dim = 64, n_ctx = 50;
+  AttentionCase c = attention_case(rng, n_prompt, 0, n_heads, n_kv_heads, head_dim);
+  c.a.n_ctx = n_ctx;
+  const size_t cache_values = size_t(n_kv_heads) * n_ctx * head_dim, row = size_t(n_kv_heads) * head_dim;
+  const std::vector<float> k_new = gaussian(rng, (n_prompt + 1) * row), v_new = gaussian(rng, (n_prompt + 1) * row);
+  c.k.assign(cache_values, 0);
+  c.v.assign(cache_values, 0);
+  Buffer kc = upload(c.k), vc = upload(c.v);
+  const std::vector<float> k_prompt(k_new.begin(), k_new.begin() + n_prompt * row);
+  const std::vector<float> v_prompt(v_new.begin(), v_new.begin() + n_prompt * row);
+  Buffer kb = upload(k_prompt), vb = upload(v_prompt), qb = upload(c.q), ob = alloc(c.q.size() * 4);
+  Commands cmd(*dev_);
+  cmd.kv_store(kc, kb, n_prompt, 0, n_kv_heads, head_dim, n_ctx);
+  cmd.kv_store(vc, vb, n_prompt, 0, n_kv_heads, head_dim, n_ctx);
+  cmd.flash_attention(c.a, qb, kc, vc, ob);
+  run(cmd);
+  for (int t = 0; t <= n_prompt; ++t)  // the reference cache, with the decode token's row
+    for (int h = 0; h < n_kv_heads; ++h)
+      for (int d = 0; d < head_dim; ++d) {
+        const size_t src = (size_t(t) * n_kv_heads + h) * head_dim + d, dst = (size_t(h) * n_ctx + t) * head_dim + d;
+        c.k[dst] = util::f32_to_fp16(k_new[src]);
+        c.v[dst] = util::f32_to_fp16(v_new[src]);
+      }
+  // Vulkan leaves packHalf2x16's rounding open: allow one F16 step (lavapipe rounds to
+  // nearest even, as the CPU), then take the device's bits as the reference cache.
+  for (std::vector<uint16_t>* want : {&c.k, &c.v}) {
+    std::vector<uint16_t> got(cache_values);
+    ASSERT_TRUE(dev_->download(want == &c.k ? kc : vc, got.data(), cache_values * 2).ok());
+    for (int h = 0; h < n_kv_heads; ++h)
+      for (size_t i = size_t(h) * n_ctx * head_dim; i < (size_t(h) * n_ctx + n_prompt) * head_dim; ++i) {
+        ASSERT_LE(std::abs(int(got[i]) - int((*want)[i])), 1) << "kv head " << h << " element " << i;
+        (*want)[i] = got[i];
+      }
+  }
+  const double prefill_err = attention_error(download(ob, c.q.size()), attention_reference(c));
+  EXPECT_LT(prefill_err, 1e-5);
+
+  AttentionCase step = c;  // decode the token at position n_prompt
+  step.a.n_q = 1;
+  step.a.pos0 = n_prompt;
+  step.q = gaussian(rng, size_t(n_heads) * head_dim);
+  Buffer kb1 = upload(std::vector<float>(k_new.end() - row, k_new.end()));
+  Buffer vb1 = upload(std::vector<float>(v_new.end() - row, v_new.end()));
+  Buffer qb1 = upload(step.q), ob1 = alloc(step.q.size() * 4);
+  Buffer scratch = alloc(kernels::vulkan::flash_decode_scratch_bytes(step.a));
+  cmd.kv_store(kc, kb1, 1, n_prompt, n_kv_heads, head_dim, n_ctx);
+  cmd.kv_store(vc, vb1, 1, n_prompt, n_kv_heads, head_dim, n_ctx);
+  cmd.flash_decode(step.a, qb1, kc, vc, scratch, ob1);
+  run(cmd);
+  const double decode_err = attention_error(download(ob1, step.q.size()), attention_reference(step));
+  EXPECT_LT(decode_err, 1e-5);
+  std::printf("[vulkan] kv_store + prefill %.2e, + decode %.2e of max |out|\n", prefill_err, decode_err);
 }
 
 }  // namespace

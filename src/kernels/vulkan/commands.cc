@@ -188,6 +188,12 @@ void Commands::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t
   impl_->dispatch("swiglu", {&out, &gate, &up}, push, groups(n, 256));
 }
 
+void Commands::add(Buffer& out, const Buffer& a, const Buffer& b, int64_t n) {
+  CHECK(out.bytes() >= size_t(n) * 4 && a.bytes() >= size_t(n) * 4 && b.bytes() >= size_t(n) * 4);
+  struct { uint32_t n; } push{uint32_t(n)};
+  impl_->dispatch("add", {&out, &a, &b}, push, groups(n, 256));
+}
+
 void Commands::softmax(Buffer& x, int64_t n_rows, int64_t n) {
   CHECK(x.bytes() >= size_t(n_rows * n) * 4);
   struct { uint32_t n_rows, n; } push{uint32_t(n_rows), uint32_t(n)};
@@ -201,6 +207,17 @@ void Commands::rope(Buffer& x, const Buffer& cache, int64_t n_tokens, int n_head
   struct { uint32_t n_tokens, n_heads, head_dim, n_rot, neox; } push{uint32_t(n_tokens), uint32_t(n_heads),
                                                                      uint32_t(head_dim), uint32_t(n_rot), neox};
   impl_->dispatch("rope", {&x, &cache}, push, groups(n_tokens * n_heads * (n_rot / 2), 64));
+}
+
+void Commands::kv_store(Buffer& cache, const Buffer& x, int64_t n_tokens, int pos0, int n_kv_heads, int head_dim,
+                        int n_ctx) {
+  CHECK(head_dim % 2 == 0 && pos0 + n_tokens <= n_ctx);
+  CHECK(cache.bytes() >= size_t(n_kv_heads) * n_ctx * head_dim * 2 &&
+        x.bytes() >= size_t(n_tokens * n_kv_heads * head_dim) * 4);
+  struct { uint32_t n_tokens, pos0, n_kv_heads, head_dim, n_ctx; } push{uint32_t(n_tokens), uint32_t(pos0),
+                                                                        uint32_t(n_kv_heads), uint32_t(head_dim),
+                                                                        uint32_t(n_ctx)};
+  impl_->dispatch("kv_store", {&cache, &x}, push, groups(n_tokens * n_kv_heads * head_dim / 2, 64));
 }
 
 void Commands::flash_attention(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,

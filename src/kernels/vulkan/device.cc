@@ -27,7 +27,8 @@ util::Status create_instance(Vk& vk, VkInstance& instance) {
   VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ci.pApplicationInfo = &app;
   if (VkResult r = vk.vkCreateInstance(&ci, nullptr, &instance); r != VK_SUCCESS)
-    return vk_error("vkCreateInstance (is a Vulkan driver installed? e.g. mesa-vulkan-drivers)", r);
+    return util::Status::error(std::string("cannot create a Vulkan instance (") + result_name(r) +
+                               "): is a Vulkan driver installed? e.g. mesa-vulkan-drivers");
   return load_instance_functions(instance, vk);
 }
 

@@ -131,6 +131,8 @@ class Commands {
               int64_t n_batch, Buffer& y);
   // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for each of n_rows rows of n values.
   void rmsnorm(Buffer& out, const Buffer& x, const Buffer& w, int64_t n_rows, int64_t n, float eps);
+  // out = a + b, n values (out may be a or b: the residual adds).
+  void add(Buffer& out, const Buffer& a, const Buffer& b, int64_t n);
   // out = silu(gate) * up, n values.
   void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n);
   // In place over each of n_rows rows of n values.
@@ -139,6 +141,9 @@ class Commands {
   // (cos, sin) pairs kernels::rope_cache gives for each token's position).
   void rope(Buffer& x, const Buffer& cache, int64_t n_tokens, int n_heads, int head_dim, int n_rot,
             bool neox);
+  // Writes F32 rows x [n_tokens][n_kv_heads][head_dim] (new K or V) into an F16 cache
+  // [n_kv_heads][n_ctx][head_dim] at positions pos0 .. pos0 + n_tokens - 1.
+  void kv_store(Buffer& cache, const Buffer& x, int64_t n_tokens, int pos0, int n_kv_heads, int head_dim, int n_ctx);
   // Tiled causal attention with an online softmax over KV tiles (prefill).
   void flash_attention(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
                        Buffer& out);
