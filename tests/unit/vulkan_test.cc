@@ -109,12 +109,21 @@ TEST_F(VulkanTest, NoSuchDeviceIsAClearError) {
   EXPECT_NE(dev.error().find("no Vulkan device 1000"), std::string::npos) << dev.error();
 }
 
-TEST_F(VulkanTest, BufferLargerThanTheDeviceNamesItsMemory) {
-  util::Expected<Buffer> b = dev_->alloc(dev_->info().memory_bytes + 1, "blk.0.ffn_up.weight");
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.error().find("blk.0.ffn_up.weight"), std::string::npos) << b.error();
-  EXPECT_NE(b.error().find(dev_->info().name), std::string::npos) << b.error();
-  EXPECT_NE(b.error().find("GiB of device memory"), std::string::npos) << b.error();
+TEST_F(VulkanTest, TooLargeForTheDeviceNamesItsMemory) {
+  const kernels::vulkan::DeviceInfo& info = dev_->info();
+  EXPECT_TRUE(dev_->check_fits(info.memory_bytes, "a model").ok());
+  const util::Status st = dev_->check_fits(info.memory_bytes + 1, "model.gguf");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("model.gguf"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(info.name), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("GiB of device memory"), std::string::npos) << st.message();
+  for (uint64_t bytes : {info.memory_bytes + 1, info.max_buffer_bytes + 1}) {
+    util::Expected<Buffer> b = dev_->alloc(bytes, "blk.0.ffn_up.weight");
+    ASSERT_FALSE(b.ok()) << bytes;
+    EXPECT_NE(b.error().find("blk.0.ffn_up.weight"), std::string::npos) << b.error();
+    EXPECT_NE(b.error().find(info.name), std::string::npos) << b.error();
+    EXPECT_NE(b.error().find("GiB of device memory"), std::string::npos) << b.error();
+  }
 }
 
 void round_trip(Device& dev) {
@@ -201,6 +210,30 @@ TEST_P(VulkanMatmul, MatchesDequantizedFloat64Dot) {
     }
   }
   std::printf("[vulkan] matmul %s: max error %.2e of sum |w||x|\n", tensor::type_name(t), worst);
+}
+
+// More rows than one dispatch has workgroups (65535): the shaders loop over rows.
+TEST_F(VulkanTest, MoreRowsThanWorkgroups) {
+  std::mt19937 rng(16);
+  const int64_t rows = 65535 + 77, cols = 64;
+  const Weights w = random_weights(rng, Type::Q8_0, rows, cols);
+  const std::vector<float> x = gaussian(rng, cols);
+  Buffer wb = upload(w.bytes), xb = upload(x), yb = alloc(size_t(rows) * 4), sb = upload(w.deq);
+  Commands cmd(*dev_);
+  cmd.matmul(Type::Q8_0, wb, rows, cols, xb, 1, yb);
+  cmd.softmax(sb, rows, cols);
+  run(cmd);
+  const std::vector<float> y = download(yb, size_t(rows)), soft = download(sb, w.deq.size());
+  for (int64_t r : {int64_t(0), int64_t(65534), int64_t(65535), rows - 1}) {
+    double dot = 0, mag = 0, sum = 0;
+    for (int64_t k = 0; k < cols; ++k) {
+      dot += double(w.deq[r * cols + k]) * x[k];
+      mag += std::abs(double(w.deq[r * cols + k]) * x[k]);
+      sum += soft[r * cols + k];
+    }
+    EXPECT_LT(std::abs(y[r] - dot) / mag, 1e-5) << "row " << r;
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanMatmul,

@@ -287,13 +287,20 @@ constexpr VkMemoryPropertyFlags kHostMemory =
 
 }  // namespace
 
+util::Status Device::check_fits(uint64_t bytes, const std::string& what) const {
+  if (bytes <= info_.memory_bytes) return util::ok_status();
+  return util::Status::error(what + " needs " + gib(bytes) + " but " + describe(info_) +
+                             " cannot hold it: use fewer layers or another device (`shardlm devices`)");
+}
+
 util::Expected<Buffer> Device::alloc(size_t bytes, const std::string& what) {
   const Impl& d = *impl_;
   bytes = (std::max<size_t>(bytes, 1) + 15) / 16 * 16;
-  const uint64_t limit = std::min<uint64_t>(info_.memory_bytes, d.limits.maxStorageBufferRange);
-  if (bytes > limit)
+  RETURN_IF_ERROR(check_fits(bytes, what));
+  if (bytes > d.limits.maxStorageBufferRange)
     return util::Status::error(what + " needs " + std::to_string(bytes >> 20) + " MiB but " + describe(info_) +
-                               " takes at most " + std::to_string(limit >> 20) + " MiB in one buffer");
+                               " takes at most " + std::to_string(d.limits.maxStorageBufferRange >> 20) +
+                               " MiB in one buffer");
   const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   const VkMemoryPropertyFlags want =

@@ -68,7 +68,7 @@ struct OpenOptions {
 };
 
 // One opened device: instance, logical device, a compute queue, and a pipeline per
-// embedded shader (created at open).
+// embedded shader (created at open). Use it, its Buffers and Commands from one thread.
 class Device {
  public:
   static util::Expected<std::unique_ptr<Device>> open(int index, const OpenOptions& opts = {});
@@ -77,6 +77,9 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const DeviceInfo& info() const { return info_; }
+  // Error unless `bytes` of `what` ("model blk.*", "KV cache") fit the device's memory:
+  // "what needs 4.1 GiB but Vulkan device 0 (name, 2.0 GiB of device memory) ...".
+  util::Status check_fits(uint64_t bytes, const std::string& what) const;
   // A buffer of `bytes` (rounded up to 16); `what` names it in errors ("blk.0.ffn_up").
   // Error: larger than the device's memory or buffer limit, or allocation failed, with
   // the device's name and memory in the message.
