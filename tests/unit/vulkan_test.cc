@@ -171,6 +171,7 @@ class VulkanMatmul : public VulkanTest, public ::testing::WithParamInterface<Typ
 // relative to sum |w||x| of that output. Every batch size runs in one command buffer.
 TEST_P(VulkanMatmul, MatchesDequantizedFloat64Dot) {
   const Type t = GetParam();
+  ASSERT_TRUE(kernels::vulkan::supports_weight_type(t));
   const int block = tensor::traits(t).block_size == 256 ? 256 : 32;
   std::mt19937 rng(int(t) + 1);
   double worst = 0;

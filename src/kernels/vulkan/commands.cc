@@ -43,6 +43,12 @@ void check_attention(const AttentionShape& a, const Buffer& k, const Buffer& v) 
 
 }  // namespace
 
+bool supports_weight_type(tensor::Type t) {
+  using tensor::Type;
+  return t == Type::F32 || t == Type::F16 || t == Type::Q8_0 || t == Type::Q4_0 || t == Type::Q4_1 ||
+         t == Type::Q4_K || t == Type::Q6_K;
+}
+
 size_t flash_decode_scratch_bytes(const AttentionShape& a) {
   return size_t(a.n_heads) * decode_chunks(a.n_ctx) * (2 + a.head_dim) * sizeof(float);
 }
@@ -161,7 +167,7 @@ util::Status Commands::submit_and_wait() {
 
 void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
                       int64_t n_batch, Buffer& y) {
-  CHECK(rows >= 1 && cols % 32 == 0 && n_batch >= 1);
+  CHECK(supports_weight_type(wt) && rows >= 1 && cols % 32 == 0 && n_batch >= 1);
   const size_t row_bytes = tensor::row_bytes(wt, cols);
   CHECK(W.bytes() >= row_bytes * rows && x.bytes() >= size_t(n_batch * cols) * 4 &&
         y.bytes() >= size_t(n_batch * rows) * 4);

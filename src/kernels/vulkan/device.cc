@@ -219,7 +219,7 @@ Device::~Device() {
     if (d.pool) vk.vkDestroyCommandPool(d.device, d.pool, nullptr);
     vk.vkDestroyDevice(d.device, nullptr);
   }
-  if (d.instance) vk.vkDestroyInstance(d.instance, nullptr);
+  if (d.instance && vk.vkDestroyInstance) vk.vkDestroyInstance(d.instance, nullptr);
 }
 
 VkPipeline Device::Impl::pipeline(const std::string& name) const {

@@ -99,6 +99,9 @@ class Device {
   std::unique_ptr<Impl> impl_;
 };
 
+// Weight types Commands::matmul takes: F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
+bool supports_weight_type(tensor::Type t);
+
 // Shapes of the attention kernels. Queries and outputs are F32 [n_q][n_heads][head_dim];
 // the K and V caches are F16 [n_kv_heads][n_ctx][head_dim] (one buffer each); query head h
 // reads KV head h / (n_heads / n_kv_heads). Query t is at position pos0 + t and attends
