@@ -9,6 +9,14 @@ layout(std430, binding = 0) readonly buffer Weights { uint w[]; };  // [rows][ro
 uint w_u8(uint off) { return (w[off >> 2] >> ((off & 3u) * 8u)) & 0xFFu; }
 int w_i8(uint off) { return int(w_u8(off) << 24) >> 24; }
 float w_f16(uint off) { return unpackHalf2x16((w[off >> 2] >> ((off & 2u) * 8u)) & 0xFFFFu).x; }
+// 4 bytes at an even offset (the word after may be read: buffers are padded to 16 bytes).
+uint w_u32(uint off) {
+  const uint i = off >> 2;
+  return (off & 2u) == 0u ? w[i] : (w[i] >> 16) | (w[i + 1u] << 16);
+}
+// Byte j (0..3) of a word, and the same sign-extended.
+uint byte_of(uint word, uint j) { return (word >> (8u * j)) & 0xFFu; }
+int sbyte_of(uint word, uint j) { return int(word << (24u - 8u * j)) >> 24; }
 
 // v[i] = element 32 * c + i of the row starting at byte row_off.
 void dequantize_chunk(uint row_off, uint c, out float v[32]) {
@@ -26,24 +34,31 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
   // { f16 d; int8 qs[32] }: x = d * q
   const uint off = row_off + 34u * c;
   const float d = w_f16(off);
-  for (uint i = 0; i < 32u; ++i) v[i] = d * float(w_i8(off + 2u + i));
+  for (uint i = 0; i < 32u; i += 4u) {
+    const uint q = w_u32(off + 2u + i);
+    for (uint j = 0; j < 4u; ++j) v[i + j] = d * float(sbyte_of(q, j));
+  }
 #elif defined(WTYPE_Q4_0)
   // { f16 d; u8 qs[16] }: element i in the low nibble of qs[i], i + 16 in the high one
   const uint off = row_off + 18u * c;
   const float d = w_f16(off);
-  for (uint i = 0; i < 16u; ++i) {
-    const uint q = w_u8(off + 2u + i);
-    v[i] = d * float(int(q & 0xFu) - 8);
-    v[i + 16u] = d * float(int(q >> 4) - 8);
+  for (uint i = 0; i < 16u; i += 4u) {
+    const uint q = w_u32(off + 2u + i);
+    for (uint j = 0; j < 4u; ++j) {
+      v[i + j] = d * float(int(byte_of(q, j) & 0xFu) - 8);
+      v[i + j + 16u] = d * float(int(byte_of(q, j) >> 4) - 8);
+    }
   }
 #elif defined(WTYPE_Q4_1)
   // { f16 d, m; u8 qs[16] }: x = d * q + m
   const uint off = row_off + 20u * c;
   const float d = w_f16(off), m = w_f16(off + 2u);
-  for (uint i = 0; i < 16u; ++i) {
-    const uint q = w_u8(off + 4u + i);
-    v[i] = d * float(q & 0xFu) + m;
-    v[i + 16u] = d * float(q >> 4) + m;
+  for (uint i = 0; i < 16u; i += 4u) {
+    const uint q = w_u32(off + 4u + i);
+    for (uint j = 0; j < 4u; ++j) {
+      v[i + j] = d * float(byte_of(q, j) & 0xFu) + m;
+      v[i + j + 16u] = d * float(byte_of(q, j) >> 4) + m;
+    }
   }
 #elif defined(WTYPE_Q4_K)
   // { f16 d, dmin; u8 scales[12]; u8 qs[128] }: sub-block j (32 elements) of super-block
@@ -62,7 +77,10 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
   }
   const float d1 = d * float(sc), m1 = dmin * float(m);
   const uint qs = off + 16u + 32u * (j >> 1), shift = 4u * (j & 1u);
-  for (uint i = 0; i < 32u; ++i) v[i] = d1 * float((w_u8(qs + i) >> shift) & 0xFu) - m1;
+  for (uint i = 0; i < 32u; i += 4u) {
+    const uint q = w_u32(qs + i) >> shift;
+    for (uint j = 0; j < 4u; ++j) v[i + j] = d1 * float(byte_of(q, j) & 0xFu) - m1;
+  }
 #elif defined(WTYPE_Q6_K)
   // { u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d }: in half h (128 elements) element
   // 32 k + l (k < 4) has 4 low bits in ql[64 h + l + 32 (k & 1)] (high nibble for k >= 2),
@@ -71,9 +89,13 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
   const float d = w_f16(off + 208u);
   const uint ql = off + 64u * h + 32u * (k & 1u), qh = off + 128u + 32u * h, sc = off + 192u + 8u * h + 2u * k;
   const uint lshift = 4u * (k >> 1);
-  for (uint l = 0; l < 32u; ++l) {
-    const int q = int(((w_u8(ql + l) >> lshift) & 0xFu) | (((w_u8(qh + l) >> (2u * k)) & 3u) << 4)) - 32;
-    v[l] = d * float(w_i8(sc + (l >> 4))) * float(q);
+  const float d_lo = d * float(w_i8(sc)), d_hi = d * float(w_i8(sc + 1u));  // l < 16, l >= 16
+  for (uint l = 0; l < 32u; l += 4u) {
+    const uint lo = w_u32(ql + l) >> lshift, hi = w_u32(qh + l) >> (2u * k);
+    for (uint j = 0; j < 4u; ++j) {
+      const int q = int((byte_of(lo, j) & 0xFu) | ((byte_of(hi, j) & 3u) << 4)) - 32;
+      v[l + j] = (l < 16u ? d_lo : d_hi) * float(q);
+    }
   }
 #else
 #error "define the weight type: -DWTYPE_F32, _F16, _Q8_0, _Q4_0, _Q4_1, _Q4_K or _Q6_K"
