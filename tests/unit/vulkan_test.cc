@@ -444,8 +444,8 @@ double attention_error(const std::vector<float>& got, const std::vector<float>& 
 TEST_F(VulkanTest, FlashAttentionPrefillMatchesFloat64) {
   std::mt19937 rng(12);
   struct Shape { int n_q, pos0, n_heads, n_kv_heads, head_dim; };
-  const Shape shapes[] = {{1, 0, 6, 2, 64}, {37, 0, 6, 2, 64}, {17, 283, 4, 4, 128}, {40, 5, 6, 2, 128},
-                          {33, 0, 3, 1, 62}};
+  const Shape shapes[] = {{1, 0, 6, 2, 64},    {37, 0, 6, 2, 64}, {17, 283, 4, 4, 128}, {40, 5, 6, 2, 128},
+                          {33, 0, 3, 1, 62},   {19, 7, 4, 1, 256}};
   double worst = 0;
   for (const Shape& s : shapes) {
     const AttentionCase c = attention_case(rng, s.n_q, s.pos0, s.n_heads, s.n_kv_heads, s.head_dim);
@@ -464,7 +464,7 @@ TEST_F(VulkanTest, FlashAttentionPrefillMatchesFloat64) {
 TEST_F(VulkanTest, FlashDecodeMatchesFloat64) {
   std::mt19937 rng(13);
   double worst = 0;
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {64, 128, 256}) {
     for (int n_ctx : {1, 37, 64, 65, 300}) {
       const AttentionCase c = attention_case(rng, 1, n_ctx - 1, 6, 2, head_dim);
       Buffer qb = upload(c.q), kb = upload(c.k), vb = upload(c.v), ob = alloc(c.q.size() * 4);

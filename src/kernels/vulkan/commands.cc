@@ -15,6 +15,7 @@ namespace {
 constexpr uint32_t kSetsPerPool = 64;
 constexpr uint32_t kMaxGroups = 65535;  // the minimum maxComputeWorkGroupCount Vulkan guarantees
 constexpr int kDecodeChunk = 64;        // KV positions per workgroup of flash_decode.comp
+constexpr int kPrefillRows = 8;         // query rows per workgroup of flash_attention.comp
 
 uint32_t groups(int64_t n, int64_t per_group) {
   return uint32_t(std::min<int64_t>((n + per_group - 1) / per_group, kMaxGroups));
@@ -231,11 +232,11 @@ void Commands::flash_attention(const AttentionShape& a, const Buffer& q, const B
   check_attention(a, k, v);
   const size_t q_bytes = size_t(a.n_q) * a.n_heads * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes);
-  CHECK((a.n_q + 15) / 16 <= int(kMaxGroups));
+  CHECK((a.n_q + kPrefillRows - 1) / kPrefillRows <= int(kMaxGroups));
   struct { uint32_t n_q, pos0, n_heads, n_kv_heads, head_dim, n_ctx; float scale; } push{
       uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(a.n_kv_heads), uint32_t(a.head_dim),
       uint32_t(a.n_ctx), a.scale};
-  impl_->dispatch("flash_attention", {&q, &k, &v, &out}, push, groups(a.n_q, 16), uint32_t(a.n_heads));
+  impl_->dispatch("flash_attention", {&q, &k, &v, &out}, push, groups(a.n_q, kPrefillRows), uint32_t(a.n_heads));
 }
 
 void Commands::flash_decode(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,

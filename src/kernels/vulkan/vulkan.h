@@ -117,7 +117,7 @@ struct AttentionShape {
   int n_ctx = 1;      // positions each cache head has room for (>= pos0 + n_q)
   float scale = 0;    // usually 1/sqrt(head_dim)
 };
-constexpr int kMaxHeadDim = 128;
+constexpr int kMaxHeadDim = 256;
 // Scratch bytes flash_decode needs for a shape (its per-chunk partial results).
 size_t flash_decode_scratch_bytes(const AttentionShape& a);
 

@@ -1,13 +1,14 @@
 // flash_attention.comp: causal attention for a batch of queries (prefill). A workgroup
-// takes 16 query rows of one head; it walks the KV head's F16 cache in tiles of 16
-// positions up to the last row's position, keeping per row the running max m, the running
-// sum l and an F32 accumulator rescaled by exp(m_old - m_new) (online softmax), so the
-// score matrix is never stored beyond one 16 x 16 tile. Scores and sums are F32.
+// takes 8 query rows of one head; it walks the KV head's F16 cache in tiles of 16
+// positions (kept as F16 pairs in shared memory) up to the last row's position, keeping
+// per row the running max m, the running sum l and an F32 accumulator rescaled by
+// exp(m_old - m_new) (online softmax), so the score matrix is never stored beyond one
+// 8 x 16 tile. Scores and sums are F32.
 #version 450
 
-#define BR 16     // query rows per workgroup
+#define BR 8      // query rows per workgroup
 #define BC 16     // KV positions per tile
-#define DMAX 128  // largest head_dim
+#define DMAX 256  // largest head_dim (shared memory: 8 KiB each for Q, K and V)
 #define NT 128    // invocations
 layout(local_size_x = NT) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };      // [n_q][n_heads][head_dim]
@@ -18,8 +19,8 @@ layout(push_constant) uniform Push { uint n_q, pos0, n_heads, n_kv_heads, head_d
 
 #define NEG_INF uintBitsToFloat(0xFF800000u)
 shared float qs[BR][DMAX];
-shared float ks[BC][DMAX];
-shared float vs[BC][DMAX];
+shared uint ks[BC][DMAX / 2];  // f16 pairs
+shared uint vs[BC][DMAX / 2];
 shared float sp[BR][BC];  // scores, then probabilities of the tile
 shared float row_m[BR], row_l[BR], row_alpha[BR];
 
@@ -42,12 +43,8 @@ void main() {
   for (uint j0 = 0; j0 < kv_end; j0 += BC) {
     for (uint e = tid; e < BC * hd / 2u; e += NT) {
       const uint jj = e / (hd / 2u), d2 = e % (hd / 2u), j = j0 + jj;
-      const vec2 kf = j < kv_end ? unpackHalf2x16(k[kv_base + j * (hd / 2u) + d2]) : vec2(0.0);
-      const vec2 vf = j < kv_end ? unpackHalf2x16(v[kv_base + j * (hd / 2u) + d2]) : vec2(0.0);
-      ks[jj][2u * d2] = kf.x;
-      ks[jj][2u * d2 + 1u] = kf.y;
-      vs[jj][2u * d2] = vf.x;
-      vs[jj][2u * d2 + 1u] = vf.y;
+      ks[jj][d2] = j < kv_end ? k[kv_base + j * (hd / 2u) + d2] : 0u;
+      vs[jj][d2] = j < kv_end ? v[kv_base + j * (hd / 2u) + d2] : 0u;
     }
     barrier();
     for (uint e = tid; e < BR * BC; e += NT) {
@@ -55,7 +52,10 @@ void main() {
       float s = NEG_INF;
       if (t < p.n_q && j <= p.pos0 + t) {
         s = 0.0;
-        for (uint d = 0; d < hd; ++d) s += qs[r][d] * ks[jj][d];
+        for (uint d2 = 0; d2 < hd / 2u; ++d2) {
+          const vec2 kf = unpackHalf2x16(ks[jj][d2]);
+          s += qs[r][2u * d2] * kf.x + qs[r][2u * d2 + 1u] * kf.y;
+        }
         s *= p.scale;
       }
       sp[r][jj] = s;
@@ -86,7 +86,10 @@ void main() {
       if (e >= BR * hd) break;
       const uint r = e / hd, d = e % hd;
       float o = acc[a] * row_alpha[r];
-      for (uint jj = 0; jj < BC; ++jj) o += sp[r][jj] * vs[jj][d];
+      for (uint jj = 0; jj < BC; ++jj) {
+        const vec2 vf = unpackHalf2x16(vs[jj][d >> 1]);
+        o += sp[r][jj] * ((d & 1u) == 0u ? vf.x : vf.y);
+      }
       acc[a] = o;
     }
     barrier();

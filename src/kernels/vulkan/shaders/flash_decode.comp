@@ -6,7 +6,7 @@
 #version 450
 
 #define CHUNK 64  // KV positions per workgroup = invocations
-#define DMAX 128
+#define DMAX 256
 layout(local_size_x = CHUNK) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };  // [n_heads][head_dim]
 layout(std430, binding = 1) readonly buffer K { uint k[]; };   // f16 [n_kv_heads][n_ctx][head_dim]
