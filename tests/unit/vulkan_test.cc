@@ -172,6 +172,7 @@ class VulkanMatmul : public VulkanTest, public ::testing::WithParamInterface<Typ
 TEST_P(VulkanMatmul, MatchesDequantizedFloat64Dot) {
   const Type t = GetParam();
   ASSERT_TRUE(kernels::vulkan::supports_weight_type(t));
+  ASSERT_FALSE(kernels::vulkan::supports_weight_type(Type::Q8_K));  // an activation type
   const int block = tensor::traits(t).block_size == 256 ? 256 : 32;
   std::mt19937 rng(int(t) + 1);
   double worst = 0;
@@ -238,8 +239,8 @@ TEST_F(VulkanTest, MoreRowsThanWorkgroups) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanMatmul,
-                         ::testing::Values(Type::F32, Type::F16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q4_K,
-                                           Type::Q6_K),
+                         ::testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1,
+                                           Type::Q5_0, Type::Q5_1, Type::Q4_K, Type::Q5_K, Type::Q6_K),
                          [](const auto& info) { return std::string(tensor::type_name(info.param)); });
 
 // ---- float ops, against the CPU kernels

@@ -46,8 +46,11 @@ void check_attention(const AttentionShape& a, const Buffer& k, const Buffer& v) 
 
 bool supports_weight_type(tensor::Type t) {
   using tensor::Type;
-  return t == Type::F32 || t == Type::F16 || t == Type::Q8_0 || t == Type::Q4_0 || t == Type::Q4_1 ||
-         t == Type::Q4_K || t == Type::Q6_K;
+  switch (t) {
+    case Type::F32: case Type::F16: case Type::BF16: case Type::Q8_0: case Type::Q4_0: case Type::Q4_1:
+    case Type::Q5_0: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K: return true;
+    default: return false;
+  }
 }
 
 size_t flash_decode_scratch_bytes(const AttentionShape& a) {

@@ -101,7 +101,8 @@ class Device {
   std::unique_ptr<Impl> impl_;
 };
 
-// Weight types Commands::matmul takes: F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
+// Weight types Commands::matmul takes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K.
 bool supports_weight_type(tensor::Type t);
 
 // Shapes of the attention kernels. Queries and outputs are F32 [n_q][n_heads][head_dim];

@@ -1,8 +1,9 @@
 // dequant.glsl: weight rows in their GGUF block layout, read from a uint array (so no
 // 8/16-bit storage feature is needed; every 16-bit field of every block type sits at an
 // even byte offset), and dequantize_chunk(), which decodes 32 consecutive elements of a
-// row as tensor::dequantize_row does. Compiled with one of -DWTYPE_F32, _F16, _Q8_0,
-// _Q4_0, _Q4_1, _Q4_K, _Q6_K. Included by matvec.comp and matmul.comp.
+// row as tensor::dequantize_row does. Compiled with one of -DWTYPE_F32, _F16, _BF16,
+// _Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1, _Q4_K, _Q5_K, _Q6_K. Included by matvec.comp and
+// matmul.comp.
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };  // [rows][row_bytes]
 
@@ -18,6 +19,18 @@ uint w_u32(uint off) {
 uint byte_of(uint word, uint j) { return (word >> (8u * j)) & 0xFFu; }
 int sbyte_of(uint word, uint j) { return int(word << (24u - 8u * j)) >> 24; }
 
+// 6-bit scale and min of sub-block j (0..7) from the 12 bytes at s (Q4_K, Q5_K:
+// get_scale_min in tensor/quants_k.cc).
+void k_scale_min(uint s, uint j, out uint sc, out uint m) {
+  if (j < 4u) {
+    sc = w_u8(s + j) & 63u;
+    m = w_u8(s + j + 4u) & 63u;
+  } else {
+    sc = (w_u8(s + j + 4u) & 0xFu) | ((w_u8(s + j - 4u) >> 6) << 4);
+    m = (w_u8(s + j + 4u) >> 4) | ((w_u8(s + j) >> 6) << 4);
+  }
+}
+
 // v[i] = element 32 * c + i of the row starting at byte row_off.
 void dequantize_chunk(uint row_off, uint c, out float v[32]) {
 #if defined(WTYPE_F32)
@@ -29,6 +42,12 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
     const vec2 f = unpackHalf2x16(w[base + i]);
     v[2u * i] = f.x;
     v[2u * i + 1u] = f.y;
+  }
+#elif defined(WTYPE_BF16)
+  const uint base = (row_off >> 2) + 16u * c;
+  for (uint i = 0; i < 16u; ++i) {
+    v[2u * i] = uintBitsToFloat(w[base + i] << 16);
+    v[2u * i + 1u] = uintBitsToFloat(w[base + i] & 0xFFFF0000u);
   }
 #elif defined(WTYPE_Q8_0)
   // { f16 d; int8 qs[32] }: x = d * q
@@ -60,26 +79,57 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
       v[i + j + 16u] = d * float(byte_of(q, j) >> 4) + m;
     }
   }
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+  // { f16 d; [f16 m;] u32 qh; u8 qs[16] }: 4 low bits as Q4_0 / Q4_1, bit 4 of element i is
+  // bit i of qh; Q5_0: x = d * (q - 16), Q5_1: x = d * q + m
+#if defined(WTYPE_Q5_0)
+  const uint off = row_off + 22u * c, qs = off + 6u;
+  const float d = w_f16(off);
+#else
+  const uint off = row_off + 24u * c, qs = off + 8u;
+  const float d = w_f16(off), m = w_f16(off + 2u);
+#endif
+  const uint qh = w_u32(qs - 4u);
+  for (uint i = 0; i < 16u; i += 4u) {
+    const uint q = w_u32(qs + i);
+    for (uint j = 0; j < 4u; ++j) {
+      const uint q0 = (byte_of(q, j) & 0xFu) | (((qh >> (i + j)) & 1u) << 4);
+      const uint q1 = (byte_of(q, j) >> 4) | (((qh >> (i + j + 16u)) & 1u) << 4);
+#if defined(WTYPE_Q5_0)
+      v[i + j] = float(int(q0) - 16) * d;
+      v[i + j + 16u] = float(int(q1) - 16) * d;
+#else
+      v[i + j] = float(q0) * d + m;
+      v[i + j + 16u] = float(q1) * d + m;
+#endif
+    }
+  }
 #elif defined(WTYPE_Q4_K)
   // { f16 d, dmin; u8 scales[12]; u8 qs[128] }: sub-block j (32 elements) of super-block
   // c / 8 has 6-bit scale sc and min m (get_scale_min); x = d * sc * q - dmin * m, q the low
   // (j even) or high (j odd) nibble of qs[32 * (j / 2) + i].
   const uint off = row_off + 144u * (c >> 3), j = c & 7u;
   const float d = w_f16(off), dmin = w_f16(off + 2u);
-  const uint s = off + 4u;
   uint sc, m;
-  if (j < 4u) {
-    sc = w_u8(s + j) & 63u;
-    m = w_u8(s + j + 4u) & 63u;
-  } else {
-    sc = (w_u8(s + j + 4u) & 0xFu) | ((w_u8(s + j - 4u) >> 6) << 4);
-    m = (w_u8(s + j + 4u) >> 4) | ((w_u8(s + j) >> 6) << 4);
-  }
+  k_scale_min(off + 4u, j, sc, m);
   const float d1 = d * float(sc), m1 = dmin * float(m);
   const uint qs = off + 16u + 32u * (j >> 1), shift = 4u * (j & 1u);
   for (uint i = 0; i < 32u; i += 4u) {
     const uint q = w_u32(qs + i) >> shift;
     for (uint j = 0; j < 4u; ++j) v[i + j] = d1 * float(byte_of(q, j) & 0xFu) - m1;
+  }
+#elif defined(WTYPE_Q5_K)
+  // { f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128] }: as Q4_K with bit 4 of element i
+  // of sub-block j in bit j of qh[i].
+  const uint off = row_off + 176u * (c >> 3), j = c & 7u;
+  const float d = w_f16(off), dmin = w_f16(off + 2u);
+  uint sc, m;
+  k_scale_min(off + 4u, j, sc, m);
+  const float d1 = d * float(sc), m1 = dmin * float(m);
+  const uint qs = off + 48u + 32u * (j >> 1), shift = 4u * (j & 1u);
+  for (uint i = 0; i < 32u; i += 4u) {
+    const uint q = w_u32(qs + i) >> shift, h = w_u32(off + 16u + i) >> j;
+    for (uint b = 0; b < 4u; ++b) v[i + b] = d1 * float((byte_of(q, b) & 0xFu) + 16u * (byte_of(h, b) & 1u)) - m1;
   }
 #elif defined(WTYPE_Q6_K)
   // { u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d }: in half h (128 elements) element
@@ -98,6 +148,6 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
     }
   }
 #else
-#error "define the weight type: -DWTYPE_F32, _F16, _Q8_0, _Q4_0, _Q4_1, _Q4_K or _Q6_K"
+#error "define the weight type: -DWTYPE_F32, _F16, _BF16, _Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1, _Q4_K, _Q5_K or _Q6_K"
 #endif
 }
