@@ -278,6 +278,26 @@ TEST_F(VulkanTest, SwigluMatchesCpu) {
   EXPECT_LT(err, 1e-5);
 }
 
+// Against the tanh form of gelu in float64 (kernels::gelu's formula), with gates past +-10
+// (the clamped ends).
+TEST_F(VulkanTest, GegluMatchesFloat64Gelu) {
+  std::mt19937 rng(17);
+  const int64_t n = 2 * 1024 + 5;
+  const std::vector<float> g = gaussian(rng, n, 6.0f), u = gaussian(rng, n);
+  Buffer gb = upload(g), ub = upload(u), ob = alloc(size_t(n) * 4);
+  Commands cmd(*dev_);
+  cmd.geglu(ob, gb, ub, n);
+  run(cmd);
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = g[i], gelu = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+    want[i] = float((x <= -10.0 ? 0.0 : x >= 10.0 ? x : gelu) * u[i]);
+  }
+  const double err = max_rel_error(download(ob, n), want);
+  std::printf("[vulkan] geglu: max relative error %.2e\n", err);
+  EXPECT_LT(err, 1e-5);
+}
+
 TEST_F(VulkanTest, AddInPlaceIsExact) {
   std::mt19937 rng(14);
   const int64_t n = 1000 + 3;

@@ -198,6 +198,12 @@ void Commands::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t
   impl_->dispatch("swiglu", {&out, &gate, &up}, push, groups(n, 256));
 }
 
+void Commands::geglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n) {
+  CHECK(out.bytes() >= size_t(n) * 4 && gate.bytes() >= size_t(n) * 4 && up.bytes() >= size_t(n) * 4);
+  struct { uint32_t n; } push{uint32_t(n)};
+  impl_->dispatch("geglu", {&out, &gate, &up}, push, groups(n, 256));
+}
+
 void Commands::add(Buffer& out, const Buffer& a, const Buffer& b, int64_t n) {
   CHECK(out.bytes() >= size_t(n) * 4 && a.bytes() >= size_t(n) * 4 && b.bytes() >= size_t(n) * 4);
   struct { uint32_t n; } push{uint32_t(n)};

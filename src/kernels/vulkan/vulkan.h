@@ -144,6 +144,9 @@ class Commands {
   void add(Buffer& out, const Buffer& a, const Buffer& b, int64_t n);
   // out = silu(gate) * up, n values.
   void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n);
+  // out = gelu(gate) * up, n values (gelu in F32 as kernels::gelu, not kernels::geglu's
+  // F16 table).
+  void geglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n);
   // In place over each of n_rows rows of n values.
   void softmax(Buffer& x, int64_t n_rows, int64_t n);
   // Rotates x [n_tokens][n_heads][head_dim] in place with cache [n_tokens][n_rot] (the
