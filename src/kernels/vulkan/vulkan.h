@@ -134,7 +134,7 @@ class Commands {
 
   // y[b][r] = dot(W[r], x[b]) for r < rows, b < n_batch. W: rows x cols of type wt in the
   // GGUF row layout (row_bytes(wt, cols) apart); x: F32 [n_batch][cols]; y: F32
-  // [n_batch][rows]. cols is a multiple of the block size (32 for F32/F16 too).
+  // [n_batch][rows]. cols is a multiple of the block size (32 for the float types too).
   // n_batch == 1 runs the matrix x vector shader, larger batches the tiled GEMM.
   void matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
               int64_t n_batch, Buffer& y);
@@ -144,8 +144,8 @@ class Commands {
   void add(Buffer& out, const Buffer& a, const Buffer& b, int64_t n);
   // out = silu(gate) * up, n values.
   void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n);
-  // out = gelu(gate) * up, n values (gelu in F32 as kernels::gelu, not kernels::geglu's
-  // F16 table).
+  // out = gelu(gate) * up, n values: gelu's tanh form in F32 (kernels::gelu's function,
+  // not kernels::geglu's table of F16 values).
   void geglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n);
   // In place over each of n_rows rows of n values.
   void softmax(Buffer& x, int64_t n_rows, int64_t n);
