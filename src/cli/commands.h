@@ -23,6 +23,7 @@ Runner add_serve(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_keygen(CLI::App& app);
+Runner add_devices(CLI::App& app);
 
 // --transport mpi (mpi.cc): whether the command line asks for it; runs this rank of the
 // job (rank 0: `root`, the parsed command; others: a worker session) and ends MPI.

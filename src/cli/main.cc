@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   add(cli::add_chat);
   add(cli::add_perplexity);
   add(cli::add_keygen);
+  add(cli::add_devices);
   const cli::Runner parse_and_run = [&]() -> int {
     try {
       app.parse(argc, argv);

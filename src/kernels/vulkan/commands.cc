@@ -1,0 +1,266 @@
+// commands.cc: recording kernel dispatches into one command buffer (vulkan.h Commands):
+// descriptor sets from pools owned by the Commands, push constants, a compute barrier
+// between consecutive dispatches, one submit.
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "kernels/vulkan/device_impl.h"
+
+namespace kernels::vulkan {
+
+namespace {
+
+constexpr uint32_t kSetsPerPool = 64;
+constexpr uint32_t kMaxGroups = 65535;  // the minimum maxComputeWorkGroupCount Vulkan guarantees
+constexpr int kDecodeChunk = 64;        // KV positions per workgroup of flash_decode.comp
+constexpr int kPrefillRows = 8;         // query rows per workgroup of flash_attention.comp
+
+uint32_t groups(int64_t n, int64_t per_group) {
+  return uint32_t(std::min<int64_t>((n + per_group - 1) / per_group, kMaxGroups));
+}
+
+VkBuffer handle(const Buffer& b) { return reinterpret_cast<VkBuffer>(b.vk_handle()); }
+
+// "matvec_q4_k" for (matvec, Q4_K).
+std::string typed_name(const char* shader, tensor::Type t) {
+  std::string s = std::string(shader) + "_" + tensor::type_name(t);
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+int decode_chunks(int n_positions) {
+  return (n_positions + kDecodeChunk - 1) / kDecodeChunk;
+}
+
+void check_attention(const AttentionShape& a, const Buffer& k, const Buffer& v) {
+  CHECK(a.head_dim % 2 == 0 && a.head_dim <= kMaxHeadDim);
+  CHECK(a.n_kv_heads >= 1 && a.n_heads % a.n_kv_heads == 0);
+  CHECK(a.pos0 + a.n_q <= a.n_ctx);
+  const size_t cache_bytes = size_t(a.n_kv_heads) * a.n_ctx * a.head_dim * 2;
+  CHECK(k.bytes() >= cache_bytes && v.bytes() >= cache_bytes);
+}
+
+}  // namespace
+
+bool supports_weight_type(tensor::Type t) {
+  using tensor::Type;
+  switch (t) {
+    case Type::F32: case Type::F16: case Type::BF16: case Type::Q8_0: case Type::Q4_0: case Type::Q4_1:
+    case Type::Q5_0: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K: return true;
+    default: return false;
+  }
+}
+
+size_t flash_decode_scratch_bytes(const AttentionShape& a) {
+  return size_t(a.n_heads) * decode_chunks(a.n_ctx) * (2 + a.head_dim) * sizeof(float);
+}
+
+struct Commands::Impl {
+  Device& dev;
+  Device::Impl& d;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> pools;  // reused across recordings
+  size_t pool_index = 0;                 // the pool sets come from now
+  uint32_t sets_in_pool = 0;
+  bool recording = false;
+  int n_dispatches = 0;
+
+  explicit Impl(Device& device) : dev(device), d(device.impl()) {}
+
+  VkDescriptorSet new_set() {
+    if (sets_in_pool == kSetsPerPool) {
+      ++pool_index;
+      sets_in_pool = 0;
+    }
+    if (pool_index == pools.size()) {
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
+      VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      ci.maxSets = kSetsPerPool;
+      ci.poolSizeCount = 1;
+      ci.pPoolSizes = &size;
+      VkDescriptorPool pool;
+      CHECK(d.vk.vkCreateDescriptorPool(d.device, &ci, nullptr, &pool) == VK_SUCCESS);
+      pools.push_back(pool);
+    }
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = pools[pool_index];
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &d.set_layout;
+    VkDescriptorSet set;
+    CHECK(d.vk.vkAllocateDescriptorSets(d.device, &ai, &set) == VK_SUCCESS);
+    ++sets_in_pool;
+    return set;
+  }
+
+  // Records one dispatch of `shader` over the buffers (bindings 0, 1, ...; unused bindings
+  // repeat the first buffer) after a barrier on everything recorded before.
+  template <typename Push>
+  void dispatch(const std::string& shader, std::initializer_list<const Buffer*> buffers, const Push& push,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
+    static_assert(sizeof(Push) <= kPushBytes);
+    CHECK(buffers.size() >= 1 && buffers.size() <= kMaxBindings);
+    if (!recording) {
+      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+      CHECK(d.vk.vkBeginCommandBuffer(cb, &bi) == VK_SUCCESS);
+      recording = true;
+    }
+    if (n_dispatches > 0) {
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      d.vk.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                                &mb, 0, nullptr, 0, nullptr);
+    }
+    VkDescriptorSet set = new_set();
+    VkDescriptorBufferInfo infos[kMaxBindings];
+    VkWriteDescriptorSet writes[kMaxBindings];
+    const Buffer* first = *buffers.begin();
+    for (uint32_t b = 0; b < kMaxBindings; ++b) {
+      const Buffer* buf = b < buffers.size() ? buffers.begin()[b] : first;
+      CHECK(buf->device() == &dev);
+      infos[b] = {handle(*buf), 0, VK_WHOLE_SIZE};
+      writes[b] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[b].dstSet = set;
+      writes[b].dstBinding = b;
+      writes[b].descriptorCount = 1;
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[b].pBufferInfo = &infos[b];
+    }
+    d.vk.vkUpdateDescriptorSets(d.device, kMaxBindings, writes, 0, nullptr);
+    d.vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline(shader));
+    d.vk.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline_layout, 0, 1, &set, 0, nullptr);
+    d.vk.vkCmdPushConstants(cb, d.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(Push), &push);
+    d.vk.vkCmdDispatch(cb, gx, gy, gz);
+    ++n_dispatches;
+  }
+};
+
+Commands::Commands(Device& dev) : impl_(std::make_unique<Impl>(dev)) {
+  Device::Impl& d = impl_->d;
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = d.pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  CHECK(d.vk.vkAllocateCommandBuffers(d.device, &ai, &impl_->cb) == VK_SUCCESS);
+}
+
+Commands::~Commands() {
+  Device::Impl& d = impl_->d;
+  for (VkDescriptorPool p : impl_->pools) d.vk.vkDestroyDescriptorPool(d.device, p, nullptr);
+  d.vk.vkFreeCommandBuffers(d.device, d.pool, 1, &impl_->cb);
+}
+
+util::Status Commands::submit_and_wait() {
+  Impl& m = *impl_;
+  if (!m.recording) return util::ok_status();
+  CHECK(m.d.vk.vkEndCommandBuffer(m.cb) == VK_SUCCESS);
+  util::Status st = m.d.submit_and_wait(m.cb);
+  m.d.vk.vkResetCommandBuffer(m.cb, 0);
+  for (VkDescriptorPool p : m.pools) m.d.vk.vkResetDescriptorPool(m.d.device, p, 0);
+  m.pool_index = 0;
+  m.sets_in_pool = 0;
+  m.recording = false;
+  m.n_dispatches = 0;
+  return st;
+}
+
+// ---- ops
+
+void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
+                      int64_t n_batch, Buffer& y) {
+  CHECK(supports_weight_type(wt) && rows >= 1 && cols % 32 == 0 && n_batch >= 1);
+  const size_t row_bytes = tensor::row_bytes(wt, cols);
+  CHECK(W.bytes() >= row_bytes * rows && x.bytes() >= size_t(n_batch * cols) * 4 &&
+        y.bytes() >= size_t(n_batch * rows) * 4);
+  if (n_batch == 1) {
+    struct { uint32_t rows, cols, row_bytes; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes)};
+    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y}, push, groups(rows, 1));
+  } else {
+    CHECK((rows + 15) / 16 <= kMaxGroups && (n_batch + 15) / 16 <= kMaxGroups);
+    struct { uint32_t rows, cols, row_bytes, n_batch; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes),
+                                                            uint32_t(n_batch)};
+    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y}, push, groups(rows, 16), groups(n_batch, 16));
+  }
+}
+
+void Commands::rmsnorm(Buffer& out, const Buffer& x, const Buffer& w, int64_t n_rows, int64_t n, float eps) {
+  CHECK(out.bytes() >= size_t(n_rows * n) * 4 && x.bytes() >= size_t(n_rows * n) * 4 && w.bytes() >= size_t(n) * 4);
+  struct { uint32_t n_rows, n; float eps; } push{uint32_t(n_rows), uint32_t(n), eps};
+  impl_->dispatch("rmsnorm", {&out, &x, &w}, push, groups(n_rows, 1));
+}
+
+void Commands::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n) {
+  CHECK(out.bytes() >= size_t(n) * 4 && gate.bytes() >= size_t(n) * 4 && up.bytes() >= size_t(n) * 4);
+  struct { uint32_t n; } push{uint32_t(n)};
+  impl_->dispatch("swiglu", {&out, &gate, &up}, push, groups(n, 256));
+}
+
+void Commands::geglu(Buffer& out, const Buffer& gate, const Buffer& up, int64_t n) {
+  CHECK(out.bytes() >= size_t(n) * 4 && gate.bytes() >= size_t(n) * 4 && up.bytes() >= size_t(n) * 4);
+  struct { uint32_t n; } push{uint32_t(n)};
+  impl_->dispatch("geglu", {&out, &gate, &up}, push, groups(n, 256));
+}
+
+void Commands::add(Buffer& out, const Buffer& a, const Buffer& b, int64_t n) {
+  CHECK(out.bytes() >= size_t(n) * 4 && a.bytes() >= size_t(n) * 4 && b.bytes() >= size_t(n) * 4);
+  struct { uint32_t n; } push{uint32_t(n)};
+  impl_->dispatch("add", {&out, &a, &b}, push, groups(n, 256));
+}
+
+void Commands::softmax(Buffer& x, int64_t n_rows, int64_t n) {
+  CHECK(x.bytes() >= size_t(n_rows * n) * 4);
+  struct { uint32_t n_rows, n; } push{uint32_t(n_rows), uint32_t(n)};
+  impl_->dispatch("softmax", {&x}, push, groups(n_rows, 1));
+}
+
+void Commands::rope(Buffer& x, const Buffer& cache, int64_t n_tokens, int n_heads, int head_dim, int n_rot,
+                    bool neox) {
+  CHECK(n_rot % 2 == 0 && n_rot <= head_dim);
+  CHECK(x.bytes() >= size_t(n_tokens * n_heads * head_dim) * 4 && cache.bytes() >= size_t(n_tokens * n_rot) * 4);
+  struct { uint32_t n_tokens, n_heads, head_dim, n_rot, neox; } push{uint32_t(n_tokens), uint32_t(n_heads),
+                                                                     uint32_t(head_dim), uint32_t(n_rot), neox};
+  impl_->dispatch("rope", {&x, &cache}, push, groups(n_tokens * n_heads * (n_rot / 2), 64));
+}
+
+void Commands::kv_store(Buffer& cache, const Buffer& x, int64_t n_tokens, int pos0, int n_kv_heads, int head_dim,
+                        int n_ctx) {
+  CHECK(head_dim % 2 == 0 && pos0 + n_tokens <= n_ctx);
+  CHECK(cache.bytes() >= size_t(n_kv_heads) * n_ctx * head_dim * 2 &&
+        x.bytes() >= size_t(n_tokens * n_kv_heads * head_dim) * 4);
+  struct { uint32_t n_tokens, pos0, n_kv_heads, head_dim, n_ctx; } push{uint32_t(n_tokens), uint32_t(pos0),
+                                                                        uint32_t(n_kv_heads), uint32_t(head_dim),
+                                                                        uint32_t(n_ctx)};
+  impl_->dispatch("kv_store", {&cache, &x}, push, groups(n_tokens * n_kv_heads * head_dim / 2, 64));
+}
+
+void Commands::flash_attention(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
+                               Buffer& out) {
+  check_attention(a, k, v);
+  const size_t q_bytes = size_t(a.n_q) * a.n_heads * a.head_dim * 4;
+  CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes);
+  CHECK((a.n_q + kPrefillRows - 1) / kPrefillRows <= int(kMaxGroups));
+  struct { uint32_t n_q, pos0, n_heads, n_kv_heads, head_dim, n_ctx; float scale; } push{
+      uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(a.n_kv_heads), uint32_t(a.head_dim),
+      uint32_t(a.n_ctx), a.scale};
+  impl_->dispatch("flash_attention", {&q, &k, &v, &out}, push, groups(a.n_q, kPrefillRows), uint32_t(a.n_heads));
+}
+
+void Commands::flash_decode(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
+                            Buffer& scratch, Buffer& out) {
+  check_attention(a, k, v);
+  CHECK(a.n_q == 1);
+  const size_t q_bytes = size_t(a.n_heads) * a.head_dim * 4;
+  CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes && scratch.bytes() >= flash_decode_scratch_bytes(a));
+  const int n_chunks = decode_chunks(a.pos0 + 1);
+  struct { uint32_t pos0, n_heads, n_kv_heads, head_dim, n_ctx, n_chunks; float scale; } push{
+      uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(a.n_kv_heads), uint32_t(a.head_dim), uint32_t(a.n_ctx),
+      uint32_t(n_chunks), a.scale};
+  impl_->dispatch("flash_decode", {&q, &k, &v, &scratch}, push, uint32_t(n_chunks), uint32_t(a.n_heads));
+  struct { uint32_t head_dim, n_chunks; } combine{uint32_t(a.head_dim), uint32_t(n_chunks)};
+  impl_->dispatch("flash_decode_combine", {&scratch, &out}, combine, uint32_t(a.n_heads));
+}
+
+}  // namespace kernels::vulkan

@@ -1,0 +1,101 @@
+// flash_attention.comp: causal attention for a batch of queries (prefill). A workgroup
+// takes 8 query rows of one head; it walks the KV head's F16 cache in tiles of 16
+// positions (kept as F16 pairs in shared memory) up to the last row's position, keeping
+// per row the running max m, the running sum l and an F32 accumulator rescaled by
+// exp(m_old - m_new) (online softmax), so the score matrix is never stored beyond one
+// 8 x 16 tile. Scores and sums are F32.
+#version 450
+
+#define BR 8      // query rows per workgroup
+#define BC 16     // KV positions per tile
+#define DMAX 256  // largest head_dim (shared memory: 8 KiB each for Q, K and V)
+#define NT 128    // invocations
+layout(local_size_x = NT) in;
+layout(std430, binding = 0) readonly buffer Q { float q[]; };      // [n_q][n_heads][head_dim]
+layout(std430, binding = 1) readonly buffer K { uint k[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
+layout(std430, binding = 2) readonly buffer V { uint v[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
+layout(std430, binding = 3) writeonly buffer Out { float out_[]; };  // [n_q][n_heads][head_dim]
+layout(push_constant) uniform Push { uint n_q, pos0, n_heads, n_kv_heads, head_dim, n_ctx; float scale; } p;
+
+#define NEG_INF uintBitsToFloat(0xFF800000u)
+shared float qs[BR][DMAX];
+shared uint ks[BC][DMAX / 2];  // f16 pairs
+shared uint vs[BC][DMAX / 2];
+shared float sp[BR][BC];  // scores, then probabilities of the tile
+shared float row_m[BR], row_l[BR], row_alpha[BR];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, hd = p.head_dim;
+  const uint t0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y;
+  const uint kvh = h / (p.n_heads / p.n_kv_heads);
+  const uint kv_base = kvh * p.n_ctx * (hd / 2u);  // in uints (f16 pairs)
+  for (uint e = tid; e < BR * hd; e += NT) {
+    const uint r = e / hd, t = t0 + r;
+    qs[r][e % hd] = t < p.n_q ? q[(t * p.n_heads + h) * hd + e % hd] : 0.0;
+  }
+  if (tid < BR) {
+    row_m[tid] = NEG_INF;
+    row_l[tid] = 0.0;
+  }
+  float acc[BR * DMAX / NT];  // output element tid + NT * a: row (tid + NT a) / hd
+  for (uint a = 0; a < BR * DMAX / NT; ++a) acc[a] = 0.0;
+  const uint kv_end = p.pos0 + min(t0 + BR, p.n_q);  // positions the tile's last row sees
+  for (uint j0 = 0; j0 < kv_end; j0 += BC) {
+    for (uint e = tid; e < BC * hd / 2u; e += NT) {
+      const uint jj = e / (hd / 2u), d2 = e % (hd / 2u), j = j0 + jj;
+      ks[jj][d2] = j < kv_end ? k[kv_base + j * (hd / 2u) + d2] : 0u;
+      vs[jj][d2] = j < kv_end ? v[kv_base + j * (hd / 2u) + d2] : 0u;
+    }
+    barrier();
+    for (uint e = tid; e < BR * BC; e += NT) {
+      const uint r = e / BC, jj = e % BC, t = t0 + r, j = j0 + jj;
+      float s = NEG_INF;
+      if (t < p.n_q && j <= p.pos0 + t) {
+        s = 0.0;
+        for (uint d2 = 0; d2 < hd / 2u; ++d2) {
+          const vec2 kf = unpackHalf2x16(ks[jj][d2]);
+          s += qs[r][2u * d2] * kf.x + qs[r][2u * d2 + 1u] * kf.y;
+        }
+        s *= p.scale;
+      }
+      sp[r][jj] = s;
+    }
+    barrier();
+    if (tid < BR) {
+      const uint r = tid;
+      float m_new = row_m[r];
+      for (uint jj = 0; jj < BC; ++jj) m_new = max(m_new, sp[r][jj]);
+      float alpha = 1.0, sum = 0.0;
+      if (m_new != NEG_INF) {  // rows past n_q see no key
+        alpha = row_m[r] == NEG_INF ? 0.0 : exp(row_m[r] - m_new);
+        for (uint jj = 0; jj < BC; ++jj) {
+          const float pj = sp[r][jj] == NEG_INF ? 0.0 : exp(sp[r][jj] - m_new);
+          sp[r][jj] = pj;
+          sum += pj;
+        }
+      } else {
+        for (uint jj = 0; jj < BC; ++jj) sp[r][jj] = 0.0;
+      }
+      row_m[r] = m_new;
+      row_l[r] = row_l[r] * alpha + sum;
+      row_alpha[r] = alpha;
+    }
+    barrier();
+    for (uint a = 0; a < BR * DMAX / NT; ++a) {
+      const uint e = tid + NT * a;
+      if (e >= BR * hd) break;
+      const uint r = e / hd, d = e % hd;
+      float o = acc[a] * row_alpha[r];
+      for (uint jj = 0; jj < BC; ++jj) {
+        const vec2 vf = unpackHalf2x16(vs[jj][d >> 1]);
+        o += sp[r][jj] * ((d & 1u) == 0u ? vf.x : vf.y);
+      }
+      acc[a] = o;
+    }
+    barrier();
+  }
+  for (uint a = 0; a < BR * DMAX / NT; ++a) {
+    const uint e = tid + NT * a, r = e / hd, t = t0 + r;
+    if (e < BR * hd && t < p.n_q) out_[(t * p.n_heads + h) * hd + e % hd] = acc[a] / row_l[r];
+  }
+}

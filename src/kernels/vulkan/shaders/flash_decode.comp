@@ -1,0 +1,69 @@
+// flash_decode.comp: first pass of flash decoding (one query, n_q == 1, at position pos0).
+// Workgroup (c, h) takes KV positions [64 c, 64 c + 64) of query head h's KV head: scores,
+// their max m, l = sum exp(s - m) and acc = sum exp(s - m) v, written to the scratch as
+// [n_heads][n_chunks][2 + head_dim] = (m, l, acc[head_dim]). flash_decode_combine.comp
+// merges the chunks.
+#version 450
+
+#define CHUNK 64  // KV positions per workgroup = invocations
+#define DMAX 256
+layout(local_size_x = CHUNK) in;
+layout(std430, binding = 0) readonly buffer Q { float q[]; };  // [n_heads][head_dim]
+layout(std430, binding = 1) readonly buffer K { uint k[]; };   // f16 [n_kv_heads][n_ctx][head_dim]
+layout(std430, binding = 2) readonly buffer V { uint v[]; };   // f16 [n_kv_heads][n_ctx][head_dim]
+layout(std430, binding = 3) writeonly buffer Part { float part[]; };  // [n_heads][n_chunks][2 + head_dim]
+layout(push_constant) uniform Push { uint pos0, n_heads, n_kv_heads, head_dim, n_ctx, n_chunks; float scale; } p;
+
+shared float qs[DMAX];
+shared float pr[CHUNK];   // exp(s - m) of each position
+shared float red[CHUNK];  // reductions
+
+float v_at(uint idx) {  // f16 element idx of V
+  const vec2 f = unpackHalf2x16(v[idx >> 1]);
+  return (idx & 1u) == 0u ? f.x : f.y;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, c = gl_WorkGroupID.x, h = gl_WorkGroupID.y, hd = p.head_dim;
+  const uint kvh = h / (p.n_heads / p.n_kv_heads);
+  const uint n_kv = p.pos0 + 1u, j0 = c * CHUNK, j = j0 + tid;
+  for (uint d = tid; d < hd; d += CHUNK) qs[d] = q[h * hd + d];
+  barrier();
+  float s = uintBitsToFloat(0xFF800000u);  // -inf past the context
+  if (j < n_kv) {
+    const uint row = (kvh * p.n_ctx + j) * (hd / 2u);
+    s = 0.0;
+    for (uint d2 = 0; d2 < hd / 2u; ++d2) {
+      const vec2 kf = unpackHalf2x16(k[row + d2]);
+      s += qs[2u * d2] * kf.x + qs[2u * d2 + 1u] * kf.y;
+    }
+    s *= p.scale;
+  }
+  red[tid] = s;
+  barrier();
+  for (uint w = CHUNK / 2; w > 0u; w >>= 1) {
+    if (tid < w) red[tid] = max(red[tid], red[tid + w]);
+    barrier();
+  }
+  const float m = red[0];  // finite: position j0 < n_kv is in every chunk
+  barrier();
+  const float e = j < n_kv ? exp(s - m) : 0.0;
+  pr[tid] = e;
+  red[tid] = e;
+  barrier();
+  for (uint w = CHUNK / 2; w > 0u; w >>= 1) {
+    if (tid < w) red[tid] += red[tid + w];
+    barrier();
+  }
+  const uint out_base = (h * p.n_chunks + c) * (2u + hd);
+  if (tid == 0u) {
+    part[out_base] = m;
+    part[out_base + 1u] = red[0];
+  }
+  const uint n_here = min(uint(CHUNK), n_kv - j0);
+  for (uint d = tid; d < hd; d += CHUNK) {
+    float a = 0.0;
+    for (uint jj = 0; jj < n_here; ++jj) a += pr[jj] * v_at((kvh * p.n_ctx + j0 + jj) * hd + d);
+    part[out_base + 2u + d] = a;
+  }
+}

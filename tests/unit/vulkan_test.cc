@@ -1,0 +1,563 @@
+// vulkan_test.cc: the Vulkan kernel layer (kernels/vulkan) against the CPU: matrix x vector
+// and matrix x matrix for every weight type against a float64 dot of tensor::dequantize_row,
+// the float ops against kernels::rmsnorm / swiglu / softmax / rope, and flash attention and
+// flash decoding over an F16 cache against a float64 softmax(q k / sqrt(d)) v, on odd
+// sizes. Runs on any Vulkan device (CI: Mesa's lavapipe on the CPU); skipped when there is
+// none. Each check prints its largest error ("[vulkan] ...").
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/vulkan/vulkan.h"
+#include "tensor/quants.h"
+#include "util/fp16.h"
+
+namespace {
+
+using kernels::vulkan::AttentionShape;
+using kernels::vulkan::Buffer;
+using kernels::vulkan::Commands;
+using kernels::vulkan::Device;
+using tensor::Type;
+
+std::vector<float> gaussian(std::mt19937& rng, size_t n, float sigma = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+class VulkanTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    util::Expected<std::unique_ptr<Device>> dev = Device::open(0);
+    if (dev) {
+      dev_ = std::move(dev.value()).release();
+      std::printf("[vulkan] on %s\n", kernels::vulkan::describe(dev_->info()).c_str());
+    } else {
+      why_ = dev.error();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete dev_;
+    dev_ = nullptr;
+  }
+  void SetUp() override {
+    if (!dev_) GTEST_SKIP() << "no Vulkan device: " << why_;
+  }
+
+  static Buffer alloc(size_t bytes) {
+    util::Expected<Buffer> b = dev_->alloc(bytes, "test buffer");
+    EXPECT_TRUE(b.ok()) << b.error();
+    return std::move(b.value());
+  }
+  template <typename T>
+  static Buffer upload(const std::vector<T>& v) {
+    Buffer b = alloc(v.size() * sizeof(T));
+    EXPECT_TRUE(dev_->upload(b, v.data(), v.size() * sizeof(T)).ok());
+    return b;
+  }
+  static std::vector<float> download(const Buffer& b, size_t n) {
+    std::vector<float> v(n);
+    EXPECT_TRUE(dev_->download(b, v.data(), n * sizeof(float)).ok());
+    return v;
+  }
+  static void run(Commands& cmd) {
+    util::Status st = cmd.submit_and_wait();
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+
+  static Device* dev_;
+  static std::string why_;
+};
+Device* VulkanTest::dev_ = nullptr;
+std::string VulkanTest::why_;
+
+// Largest |got - want| / max(|want|, floor) (floor keeps near-zero values absolute).
+double max_rel_error(const std::vector<float>& got, const std::vector<float>& want, double floor = 1e-3) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(std::abs(double(want[i])), floor));
+  return worst;
+}
+
+// ---- device layer
+
+TEST(VulkanDevices, ListOrSayWhy) {
+  util::Expected<std::vector<kernels::vulkan::DeviceInfo>> devices = kernels::vulkan::list_devices();
+  if (!devices) {
+    EXPECT_NE(devices.error().find("Vulkan"), std::string::npos) << devices.error();
+    GTEST_SKIP() << devices.error();
+  }
+  for (const kernels::vulkan::DeviceInfo& d : *devices) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GT(d.memory_bytes, 0u) << d.name;
+    EXPECT_GT(d.max_buffer_bytes, 0u) << d.name;
+    EXPECT_GT(d.subgroup_size, 0u) << d.name;
+  }
+}
+
+TEST_F(VulkanTest, NoSuchDeviceIsAClearError) {
+  util::Expected<std::unique_ptr<Device>> dev = Device::open(1000);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.error().find("no Vulkan device 1000"), std::string::npos) << dev.error();
+}
+
+TEST_F(VulkanTest, TooLargeForTheDeviceNamesItsMemory) {
+  const kernels::vulkan::DeviceInfo& info = dev_->info();
+  EXPECT_TRUE(dev_->check_fits(info.memory_bytes, "a model").ok());
+  const util::Status st = dev_->check_fits(info.memory_bytes + 1, "model.gguf");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("model.gguf"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(info.name), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("GiB of device memory"), std::string::npos) << st.message();
+  for (uint64_t bytes : {info.memory_bytes + 1, info.max_buffer_bytes + 1}) {
+    util::Expected<Buffer> b = dev_->alloc(bytes, "blk.0.ffn_up.weight");
+    ASSERT_FALSE(b.ok()) << bytes;
+    EXPECT_NE(b.error().find("blk.0.ffn_up.weight"), std::string::npos) << b.error();
+    EXPECT_NE(b.error().find(info.name), std::string::npos) << b.error();
+    EXPECT_NE(b.error().find("GiB of device memory"), std::string::npos) << b.error();
+  }
+}
+
+void round_trip(Device& dev) {
+  std::vector<uint8_t> data(1000 + 7);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 37 + 11);
+  util::Expected<Buffer> b = dev.alloc(data.size() + 100, "round trip");
+  ASSERT_TRUE(b.ok()) << b.error();
+  ASSERT_TRUE(dev.upload(*b, data.data(), data.size(), 50).ok());
+  std::vector<uint8_t> back(data.size() - 3);
+  ASSERT_TRUE(dev.download(*b, back.data(), back.size(), 53).ok());
+  EXPECT_EQ(0, std::memcmp(back.data(), data.data() + 3, back.size()));
+}
+
+TEST_F(VulkanTest, UploadDownloadRoundTrip) { round_trip(*dev_); }
+
+TEST_F(VulkanTest, UploadDownloadThroughStaging) {
+  util::Expected<std::unique_ptr<Device>> dev = Device::open(0, {.force_staging = true});
+  ASSERT_TRUE(dev.ok()) << dev.error();
+  round_trip(**dev);
+}
+
+// ---- matrix products
+
+struct Weights {
+  std::vector<uint8_t> bytes;  // [rows][row_bytes(t, cols)]
+  std::vector<float> deq;      // [rows][cols], the CPU's dequantized values
+};
+
+Weights random_weights(std::mt19937& rng, Type t, int64_t rows, int64_t cols) {
+  Weights w;
+  const size_t rb = tensor::row_bytes(t, cols);
+  w.bytes.resize(rb * rows);
+  w.deq.resize(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> x = gaussian(rng, size_t(cols), 0.5f);
+    tensor::quantize_row(t, x.data(), w.bytes.data() + r * rb, cols);
+    tensor::dequantize_row(t, w.bytes.data() + r * rb, w.deq.data() + r * cols, cols);
+  }
+  return w;
+}
+
+class VulkanMatmul : public VulkanTest, public ::testing::WithParamInterface<Type> {};
+
+// y[b][r] against the float64 dot of the CPU's dequantized row r with x[b]; the error is
+// relative to sum |w||x| of that output. Every batch size runs in one command buffer.
+TEST_P(VulkanMatmul, MatchesDequantizedFloat64Dot) {
+  const Type t = GetParam();
+  ASSERT_TRUE(kernels::vulkan::supports_weight_type(t));
+  ASSERT_FALSE(kernels::vulkan::supports_weight_type(Type::Q8_K));  // an activation type
+  const int block = tensor::traits(t).block_size == 256 ? 256 : 32;
+  std::mt19937 rng(int(t) + 1);
+  double worst = 0;
+  for (int64_t rows : {1, 7, 33, 257}) {
+    for (int64_t n_blocks : {1, 3, 5}) {
+      const int64_t cols = block * n_blocks;
+      const Weights w = random_weights(rng, t, rows, cols);
+      Buffer wb = upload(w.bytes);
+      const int64_t batches[] = {1, 5, 17};
+      std::vector<std::vector<float>> xs;
+      std::vector<Buffer> xbs, ybs;
+      Commands cmd(*dev_);
+      for (int64_t n_batch : batches) {
+        xs.push_back(gaussian(rng, size_t(n_batch * cols)));
+        xbs.push_back(upload(xs.back()));
+        ybs.push_back(alloc(size_t(n_batch * rows) * 4));
+        cmd.matmul(t, wb, rows, cols, xbs.back(), n_batch, ybs.back());
+      }
+      run(cmd);
+      for (size_t i = 0; i < std::size(batches); ++i) {
+        const int64_t n_batch = batches[i];
+        const std::vector<float> y = download(ybs[i], size_t(n_batch * rows));
+        for (int64_t b = 0; b < n_batch; ++b) {
+          for (int64_t r = 0; r < rows; ++r) {
+            double dot = 0, mag = 0;
+            for (int64_t k = 0; k < cols; ++k) {
+              dot += double(w.deq[r * cols + k]) * xs[i][b * cols + k];
+              mag += std::abs(double(w.deq[r * cols + k]) * xs[i][b * cols + k]);
+            }
+            const double err = std::abs(y[b * rows + r] - dot) / mag;
+            worst = std::max(worst, err);
+            ASSERT_LT(err, 1e-5) << tensor::type_name(t) << " rows " << rows << " cols " << cols << " batch "
+                                 << n_batch << " b " << b << " r " << r << ": " << y[b * rows + r] << " vs " << dot;
+          }
+        }
+      }
+    }
+  }
+  std::printf("[vulkan] matmul %s: max error %.2e of sum |w||x|\n", tensor::type_name(t), worst);
+}
+
+// More rows than one dispatch has workgroups (65535): the shaders loop over rows.
+TEST_F(VulkanTest, MoreRowsThanWorkgroups) {
+  std::mt19937 rng(16);
+  const int64_t rows = 65535 + 77, cols = 64;
+  const Weights w = random_weights(rng, Type::Q8_0, rows, cols);
+  const std::vector<float> x = gaussian(rng, cols);
+  Buffer wb = upload(w.bytes), xb = upload(x), yb = alloc(size_t(rows) * 4), sb = upload(w.deq);
+  Commands cmd(*dev_);
+  cmd.matmul(Type::Q8_0, wb, rows, cols, xb, 1, yb);
+  cmd.softmax(sb, rows, cols);
+  run(cmd);
+  const std::vector<float> y = download(yb, size_t(rows)), soft = download(sb, w.deq.size());
+  for (int64_t r : {int64_t(0), int64_t(65534), int64_t(65535), rows - 1}) {
+    double dot = 0, mag = 0, sum = 0;
+    for (int64_t k = 0; k < cols; ++k) {
+      dot += double(w.deq[r * cols + k]) * x[k];
+      mag += std::abs(double(w.deq[r * cols + k]) * x[k]);
+      sum += soft[r * cols + k];
+    }
+    EXPECT_LT(std::abs(y[r] - dot) / mag, 1e-5) << "row " << r;
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, VulkanMatmul,
+                         ::testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1,
+                                           Type::Q5_0, Type::Q5_1, Type::Q4_K, Type::Q5_K, Type::Q6_K),
+                         [](const auto& info) { return std::string(tensor::type_name(info.param)); });
+
+// ---- float ops, against the CPU kernels
+
+TEST_F(VulkanTest, RmsNormMatchesCpu) {
+  std::mt19937 rng(7);
+  double worst = 0;
+  for (int64_t n : {1, 7, 577, 2049}) {
+    const int64_t n_rows = 3;
+    const std::vector<float> x = gaussian(rng, size_t(n_rows * n), 2.0f), w = gaussian(rng, size_t(n));
+    Buffer xb = upload(x), wb = upload(w), ob = alloc(x.size() * 4);
+    Commands cmd(*dev_);
+    cmd.rmsnorm(ob, xb, wb, n_rows, n, 1e-6f);
+    run(cmd);
+    std::vector<float> want(x.size());
+    for (int64_t r = 0; r < n_rows; ++r) kernels::rmsnorm(&want[r * n], &x[r * n], w.data(), n, 1e-6f);
+    worst = std::max(worst, max_rel_error(download(ob, x.size()), want));
+  }
+  std::printf("[vulkan] rmsnorm: max relative error %.2e\n", worst);
+  EXPECT_LT(worst, 1e-5);
+}
+
+TEST_F(VulkanTest, SwigluMatchesCpu) {
+  std::mt19937 rng(8);
+  const int64_t n = 3 * 1024 + 7;
+  const std::vector<float> g = gaussian(rng, n, 3.0f), u = gaussian(rng, n);
+  Buffer gb = upload(g), ub = upload(u), ob = alloc(size_t(n) * 4);
+  Commands cmd(*dev_);
+  cmd.swiglu(ob, gb, ub, n);
+  run(cmd);
+  std::vector<float> want(n);
+  kernels::swiglu(want.data(), g.data(), u.data(), n);
+  const double err = max_rel_error(download(ob, n), want);
+  std::printf("[vulkan] swiglu: max relative error %.2e\n", err);
+  EXPECT_LT(err, 1e-5);
+}
+
+// Against the tanh form of gelu in float64 (kernels::gelu's formula), with gates past +-10
+// (the clamped ends).
+TEST_F(VulkanTest, GegluMatchesFloat64Gelu) {
+  std::mt19937 rng(17);
+  const int64_t n = 2 * 1024 + 5;
+  const std::vector<float> g = gaussian(rng, n, 6.0f), u = gaussian(rng, n);
+  Buffer gb = upload(g), ub = upload(u), ob = alloc(size_t(n) * 4);
+  Commands cmd(*dev_);
+  cmd.geglu(ob, gb, ub, n);
+  run(cmd);
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = g[i], gelu = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+    want[i] = float((x <= -10.0 ? 0.0 : x >= 10.0 ? x : gelu) * u[i]);
+  }
+  const double err = max_rel_error(download(ob, n), want);
+  std::printf("[vulkan] geglu: max relative error %.2e\n", err);
+  EXPECT_LT(err, 1e-5);
+}
+
+TEST_F(VulkanTest, AddInPlaceIsExact) {
+  std::mt19937 rng(14);
+  const int64_t n = 1000 + 3;
+  const std::vector<float> a = gaussian(rng, n), b = gaussian(rng, n);
+  Buffer ab = upload(a), bb = upload(b);
+  Commands cmd(*dev_);
+  cmd.add(ab, ab, bb, n);  // the residual add: a += b
+  run(cmd);
+  const std::vector<float> got = download(ab, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a[i] + b[i]) << i;
+}
+
+TEST_F(VulkanTest, SoftmaxMatchesCpu) {
+  std::mt19937 rng(9);
+  double worst = 0;
+  for (int64_t n : {1, 37, 1001}) {
+    const int64_t n_rows = 5;
+    const std::vector<float> x = gaussian(rng, size_t(n_rows * n), 4.0f);
+    Buffer xb = upload(x);
+    Commands cmd(*dev_);
+    cmd.softmax(xb, n_rows, n);
+    run(cmd);
+    std::vector<float> want = x;
+    for (int64_t r = 0; r < n_rows; ++r) kernels::softmax(&want[r * n], n);
+    worst = std::max(worst, max_rel_error(download(xb, x.size()), want, 1e-6));
+  }
+  std::printf("[vulkan] softmax: max relative error %.2e\n", worst);
+  EXPECT_LT(worst, 1e-5);
+}
+
+// Both layouts, full and partial n_rot, tokens at scattered positions.
+TEST_F(VulkanTest, RopeMatchesCpu) {
+  std::mt19937 rng(10);
+  const int n_heads = 3, head_dim = 64;
+  const std::vector<int64_t> positions = {0, 5, 17, 1000, 4095};
+  const int64_t n_tokens = int64_t(positions.size());
+  double worst = 0;
+  for (bool neox : {false, true}) {
+    for (int n_rot : {64, 32}) {
+      std::vector<float> cache(size_t(n_tokens) * n_rot);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        kernels::rope_cache(&cache[t * n_rot], positions[t], n_rot, 10000.0f, 1.0f, nullptr);
+      const std::vector<float> x = gaussian(rng, size_t(n_tokens) * n_heads * head_dim);
+      Buffer xb = upload(x), cb = upload(cache);
+      Commands cmd(*dev_);
+      cmd.rope(xb, cb, n_tokens, n_heads, head_dim, n_rot, neox);
+      run(cmd);
+      std::vector<float> want = x;
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_heads; ++h)
+          kernels::rope_apply(&want[(t * n_heads + h) * head_dim], &cache[t * n_rot], n_rot, neox);
+      const double err = max_rel_error(download(xb, x.size()), want);
+      EXPECT_LT(err, 1e-5) << "neox " << neox << " n_rot " << n_rot;
+      worst = std::max(worst, err);
+    }
+  }
+  std::printf("[vulkan] rope: max relative error %.2e\n", worst);
+}
+
+// The start of an MLP block recorded as one command buffer (barriers between dependent
+// dispatches): h = rmsnorm(x) w_norm; out = down(silu(gate h) * up h), Q4_K weights.
+TEST_F(VulkanTest, ChainOfOpsInOneSubmit) {
+  std::mt19937 rng(11);
+  const int64_t dim = 256, n_ff = 512;
+  const std::vector<float> x = gaussian(rng, dim), w_norm = gaussian(rng, dim);
+  const Weights gate = random_weights(rng, Type::Q4_K, n_ff, dim), up = random_weights(rng, Type::Q4_K, n_ff, dim);
+  const Weights down = random_weights(rng, Type::Q4_K, dim, n_ff);
+  Buffer xb = upload(x), nb = upload(w_norm), gw = upload(gate.bytes), uw = upload(up.bytes), dw = upload(down.bytes);
+  Buffer h = alloc(dim * 4), g = alloc(n_ff * 4), u = alloc(n_ff * 4), a = alloc(n_ff * 4), out = alloc(dim * 4);
+  Commands cmd(*dev_);
+  cmd.rmsnorm(h, xb, nb, 1, dim, 1e-5f);
+  cmd.matmul(Type::Q4_K, gw, n_ff, dim, h, 1, g);
+  cmd.matmul(Type::Q4_K, uw, n_ff, dim, h, 1, u);
+  cmd.swiglu(a, g, u, n_ff);
+  cmd.matmul(Type::Q4_K, dw, dim, n_ff, a, 1, out);
+  run(cmd);
+
+  std::vector<float> hv(dim), gv(n_ff), uv(n_ff), av(n_ff), want(dim);
+  kernels::rmsnorm(hv.data(), x.data(), w_norm.data(), dim, 1e-5f);
+  auto matvec = [](const Weights& w, int64_t rows, int64_t cols, const std::vector<float>& v, std::vector<float>& y) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double dot = 0;
+      for (int64_t k = 0; k < cols; ++k) dot += double(w.deq[r * cols + k]) * v[k];
+      y[r] = float(dot);
+    }
+  };
+  matvec(gate, n_ff, dim, hv, gv);
+  matvec(up, n_ff, dim, hv, uv);
+  kernels::swiglu(av.data(), gv.data(), uv.data(), n_ff);
+  matvec(down, dim, n_ff, av, want);
+  const std::vector<float> got = download(out, dim);
+  double scale = 0;
+  for (float v : want) scale = std::max(scale, double(std::abs(v)));
+  double worst = 0;
+  for (int64_t i = 0; i < dim; ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / scale);
+  std::printf("[vulkan] rmsnorm -> 2 matvec -> swiglu -> matvec: max error %.2e of max |out|\n", worst);
+  EXPECT_LT(worst, 1e-5);
+
+  // The same Commands records and submits again.
+  cmd.softmax(out, 1, dim);
+  run(cmd);
+  kernels::softmax(want.data(), dim);
+  EXPECT_LT(max_rel_error(download(out, dim), want, 1e-6), 1e-4);
+}
+
+// ---- attention over an F16 cache
+
+struct AttentionCase {
+  AttentionShape a;
+  std::vector<float> q;         // [n_q][n_heads][head_dim]
+  std::vector<uint16_t> k, v;   // f16 [n_kv_heads][n_ctx][head_dim]
+};
+
+AttentionCase attention_case(std::mt19937& rng, int n_q, int pos0, int n_heads, int n_kv_heads, int head_dim) {
+  AttentionCase c;
+  c.a = {.n_q = n_q, .pos0 = pos0, .n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = head_dim,
+         .n_ctx = pos0 + n_q + 3, .scale = 1.0f / std::sqrt(float(head_dim))};
+  c.q = gaussian(rng, size_t(n_q) * n_heads * head_dim);
+  const size_t cache = size_t(n_kv_heads) * c.a.n_ctx * head_dim;
+  for (std::vector<uint16_t>* kv : {&c.k, &c.v}) {
+    const std::vector<float> f = gaussian(rng, cache);
+    for (float x : f) kv->push_back(util::f32_to_fp16(x));
+  }
+  return c;
+}
+
+// float64 causal softmax(q k * scale) v with the cache's F16 values.
+std::vector<float> attention_reference(const AttentionCase& c) {
+  const AttentionShape& a = c.a;
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  std::vector<float> out(c.q.size());
+  for (int t = 0; t < a.n_q; ++t) {
+    for (int h = 0; h < a.n_heads; ++h) {
+      const float* q = &c.q[(size_t(t) * a.n_heads + h) * hd];
+      const size_t base = size_t(h / group) * a.n_ctx * hd;
+      const int n_kv = a.pos0 + t + 1;
+      std::vector<double> s(n_kv);
+      double m = -INFINITY;
+      for (int j = 0; j < n_kv; ++j) {
+        double dot = 0;
+        for (int d = 0; d < hd; ++d) dot += double(q[d]) * util::fp16_to_f32(c.k[base + size_t(j) * hd + d]);
+        s[j] = dot * a.scale;
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - m));
+      for (int d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int j = 0; j < n_kv; ++j) o += s[j] * util::fp16_to_f32(c.v[base + size_t(j) * hd + d]);
+        out[(size_t(t) * a.n_heads + h) * hd + d] = float(o / sum);
+      }
+    }
+  }
+  return out;
+}
+
+// Largest |got - want| over the largest |want| of the case.
+double attention_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double scale = 0, worst = 0;
+  for (float w : want) scale = std::max(scale, double(std::abs(w)));
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+  return worst / scale;
+}
+
+TEST_F(VulkanTest, FlashAttentionPrefillMatchesFloat64) {
+  std::mt19937 rng(12);
+  struct Shape { int n_q, pos0, n_heads, n_kv_heads, head_dim; };
+  const Shape shapes[] = {{1, 0, 6, 2, 64},    {37, 0, 6, 2, 64}, {17, 283, 4, 4, 128}, {40, 5, 6, 2, 128},
+                          {33, 0, 3, 1, 62},   {19, 7, 4, 1, 256}};
+  double worst = 0;
+  for (const Shape& s : shapes) {
+    const AttentionCase c = attention_case(rng, s.n_q, s.pos0, s.n_heads, s.n_kv_heads, s.head_dim);
+    Buffer qb = upload(c.q), kb = upload(c.k), vb = upload(c.v), ob = alloc(c.q.size() * 4);
+    Commands cmd(*dev_);
+    cmd.flash_attention(c.a, qb, kb, vb, ob);
+    run(cmd);
+    const double err = attention_error(download(ob, c.q.size()), attention_reference(c));
+    EXPECT_LT(err, 1e-5) << "n_q " << s.n_q << " pos0 " << s.pos0 << " heads " << s.n_heads << "/" << s.n_kv_heads
+                         << " head_dim " << s.head_dim;
+    worst = std::max(worst, err);
+  }
+  std::printf("[vulkan] flash attention: max error %.2e of max |out|\n", worst);
+}
+
+TEST_F(VulkanTest, FlashDecodeMatchesFloat64) {
+  std::mt19937 rng(13);
+  double worst = 0;
+  for (int head_dim : {64, 128, 256}) {
+    for (int n_ctx : {1, 37, 64, 65, 300}) {
+      const AttentionCase c = attention_case(rng, 1, n_ctx - 1, 6, 2, head_dim);
+      Buffer qb = upload(c.q), kb = upload(c.k), vb = upload(c.v), ob = alloc(c.q.size() * 4);
+      Buffer scratch = alloc(kernels::vulkan::flash_decode_scratch_bytes(c.a));
+      Commands cmd(*dev_);
+      cmd.flash_decode(c.a, qb, kb, vb, scratch, ob);
+      run(cmd);
+      const double err = attention_error(download(ob, c.q.size()), attention_reference(c));
+      EXPECT_LT(err, 1e-5) << "head_dim " << head_dim << " context " << n_ctx;
+      worst = std::max(worst, err);
+    }
+  }
+  std::printf("[vulkan] flash decode: max error %.2e of max |out|\n", worst);
+}
+
+// Prefill then one decode step as a backend runs them: new K and V rows go into the F16
+// caches with kv_store (the same bits as util::f32_to_fp16), attention reads them back;
+// store and attention are in one command buffer per step.
+TEST_F(VulkanTest, KvStoreThenPrefillAndDecode) {
+  std::mt19937 rng(15);
+  const int n_prompt = 37, n_heads = 6, n_kv_heads = 2, head_dim = 64, n_ctx = 50;
+  AttentionCase c = attention_case(rng, n_prompt, 0, n_heads, n_kv_heads, head_dim);
+  c.a.n_ctx = n_ctx;
+  const size_t cache_values = size_t(n_kv_heads) * n_ctx * head_dim, row = size_t(n_kv_heads) * head_dim;
+  const std::vector<float> k_new = gaussian(rng, (n_prompt + 1) * row), v_new = gaussian(rng, (n_prompt + 1) * row);
+  c.k.assign(cache_values, 0);
+  c.v.assign(cache_values, 0);
+  Buffer kc = upload(c.k), vc = upload(c.v);
+  const std::vector<float> k_prompt(k_new.begin(), k_new.begin() + n_prompt * row);
+  const std::vector<float> v_prompt(v_new.begin(), v_new.begin() + n_prompt * row);
+  Buffer kb = upload(k_prompt), vb = upload(v_prompt), qb = upload(c.q), ob = alloc(c.q.size() * 4);
+  Commands cmd(*dev_);
+  cmd.kv_store(kc, kb, n_prompt, 0, n_kv_heads, head_dim, n_ctx);
+  cmd.kv_store(vc, vb, n_prompt, 0, n_kv_heads, head_dim, n_ctx);
+  cmd.flash_attention(c.a, qb, kc, vc, ob);
+  run(cmd);
+  for (int t = 0; t <= n_prompt; ++t)  // the reference cache, with the decode token's row
+    for (int h = 0; h < n_kv_heads; ++h)
+      for (int d = 0; d < head_dim; ++d) {
+        const size_t src = (size_t(t) * n_kv_heads + h) * head_dim + d, dst = (size_t(h) * n_ctx + t) * head_dim + d;
+        c.k[dst] = util::f32_to_fp16(k_new[src]);
+        c.v[dst] = util::f32_to_fp16(v_new[src]);
+      }
+  // Vulkan leaves packHalf2x16's rounding open: allow one F16 step (lavapipe rounds to
+  // nearest even, as the CPU), then take the device's bits as the reference cache.
+  for (std::vector<uint16_t>* want : {&c.k, &c.v}) {
+    std::vector<uint16_t> got(cache_values);
+    ASSERT_TRUE(dev_->download(want == &c.k ? kc : vc, got.data(), cache_values * 2).ok());
+    for (int h = 0; h < n_kv_heads; ++h)
+      for (size_t i = size_t(h) * n_ctx * head_dim; i < (size_t(h) * n_ctx + n_prompt) * head_dim; ++i) {
+        ASSERT_LE(std::abs(int(got[i]) - int((*want)[i])), 1) << "kv head " << h << " element " << i;
+        (*want)[i] = got[i];
+      }
+  }
+  const double prefill_err = attention_error(download(ob, c.q.size()), attention_reference(c));
+  EXPECT_LT(prefill_err, 1e-5);
+
+  AttentionCase step = c;  // decode the token at position n_prompt
+  step.a.n_q = 1;
+  step.a.pos0 = n_prompt;
+  step.q = gaussian(rng, size_t(n_heads) * head_dim);
+  Buffer kb1 = upload(std::vector<float>(k_new.end() - row, k_new.end()));
+  Buffer vb1 = upload(std::vector<float>(v_new.end() - row, v_new.end()));
+  Buffer qb1 = upload(step.q), ob1 = alloc(step.q.size() * 4);
+  Buffer scratch = alloc(kernels::vulkan::flash_decode_scratch_bytes(step.a));
+  cmd.kv_store(kc, kb1, 1, n_prompt, n_kv_heads, head_dim, n_ctx);
+  cmd.kv_store(vc, vb1, 1, n_prompt, n_kv_heads, head_dim, n_ctx);
+  cmd.flash_decode(step.a, qb1, kc, vc, scratch, ob1);
+  run(cmd);
+  const double decode_err = attention_error(download(ob1, step.q.size()), attention_reference(step));
+  EXPECT_LT(decode_err, 1e-5);
+  std::printf("[vulkan] kv_store + prefill %.2e, + decode %.2e of max |out|\n", prefill_err, decode_err);
+}
+
+}  // namespace
