@@ -101,6 +101,8 @@ std::string HostPort::str() const {
   return host + ":" + std::to_string(port);
 }
 
+bool HostPort::loopback() const { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+
 Expected<HostPort> parse_host_port(std::string_view s) {
   const std::string text(s);
   const auto bad = [&](const char* why) {

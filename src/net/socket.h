@@ -28,6 +28,7 @@ struct HostPort {
   std::string host;
   uint16_t port = 0;
   std::string str() const;
+  bool loopback() const;  // localhost, 127.0.0.0/8 or ::1: a peer on this machine
 };
 Expected<HostPort> parse_host_port(std::string_view s);
 

@@ -134,7 +134,14 @@ Status Cluster::form(Reform* rep, int* failed) {
   if (t_) {
     for (int r = 1; r < t_->size(); ++r) nodes_.push_back({t_->peer_name(r), {}});
     if (first && (forced_algo_ < 0 || o_.auto_sync)) RETURN_IF_ERROR(probe_links());
-    if (first && o_.auto_sync) RETURN_IF_ERROR(choose_sync(shape_, shares));
+    if (first && o_.auto_sync) {
+      bool loopback = !o_.transport;
+      for (const std::string& a : addrs) {
+        auto hp = net::parse_host_port(a);
+        loopback = loopback && hp && hp->loopback();
+      }
+      RETURN_IF_ERROR(choose_sync(shape_, shares, loopback));
+    }
   }
   auto p = plan::make_plan(shape_, shares, o_.exact && t_);
   if (!p) return p.status();
@@ -187,8 +194,10 @@ Setup Cluster::session_setup() const {
 
 // Exact sync gives one node's tokens; q8_0 all-reduces are cheaper on a slow link. Both
 // plans are costed under the measured link and an assumed modest memory bandwidth; q8_0
-// wins only when it saves kAutoSyncSaving of the predicted time per token.
-Status Cluster::choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares) {
+// wins only when it saves kAutoSyncSaving of the predicted time per token. Workers all on
+// this machine (loopback) keep exact sync: their "link" is a memory copy, and what a probe
+// measures there is the machine's load (a loaded box would otherwise flip the choice).
+Status Cluster::choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares, bool loopback) {
   auto exact = plan::make_plan(shape, shares, true);
   if (!exact) return exact.status();
   plan::CostParams cp;
@@ -203,14 +212,15 @@ Status Cluster::choose_sync(const plan::ModelShape& shape, const std::vector<dou
     cp.sync_type = tensor::Type::Q8_0;
     t_q8 = plan::cluster_cost(*q8, cp).total_ms;
   }
-  const bool use_q8 = t_q8 <= (1 - kAutoSyncSaving) * t_exact;
+  const bool use_q8 = !loopback && t_q8 <= (1 - kAutoSyncSaving) * t_exact;
   o_.exact = !use_q8;
   o_.sync = use_q8 ? net::SyncType::kQ8_0 : net::SyncType::kF32;
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "sync auto chose %s: predicted %.2f ms per token exact, %.2f ms q8_0 (q8_0 is taken when it saves "
-                "%.0f%%; force one with --sync-type)",
-                use_q8 ? "q8_0" : "exact", t_exact, t_q8 < 1e29 ? t_q8 : 0.0, kAutoSyncSaving * 100);
+                "%.0f%%%s; force one with --sync-type)",
+                use_q8 ? "q8_0" : "exact", t_exact, t_q8 < 1e29 ? t_q8 : 0.0, kAutoSyncSaving * 100,
+                loopback ? " and a worker is on another machine" : "");
   sync_note_ = buf;
   return util::ok_status();
 }
@@ -221,11 +231,16 @@ Cluster::~Cluster() {
 }
 
 Status Cluster::probe_links() {
-  // α: half the best round trip of a small message; β from the best 1 MiB round trip.
+  // α: half the best round trip of a small message; β from the best 1 MiB round trip. The
+  // small ones in 8 bursts of 3, 2 ms apart: on a loaded machine (nodes sharing cores with
+  // other work) a round trip often waits for the scheduler, which is not the link, for a
+  // few ms at a time; a high α would make --sync-type auto leave exact sync (one node's
+  // tokens) for q8_0 on a loopback cluster.
   double best_small = 1e9, best_big = 1e9;
   std::vector<uint8_t> small(64, 0x5a), big(size_t(1) << 20, 0xa5);
   for (int r = 1; r < t_->size(); ++r) {
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 24; ++i) {
+      if (i > 0 && i % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       util::Timer tm;
       RETURN_IF_ERROR(t_->send(r, net::MessageType::kPing, small, 5.0));
       auto pong = t_->recv_expect(r, net::MessageType::kPong, 5.0);

@@ -196,7 +196,7 @@ class Cluster {
   Setup session_setup() const;
   net::TcpOptions tcp_options() const;
   util::Status probe_links();
-  util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares);
+  util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares, bool loopback);
   // Connects to the members at places_, plans, sets every node up; *failed: the member
   // to blame when it fails because of one (else -1).
   util::Status form(Reform* rep, int* failed);

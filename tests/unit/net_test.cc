@@ -38,6 +38,14 @@ namespace {
 
 // ---- frames ----
 
+// --sync-type auto keeps exact sync when every worker is on this machine.
+TEST(HostPort, LoopbackMeansThisMachine) {
+  for (const char* a : {"127.0.0.1:9000", "127.1.2.3:1", "localhost:80", "[::1]:9001"})
+    EXPECT_TRUE(net::parse_host_port(a).value().loopback()) << a;
+  for (const char* a : {"10.0.0.2:9000", "128.0.0.1:9000", "localhost.example:80", "[::2]:1", "host127:5"})
+    EXPECT_FALSE(net::parse_host_port(a).value().loopback()) << a;
+}
+
 TEST(Wire, HeaderRoundTrip) {
   FrameHeader h;
   h.type = MessageType::kAllReduce;
