@@ -130,7 +130,7 @@ inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
       ->delimiter(',');
   cmd->add_option("--shares", o->shares, "relative capacity of each node, root first, e.g. 2,1,1")->delimiter(',');
   cmd->add_option("--sync-type", o->sync,
-                  "auto (exact unless the measured links make q8_0 a third faster; printed), exact (gathers: "
+                  "auto (exact unless the measured links make q8_0 a third faster, never on loopback; printed), exact (gathers: "
                   "bit-identical to one node), or the all-reduce encoding q8_0 (perplexity +0.35% on 3 nodes), f16, f32")
       ->capture_default_str();
   cmd->add_option("--allreduce", o->algo, "all-reduce: auto, all-gather, star, ring or mpi (MPI_Allreduce: --transport mpi, f32/f16)")->capture_default_str();
