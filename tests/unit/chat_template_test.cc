@@ -182,7 +182,9 @@ TEST(ChatTemplate, MalformedTemplatesAreErrors) {
   for (const char* src : kTemplates) {
     auto t = ChatTemplate::parse(src);
     EXPECT_FALSE(t.ok()) << "accepted: " << src;
-    if (!t.ok()) EXPECT_NE(t.error().find("chat template"), std::string::npos) << t.error();
+    if (!t.ok()) {
+      EXPECT_NE(t.error().find("chat template"), std::string::npos) << t.error();
+    }
   }
 }
 
