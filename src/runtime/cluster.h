@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend.h"
 #include "model/loader.h"
 #include "model/transformer.h"
 #include "net/collectives.h"
@@ -82,6 +83,8 @@ struct ClusterOptions {
   // A transport formed already (--transport mpi): its ranks 1.. are the workers, in place
   // of `workers`; no recovery (a lost rank ends the job).
   std::shared_ptr<net::Transport> transport;
+  // The root's backend for its slice (`--device`); empty: the CPU on the cluster's pool.
+  model::BackendFactory backend;
 };
 
 // What the cluster is now, for /health and /metrics (safe to read from any thread).
