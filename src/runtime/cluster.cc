@@ -173,6 +173,8 @@ Status Cluster::form(Reform* rep, int* failed) {
   return util::ok_status();
 }
 
+std::string Cluster::root_device() const { return exec_->model().backend().describe(); }
+
 // What every node's session shares (each worker's slice is added per rank).
 Setup Cluster::session_setup() const {
   Setup s;

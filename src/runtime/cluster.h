@@ -178,6 +178,7 @@ class Cluster {
   std::vector<NodeStats> stats() const;
   ClusterHealth health() const;
   std::string describe() const;  // "3 nodes, sync q8_0, all-reduce auto (alpha .. us, beta .. Gbit/s)"
+  std::string root_device() const;  // what runs the root's part: "cpu (2 threads)", "Vulkan device 0 (...)"
 
  private:
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}
