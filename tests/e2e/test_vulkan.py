@@ -4,7 +4,8 @@ not round activations to Q8 (on the Q4_1 file the CPU's Q8_1 activations alone m
 perplexity by 1.6%, see ARCHITECTURE.md "Backends"): to F32, perplexity of a chunk within
 0.1% of the CPU backend's; to F16, a 3-node loopback cluster whose second worker runs
 `--device vulkan` gives the CPU cluster's greedy tokens (--sync-type f32: partial sums
-all-reduced, so the nodes need not compute bit-identical parts). The refusals: a device
+all-reduced, so the nodes need not compute bit-identical parts), and 16 tokens with the
+root on the device, and with exact sync (gathers) and a Vulkan worker. The refusals: a device
 index out of range (generate and worker), exact attention, a model larger than the
 device's memory. The greedy tokens of one node on the Q4_1 file beside the CPU's are
 vulkan_model_test's (VulkanSmolLM2)."""
@@ -40,10 +41,10 @@ def worker(device):
     return start([BIN, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1", "--device", device])
 
 
-def cluster_text(model, devices):
+def cluster_text(model, devices, sync="f32", root="cpu", n=32):
     addrs = [worker(d)[1] for d in devices]
-    r = run([BIN, "generate", "-m", model, "-p", PROMPT, "-n", "32", "--temp", "0", "-t", "1", "--sync-type", "f32",
-             "--workers", ",".join(addrs)])
+    r = run([BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(n), "--temp", "0", "-t", "1", "--sync-type", sync,
+             "--device", root, "--workers", ",".join(addrs)])
     if r.returncode != 0:
         raise RuntimeError("cluster generate failed: " + r.stderr[-800:])
     return r.stdout
@@ -66,6 +67,12 @@ def main():
         got = cluster_text(f16, ["cpu", "vulkan"])
         check(got == want and len(want) > 40,
               "F16, 3 nodes, one worker on --device vulkan, 32 greedy tokens = the CPU cluster's: %r" % got[-120:])
+        # 16 tokens: the root on the device; exact sync (gathers) with a Vulkan worker.
+        short = cluster_text(f16, ["cpu", "cpu"], n=16)
+        got = cluster_text(f16, ["cpu", "cpu"], root="vulkan", n=16)
+        check(got == short, "F16, the root on --device vulkan, 2 CPU workers: the CPU cluster's tokens: %r" % got[-80:])
+        got = cluster_text(f16, ["cpu", "vulkan"], sync="exact", n=16)
+        check(got == short, "F16, --sync-type exact with a Vulkan worker: the CPU cluster's tokens: %r" % got[-80:])
 
     r = run([BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "4", "--device", "vulkan:7"])
     check(r.returncode != 0 and "no Vulkan device 7" in r.stderr, "--device vulkan:7: %s" % r.stderr.strip()[-200:])
