@@ -164,11 +164,11 @@ Runner add_bench(CLI::App& app) {
                   "\"parallel\": %d, \"kv_type\": \"%s\", \"attention\": \"%s\", "
                   "\"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg_tps\": %.3f, \"tg_sd\": %.3f, "
                   "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f, \"n_nodes\": %d, "
-                  "\"cluster\": \"%s\", \"nodes\": [",
+                  "\"cluster\": \"%s\", \"device\": \"%s\", \"nodes\": [",
                   o->model.c_str(), o->threads, kernels::isa_name(kernels::active_isa()), *n_prompt, *n_gen,
                   *parallel, model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention),
                   spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw, cluster.n_nodes(),
-                  cluster.n_nodes() > 1 ? cluster.describe().c_str() : "");
+                  cluster.n_nodes() > 1 ? cluster.describe().c_str() : "", cluster.root_device().c_str());
       // Per node, per generated token (decode phases only): compute and sync ms, bytes.
       for (int i = 0; i < cluster.n_nodes() && !tg.empty(); ++i)
         std::printf("%s{\"name\": \"%s\", \"tg_compute_ms\": %.4f, \"tg_sync_ms\": %.4f, "
@@ -180,6 +180,7 @@ Runner add_bench(CLI::App& app) {
       std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s, KV %s, attention %s\n", o->model.c_str(),
                   cfg.arch_name.c_str(), weight_gb, o->threads, kernels::isa_name(kernels::active_isa()),
                   model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention));
+      std::printf("device: %s\n", cluster.root_device().c_str());
       if (!pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", *n_prompt, spp.mean, spp.sd);
       if (!tg.empty())
         std::printf("tg%-5d %10.2f ± %.2f tokens/s%s  (%.2f GB/s of weights)\n", *n_gen, stg.mean, stg.sd,

@@ -13,12 +13,20 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "cli/device.h"
 #include "model/transformer.h"
 #include "net/cluster_key.h"
 #include "runtime/cluster.h"
 #include "sampler/sampler.h"
 
 namespace cli {
+
+inline void add_device_option(CLI::App* cmd, std::string* device) {
+  cmd->add_option("--device", *device,
+                  "what runs this node's part: cpu, or vulkan / vulkan:N (a Vulkan device of `shardlm devices`; "
+                  "flash attention, f16 KV cache; llama, qwen2, qwen3)")
+      ->capture_default_str();
+}
 
 struct RunOptions {
   std::string model;
@@ -34,11 +42,13 @@ struct RunOptions {
   // Q4_0 / Q4_K / Q6_K prompt batches in vec_dot order (model::RunConfig::lane_order = false).
   bool exact_batches = false;
   bool fast_batches = false;  // model::RunConfig::decode_lanes
+  std::string device = "cpu";  // cpu | vulkan[:N] (cli/device.h)
 };
 
 inline void add_run_options(CLI::App* cmd, RunOptions* o) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-t,--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
+  add_device_option(cmd, &o->device);
   cmd->add_option("-c,--ctx", o->ctx, "context length, up to the model's trained context (default: min(trained, 4096))")
       ->check(CLI::NonNegativeNumber);
   // Enum options are read as names and mapped here: CLI11's enum transformers print the
@@ -200,7 +210,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->n_slots = n_slots;
   out->lane_order = !r.exact_batches;
   out->decode_lanes = r.fast_batches;
-  return "";
+  return device_factory(r.device, &out->backend);
 }
 
 }  // namespace cli

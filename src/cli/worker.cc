@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "net/cluster_key.h"
 #include "runtime/worker.h"
 
@@ -24,6 +25,8 @@ Runner add_worker(CLI::App& app) {
   cmd->add_option("--port", o->port, "TCP port (0: pick a free one)")->required();
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
+  auto device = std::make_shared<std::string>("cpu");
+  add_device_option(cmd, device.get());
   auto key_file = std::make_shared<std::string>();
   auto insecure = std::make_shared<bool>(false);
   auto encryption = std::make_shared<std::string>("on");
@@ -44,6 +47,10 @@ Runner add_worker(CLI::App& app) {
       ->capture_default_str();
   return [=]() {
     o->software_version = SHARDLM_VERSION;
+    if (std::string e = device_factory(*device, &o->backend); !e.empty()) return fail(e);
+    auto dev = device_name(*device);
+    if (!dev) return fail(dev.error());
+    std::fprintf(stderr, "worker: device %s\n", dev->c_str());
     std::vector<std::string> warnings;
     auto key = net::resolve_cluster_key(o->cluster_key, *key_file, &warnings);
     if (!key) return fail(key.error());

@@ -1,12 +1,12 @@
-// transformer.cc: llama-family forward pass (see transformer.h).
+// transformer.cc: llama-family forward pass (see transformer.h): the layer loop, calling a Backend.
 #include "model/transformer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernels/attention.h"
-#include "kernels/kernels.h"
+#include "model/backend.h"
+#include "model/cpu_backend.h"
 #include "tensor/quants.h"
 
 namespace model {
@@ -27,17 +27,17 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
   return "";
 }
 
-namespace {
 // Rows each layer's cache keeps: a windowed layer needs its window behind the first row of a
 // batch, the batch's own rows after it, and up to 31 rows before the window (masked) so the
-// exact path's sums start on a 32-position boundary (see attention()).
-std::vector<int> layer_ctx(const Config& c, int ctx, int max_batch) {
+// exact path's sums start on a 32-position boundary (see CpuBackend::attention).
+std::vector<int> kv_layer_ctx(const Config& c, int ctx, int max_batch) {
   std::vector<int> r(c.n_layers, ctx);
   for (int l = 0; l < c.n_layers; ++l)
     if (c.is_swa(l)) r[l] = std::min(ctx, c.n_swa + max_batch + 31);
   return r;
 }
 
+namespace {
 RunConfig run_config(int ctx, KvType kv_type, int max_batch, AttentionMode attention) {
   RunConfig rc;
   rc.ctx = ctx;
@@ -55,48 +55,21 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
 
 Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, const RunConfig& rc,
                          const Partition& part, Collective* comm)
+    : Transformer(cfg, w, std::make_unique<CpuBackend>(cfg, w, pool, rc, part), rc, part, comm) {}
+
+Transformer::Transformer(const Config& cfg, const Weights& w, std::unique_ptr<Backend> backend, const RunConfig& rc,
+                         const Partition& part, Collective* comm)
     : cfg_(cfg),
       w_(w),
-      pool_(pool),
       part_(part),
       comm_(comm),
-      kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, rc.ctx, rc.kv_type, rc.n_slots,
-          layer_ctx(cfg, rc.ctx, std::max(1, rc.max_batch))),
+      rc_(rc),
       max_batch_(std::max(1, rc.max_batch)),
-      q_dim_(part.n_heads * cfg.head_dim),
-      kv_dim_(part.n_kv_heads * cfg.head_dim),
-      mode_(rc.attention),
-      lane_order_(rc.lane_order),
-      decode_lanes_(rc.decode_lanes) {
-  const std::string why = attention_unsupported(cfg, rc.kv_type, rc.attention);
-  CHECK_MSG(why.empty(), why.c_str());
-  const int group = cfg.n_heads / cfg.n_kv_heads;
-  for (int h = 0; h < part.n_heads; ++h) kv_of_head_.push_back((part.head_begin + h) / group - part.kv_begin);
-  const size_t B = max_batch_;
-  x_.resize(B * cfg.dim);
-  xn_.resize(B * cfg.dim);
-  q_.resize(B * q_dim_);
-  k_.resize(B * kv_dim_);
-  v_.resize(B * kv_dim_);
-  att_.resize(B * q_dim_);
-  const size_t pairs = B * std::max(1, cfg.n_expert_used);  // MLP rows: tokens, or (token, expert) pairs
-  gate_.resize(pairs * part.n_ff);
-  up_.resize(pairs * part.n_ff);
-  if (cfg.moe()) {
-    router_.resize(B * cfg.n_expert);
-    sel_.resize(pairs);
-    wts_.resize(pairs);
-    group_.resize(pairs);
-    group_at_.resize(cfg.n_expert + 1);
-  }
-  proj_.resize(B * cfg.dim);
-  if (mode_ == AttentionMode::kExact || cfg.n_swa > 0) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
-  rope_.resize(B * cfg.n_rot);
-  if (cfg.n_swa > 0) rope_swa_.resize(B * cfg.n_rot);
-  row_slot_.resize(B);
-  row_pos_.resize(B);
-  ring_hi_.assign(rc.n_slots, -1);
-}
+      layer_ctx_(kv_layer_ctx(cfg, rc.ctx, std::max(1, rc.max_batch))),
+      ring_hi_(rc.n_slots, -1),
+      be_(std::move(backend)) {}
+
+Transformer::~Transformer() = default;
 
 void Transformer::embed(int32_t token, float* x) const {
   CHECK(w_.token_embd.data != nullptr);
@@ -140,23 +113,19 @@ util::Status Transformer::forward_batch(const Segment* segs, int n_segs, const f
     const Segment& g = segs[s];
     CHECK(g.n >= 1 && g.pos >= 0 && g.pos + g.n <= ctx() && g.slot >= 0 && g.slot < n_slots());
     for (int t = 0; t < s; ++t) CHECK_MSG(segs[t].slot != g.slot, "a slot appears twice in one batch");
-    for (int b = 0; b < g.n; ++b) row_slot_[rows + b] = g.slot, row_pos_[rows + b] = g.pos + b;
     rows += g.n;
     CHECK(rows <= max_batch_);
   }
   CHECK(rows >= 1);
   RETURN_IF_ERROR(check_rings(segs, n_segs));
-  std::memcpy(x_.data(), x, sizeof(float) * rows * cfg_.dim);
-  if (cfg_.embed_scale != 1.0f)  // gemma: the embedded rows times sqrt(dim) (ggml_scale)
-    for (size_t i = 0; i < size_t(rows) * cfg_.dim; ++i) x_[i] *= cfg_.embed_scale;
-  plan_runs(segs, n_segs);
+  be_->begin(segs, n_segs, rows, x);
   return step(segs, n_segs, logits);
 }
 
 util::Status Transformer::check_rings(const Segment* segs, int n_segs) {
   if (cfg_.n_swa <= 0) return util::ok_status();
   int ring = ctx();
-  for (int l = 0; l < cfg_.n_layers; ++l) ring = std::min(ring, kv_.layer_ctx(l));
+  for (int l = 0; l < cfg_.n_layers; ++l) ring = std::min(ring, layer_ctx_[l]);
   for (int s = 0; s < n_segs; ++s) {
     const Segment& g = segs[s];
     int& hi = ring_hi_[g.slot];
@@ -171,421 +140,54 @@ util::Status Transformer::check_rings(const Segment* segs, int n_segs) {
   return util::ok_status();
 }
 
-void Transformer::plan_runs(const Segment* segs, int n_segs) {
-  runs_.clear();
-  int row = 0;
-  for (int s = 0; s < n_segs; ++s) {
-    const kernels::BatchOrder o = !segs[s].rowwise && lane_order_ && (segs[s].n >= kLaneMinRows || decode_lanes_)
-                                      ? kernels::BatchOrder::kLanes
-                                      : kernels::BatchOrder::kVecDot;
-    if (!runs_.empty() && runs_.back().order == o)
-      runs_.back().n += segs[s].n;
-    else
-      runs_.push_back({row, segs[s].n, o});
-    row += segs[s].n;
-  }
-}
-
-const void* Transformer::quantized(const float* x, int n, int64_t cols, tensor::Type t) {
-  if (act_src_ == x && act_type_ == t) return act_.data();
-  const size_t row = kernels::activation_bytes(t, cols);
-  if (act_.size() < row * n) act_.resize(row * n);
-  uint8_t* dst = act_.data();
-  pool_.parallel_for(n, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) kernels::quantize_activation(t, x + b * cols, dst + b * row, cols);
-  });
-  act_src_ = x;
-  act_type_ = t;
-  return act_.data();
-}
-
-void Transformer::matmul_runs(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride,
-                              const std::vector<Run>& runs) {
-  const auto* xb = static_cast<const uint8_t*>(xq);
-  for (const Run& r : runs)
-    pool_.run([&](int ith, int nth) {
-      int64_t r0, r1;
-      util::split_range(w.rows, ith, nth, &r0, &r1);
-      if (r0 < r1)
-        kernels::matmul(w.type, w.cols, w.data, w.row_bytes, r0, r1, xb + size_t(r.row0) * xq_stride, xq_stride,
-                        r.n, y + int64_t(r.row0) * y_stride, y_stride, r.order);
-    });
-}
-
-void Transformer::linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs,
-                         int64_t y_stride) {
-  const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
-  const void* xq = quantized(x, n, w.cols, vt);
-  matmul_runs(w, xq, kernels::activation_bytes(vt, w.cols), y, y_stride, runs);
-}
-
-class Transformer::Local : public LocalLinear {
- public:
-  Local(Transformer& t, int n) : t_(t), n_(n) {}
-  int rows() const override { return n_; }
-  void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) override {
-    t_.act_src_ = nullptr;  // x may be a collective's buffer: never a cached source
-    t_.linear(w, x, n_, y, t_.runs_, y_stride);
-    t_.act_src_ = nullptr;
-  }
-  void linear_quantized(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride) override {
-    t_.matmul_runs(w, xq, xq_stride, y, y_stride, t_.runs_);
-  }
-
- private:
-  Transformer& t_;
-  int n_;
-};
-
-util::Status Transformer::project(ReducePoint at, const Matrix& w, const float* x, int n, int col0, int cols,
-                                  float* y) {
-  act_src_ = nullptr;
+util::Status Transformer::project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols) {
   if (!comm_) {
-    linear(w, x, n, y);
+    be_->linear(w, in, Act::kProj, n);
     return util::ok_status();
   }
-  Local local(*this, n);
-  util::Status st = comm_->reduce(at, w, x, col0, cols, y, local);
-  act_src_ = nullptr;
-  return st;
+  return be_->reduce(at, w, in, n, col0, cols, *comm_);
+}
+
+void Transformer::post_norm(const Vector& w, int n) {
+  if (!w.empty()) be_->rmsnorm(Act::kProj, Act::kProj, w, n);
 }
 
 util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
   const Config& c = cfg_;
-  const int D = c.dim;
   int n = 0;  // rows
   for (int s = 0; s < n_segs; ++s) n += segs[s].n;
-  // rope_[b] = (cos, sin) pairs for row b's position
-  for (int b = 0; b < n; ++b) {
-    const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
-    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale, factors);
-    if (!rope_swa_.empty())  // the windowed layers' own base
-      kernels::rope_cache(&rope_swa_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base_swa, c.rope_freq_scale,
-                          factors);
-  }
-
+  const int q_dim = part_.n_heads * c.head_dim;
+  Backend& be = *be_;
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
     // --- attention block: xn = norm(x); q, k, v = xn W; att = softmax(q k^T / sqrt(d)) v
-    for (int b = 0; b < n; ++b)
-      kernels::rmsnorm(&xn_[size_t(b) * D], &x_[size_t(b) * D], lw.attn_norm.data(), D, c.rms_eps);
-    act_src_ = nullptr;
-    linear(lw.wq, xn_.data(), n, q_.data());
-    linear(lw.wk, xn_.data(), n, k_.data());
-    linear(lw.wv, xn_.data(), n, v_.data());
-    attention(l, segs, n_segs);
+    be.rmsnorm(Act::kXn, Act::kX, lw.attn_norm, n);
+    be.linear(lw.wq, Act::kXn, Act::kQ, n);
+    be.linear(lw.wk, Act::kXn, Act::kK, n);
+    be.linear(lw.wv, Act::kXn, Act::kV, n);
+    if (part_.n_heads > 0)  // a node without query heads (more nodes than heads): no attention here
+      be.attention(l, segs, n_segs);
     // x += att Wo, summed over the nodes (the first reduce point)
-    RETURN_IF_ERROR(project(ReducePoint::kAttention, lw.wo, att_.data(), n, part_.head_begin * c.head_dim, q_dim_,
-                            proj_.data()));
+    RETURN_IF_ERROR(project(ReducePoint::kAttention, lw.wo, Act::kAtt, n, part_.head_begin * c.head_dim, q_dim));
     post_norm(lw.attn_post_norm, n);
-    kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
+    be.residual(n);
 
     // --- MLP block: x += (act(xn Wg) * (xn Wu)) Wd, act silu (SwiGLU) or gelu (GeGLU)
-    for (int b = 0; b < n; ++b)
-      kernels::rmsnorm(&xn_[size_t(b) * D], &x_[size_t(b) * D], lw.ffn_norm.data(), D, c.rms_eps);
+    be.rmsnorm(Act::kXn, Act::kX, lw.ffn_norm, n);
     if (c.moe()) {  // the same with the router's experts
-      RETURN_IF_ERROR(moe(l, n));
-      kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
+      RETURN_IF_ERROR(be.moe(l, n, comm_));
+      be.residual(n);
       continue;
     }
-    act_src_ = nullptr;
-    linear(lw.w_gate, xn_.data(), n, gate_.data());
-    linear(lw.w_up, xn_.data(), n, up_.data());
-    if (c.act == Activation::kGelu)
-      kernels::geglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
-    else
-      kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
+    be.linear(lw.w_gate, Act::kXn, Act::kGate, n);
+    be.linear(lw.w_up, Act::kXn, Act::kUp, n);
+    be.glu(c.act, n);
     // x += mlp Wd, summed over the nodes (the second reduce point)
-    RETURN_IF_ERROR(project(ReducePoint::kMlp, lw.w_down, gate_.data(), n, part_.ff_begin, part_.n_ff, proj_.data()));
+    RETURN_IF_ERROR(project(ReducePoint::kMlp, lw.w_down, Act::kGate, n, part_.ff_begin, part_.n_ff));
     post_norm(lw.ffn_post_norm, n);
-    kernels::add(x_.data(), x_.data(), proj_.data(), size_t(n) * D);
+    be.residual(n);
   }
-  if (!logits) return util::ok_status();
-  // logits = norm(x) Wout for the rows the segments ask for, packed in segment order. A
-  // segment's last row alone is one matrix x vector row; every row of a long segment keeps
-  // the segment's order.
-  std::vector<Run> out_runs;
-  int rows = 0, row = 0;
-  for (int s = 0; s < n_segs; ++s) {
-    const Segment& g = segs[s];
-    const int first = g.logits == Logits::kAll ? 0 : g.n - 1;
-    const int k = g.logits == Logits::kNone ? 0 : g.n - first;
-    for (int b = 0; b < k; ++b)
-      kernels::rmsnorm(&xn_[size_t(rows + b) * D], &x_[size_t(row + first + b) * D], w_.output_norm.data(), D,
-                       c.rms_eps);
-    if (k > 0) {
-      const kernels::BatchOrder o = !g.rowwise && lane_order_ && (k >= kLaneMinRows || decode_lanes_)
-                                        ? kernels::BatchOrder::kLanes
-                                        : kernels::BatchOrder::kVecDot;
-      if (!out_runs.empty() && out_runs.back().order == o)
-        out_runs.back().n += k;
-      else
-        out_runs.push_back({rows, k, o});
-    }
-    rows += k;
-    row += g.n;
-  }
-  if (rows == 0) return util::ok_status();
-  act_src_ = nullptr;
-  linear(w_.output, xn_.data(), rows, logits, out_runs, w_.output.rows);
-  act_src_ = nullptr;
-  if (c.logit_softcap > 0) {  // cap * tanh(logits / cap), as ggml_scale, ggml_tanh, ggml_scale
-    const float inv = 1.0f / c.logit_softcap;
-    for (size_t i = 0; i < size_t(rows) * w_.output.rows; ++i)
-      logits[i] = std::tanh(logits[i] * inv) * c.logit_softcap;
-  }
-  return util::ok_status();
-}
-
-// Mixture of experts, as llama.cpp's build_moe_ffn for qwen3moe: probabilities =
-// softmax(router logits); the k most probable experts (ties: the lower index first; ggml's
-// argsort leaves them unspecified); their probabilities divided by their sum (clamped to at
-// least 2^-14) when expert_norm, times expert_scale when it is neither 0 nor 1; each picked
-// expert's SwiGLU MLP; the outputs times their weights, added in pick order. Every expert
-// product is in vec_dot order (as ggml's mul_mat_id; a pair's bits then depend only on its
-// own row, however the batch's pairs group), and only the picked experts are read.
-void Transformer::route(int n) {
-  const int E = cfg_.n_expert, k = cfg_.n_expert_used;
-  std::vector<int> idx(E);
-  std::fill(group_at_.begin(), group_at_.end(), 0);
-  for (int t = 0; t < n; ++t) {
-    float* p = &router_[size_t(t) * E];
-    kernels::softmax(p, E);  // ggml_soft_max
-    for (int e = 0; e < E; ++e) idx[e] = e;
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                      [p](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    int* sel = &sel_[size_t(t) * k];
-    float* w = &wts_[size_t(t) * k];
-    double sum = 0;  // ggml_sum_rows: in double
-    for (int i = 0; i < k; ++i) sel[i] = idx[i], w[i] = p[idx[i]], sum += w[i];
-    if (cfg_.expert_norm) {
-      const float s = std::max(float(sum), 6.103515625e-5f);  // ggml_clamp to the smallest normal F16
-      for (int i = 0; i < k; ++i) w[i] /= s;
-    }
-    if (cfg_.expert_scale != 0.0f && cfg_.expert_scale != 1.0f)
-      for (int i = 0; i < k; ++i) w[i] *= cfg_.expert_scale;
-    for (int i = 0; i < k; ++i) ++group_at_[sel[i] + 1];
-  }
-  for (int e = 0; e < E; ++e) group_at_[e + 1] += group_at_[e];
-  std::vector<int> at(group_at_.begin(), group_at_.end() - 1);
-  for (int q = 0; q < n * k; ++q) group_[at[sel_[q]]++] = q;
-}
-
-void Transformer::expert_matmul(const Matrix& stack, const uint8_t* xq, size_t xq_stride, int div, float* y) {
-  const int E = cfg_.n_expert;
-  const int64_t R = stack.rows / E;
-  const int pairs = group_at_[E];
-  if (pack_.size() < size_t(pairs) * xq_stride) pack_.resize(size_t(pairs) * xq_stride);
-  for (int j = 0; j < pairs; ++j)
-    std::memcpy(pack_.data() + size_t(j) * xq_stride, xq + size_t(group_[j] / div) * xq_stride, xq_stride);
-  if (exp_out_.size() < size_t(pairs) * R) exp_out_.resize(size_t(pairs) * R);
-  pool_.run([&](int ith, int nth) {
-    int64_t r0, r1;
-    util::split_range(R, ith, nth, &r0, &r1);
-    if (r0 >= r1) return;
-    for (int e = 0; e < E; ++e) {
-      const int at = group_at_[e], cnt = group_at_[e + 1] - at;
-      if (cnt == 0) continue;
-      const Matrix m = expert(stack, e, E);
-      kernels::matmul(m.type, m.cols, m.data, m.row_bytes, r0, r1, pack_.data() + size_t(at) * xq_stride, xq_stride,
-                      cnt, exp_out_.data() + size_t(at) * R, R, kernels::BatchOrder::kVecDot);
-    }
-  });
-  for (int j = 0; j < pairs; ++j)
-    std::memcpy(y + size_t(group_[j]) * R, exp_out_.data() + size_t(j) * R, sizeof(float) * R);
-}
-
-// The experts' down projections of the batch's pairs, weighted and summed per token.
-class Transformer::MoeDown : public LocalLinear {
- public:
-  MoeDown(Transformer& t, int n, const Matrix& stack) : t_(t), n_(n), stack_(stack) {}
-  int rows() const override { return n_ * t_.cfg_.n_expert_used; }
-  int out_rows() const override { return n_; }
-  void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) override {
-    const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
-    const size_t row = kernels::activation_bytes(vt, w.cols);
-    if (t_.pair_act_.size() < row * rows()) t_.pair_act_.resize(row * rows());
-    uint8_t* dst = t_.pair_act_.data();
-    t_.pool_.parallel_for(rows(), 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) kernels::quantize_activation(vt, x + b * w.cols, dst + b * row, w.cols);
-    });
-    linear_quantized(w, dst, row, y, y_stride);
-  }
-  void linear_quantized(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride) override {
-    const int k = t_.cfg_.n_expert_used;
-    const int64_t R = w.rows;
-    CHECK(stack_.rows == R * t_.cfg_.n_expert && stack_.cols == w.cols);
-    std::vector<float> out(size_t(rows()) * R);  // [pair][R]
-    t_.expert_matmul(stack_, static_cast<const uint8_t*>(xq), xq_stride, 1, out.data());
-    // ggml_mul by the weights, then ggml_add of the k products in pick order (this file is
-    // built without FMA, so each product is rounded before the add, as in ggml).
-    for (int t = 0; t < n_; ++t) {
-      const float* w_t = &t_.wts_[size_t(t) * k];
-      float* yt = y + int64_t(t) * y_stride;
-      for (int64_t r = 0; r < R; ++r) yt[r] = out[(size_t(t) * k) * R + r] * w_t[0];
-      for (int i = 1; i < k; ++i) {
-        const float* o = &out[(size_t(t) * k + i) * R];
-        for (int64_t r = 0; r < R; ++r) yt[r] = yt[r] + o[r] * w_t[i];
-      }
-    }
-  }
-
- private:
-  Transformer& t_;
-  int n_;
-  const Matrix& stack_;
-};
-
-util::Status Transformer::moe(int l, int n) {
-  const LayerWeights& lw = w_.layers[l];
-  const int E = cfg_.n_expert, k = cfg_.n_expert_used, D = cfg_.dim, F = part_.n_ff;
-  act_src_ = nullptr;
-  linear(lw.router, xn_.data(), n, router_.data());  // replicated: every node picks the same experts
-  route(n);
-  for (const auto& [stack, out] : {std::pair{&lw.gate_exps, &gate_}, std::pair{&lw.up_exps, &up_}}) {
-    const tensor::Type vt = tensor::traits(stack->type).vec_dot_type;
-    const void* xq = quantized(xn_.data(), n, D, vt);
-    expert_matmul(*stack, static_cast<const uint8_t*>(xq), kernels::activation_bytes(vt, D), k, out->data());
-  }
-  kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * k * F);
-  act_src_ = nullptr;
-  MoeDown local(*this, n, lw.down_exps);
-  const Matrix w = expert(lw.down_exps, 0, E);  // one expert's slice: the shape the reduce sees
-  if (!comm_) {
-    local.linear(w, gate_.data(), proj_.data(), w.rows);
-    return util::ok_status();
-  }
-  return comm_->reduce(ReducePoint::kMlp, w, gate_.data(), part_.ff_begin, F, proj_.data(), local);
-}
-
-void Transformer::post_norm(const Vector& w, int n) {
-  if (w.empty()) return;
-  const int D = cfg_.dim;
-  for (int b = 0; b < n; ++b) kernels::rmsnorm(&proj_[size_t(b) * D], &proj_[size_t(b) * D], w.data(), D, cfg_.rms_eps);
-}
-
-void Transformer::attention(int l, const Segment* segs, int n_segs) {
-  const Config& c = cfg_;
-  const LayerWeights& lw = w_.layers[l];
-  const int hd = c.head_dim;
-  const int n_heads = part_.n_heads, n_kv = part_.n_kv_heads;
-  if (n_heads == 0) return;  // a node without query heads (more nodes than heads): no attention here
-  int n = 0;  // rows
-  for (int s = 0; s < n_segs; ++s) n += segs[s].n;
-  // Biases, per-head norms, rope; then append k, v to the cache.
-  for (int b = 0; b < n; ++b) {
-    float* q = &q_[size_t(b) * q_dim_];
-    float* k = &k_[size_t(b) * kv_dim_];
-    float* v = &v_[size_t(b) * kv_dim_];
-    if (!lw.bq.empty()) kernels::add(q, q, lw.bq.data(), q_dim_);
-    if (!lw.bk.empty()) kernels::add(k, k, lw.bk.data(), kv_dim_);
-    if (!lw.bv.empty()) kernels::add(v, v, lw.bv.data(), kv_dim_);
-    const float* rc = &(c.is_swa(l) ? rope_swa_ : rope_)[size_t(b) * c.n_rot];
-    for (int h = 0; h < n_heads; ++h) {
-      if (!lw.q_norm.empty()) kernels::rmsnorm(q + h * hd, q + h * hd, lw.q_norm.data(), hd, c.rms_eps);
-      kernels::rope_apply(q + h * hd, rc, c.n_rot, c.rope_neox);
-    }
-    if (c.q_scale > 0)  // gemma: q scaled before attention (ggml_scale), scores then unscaled
-      for (int i = 0; i < q_dim_; ++i) q[i] *= c.q_scale;
-    for (int g = 0; g < n_kv; ++g) {
-      if (!lw.k_norm.empty()) kernels::rmsnorm(k + g * hd, k + g * hd, lw.k_norm.data(), hd, c.rms_eps);
-      kernels::rope_apply(k + g * hd, rc, c.n_rot, c.rope_neox);
-      kv_.store(row_slot_[b], l, g, row_pos_[b], k + g * hd, v + g * hd);
-    }
-  }
-  const float scale = c.q_scale > 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
-  // Flash attention has no window mask: windowed layers always take the exact path.
-  if (mode_ == AttentionMode::kFlash && !c.is_swa(l)) {
-    // Tiled over each slot's cache at absolute positions, online softmax, fixed reduction
-    // order: a row's output is independent of the batch split, the threads and the other
-    // segments.
-    std::vector<kernels::KvHeadView> views(size_t(n_segs) * n_kv);
-    std::vector<kernels::AttentionArgs> args(n_segs);
-    int row = 0;
-    for (int s = 0; s < n_segs; ++s) {
-      for (int g = 0; g < n_kv; ++g) views[size_t(s) * n_kv + g] = kv_.view(segs[s].slot, l, g);
-      kernels::AttentionArgs& a = args[s];
-      a.n_q = segs[s].n;
-      a.pos0 = segs[s].pos;
-      a.n_heads = n_heads;
-      a.n_kv_heads = n_kv;
-      a.kv_of_head = kv_of_head_.data();
-      a.head_dim = hd;
-      a.scale = scale;
-      a.q = q_.data() + size_t(row) * q_dim_;
-      a.q_stride = q_dim_;
-      a.out = att_.data() + size_t(row) * q_dim_;
-      a.out_stride = q_dim_;
-      a.kv = views.data() + size_t(s) * n_kv;
-      row += segs[s].n;
-    }
-    if (n_segs == 1)
-      kernels::flash_attention(args[0], pool_);
-    else
-      kernels::flash_attention_batch(args.data(), n_segs, pool_);
-    return;
-  }
-  // Exact path: causal attention per (token, head). With the F16 cache this follows llama.cpp's
-  // non-flash CPU path operation for operation: q rounded to F16, k.q in ggml's F16 dot
-  // order, softmax of the scaled scores, probabilities rounded to F16, then V summed in
-  // ggml's order (kernels::dot_f16 / weighted_sum_f16), so results match bit for bit.
-  const bool f16 = kv_.type() == KvType::kF16;
-  const int64_t jobs = int64_t(n) * n_heads;
-  const int window = c.is_swa(l) ? c.n_swa : 0;  // a windowed layer: the last n_swa positions
-  const int ring = kv_.layer_ctx(l);             // rows its cache keeps (position p in p % ring)
-  pool_.run([&](int ith, int nth) {
-    int64_t j0, j1;
-    util::split_range(jobs, ith, nth, &j0, &j1);
-    float* s = &scores_[size_t(ith) * (ctx() + 8)];
-    std::vector<uint16_t> q16(hd), p16(ctx()), vrows;
-    for (int64_t j = j0; j < j1; ++j) {
-      const int b = static_cast<int>(j / n_heads), h = static_cast<int>(j % n_heads);
-      // A window's positions are lo .. p (llama.cpp masks p - t >= n_swa). The scores and the
-      // V sum run over first .. p, first = lo rounded down to a multiple of 32, with the
-      // positions before lo masked: the groups of 8 (softmax) and lanes of 32 (V) before
-      // first hold only zeros in llama.cpp's row of every position, so its sums are ours.
-      const int g = kv_of_head_[h], p = row_pos_[b], slot = row_slot_[b];
-      const int lo = window > 0 ? std::max(0, p - window + 1) : 0;
-      const int first = lo / 32 * 32, n_ctx = p + 1 - first;
-      const float* q = &q_[size_t(b) * q_dim_ + size_t(h) * hd];
-      float* out = &att_[size_t(b) * q_dim_ + size_t(h) * hd];
-      if (f16) {
-        for (int i = 0; i < hd; ++i) q16[i] = util::f32_to_fp16(q[i]);
-        for (int t = 0; t < n_ctx; ++t)
-          s[t] = first + t < lo ? -INFINITY
-                                : kernels::dot_f16(kv_.k16(kv_.offset(slot, l, g, first + t)), q16.data(), hd) * scale;
-      } else {
-        for (int t = 0; t < n_ctx; ++t) {
-          const float* kr = kv_.k32(kv_.offset(slot, l, g, first + t));
-          float dot = 0;
-          for (int i = 0; i < hd; ++i) dot += q[i] * kr[i];
-          s[t] = first + t < lo ? -INFINITY : dot * scale;
-        }
-      }
-      const int n_pad = (n_ctx + 7) / 8 * 8;  // llama.cpp's row is padded with masked (-inf) cells
-      for (int t = n_ctx; t < n_pad; ++t) s[t] = -INFINITY;
-      kernels::softmax(s, n_pad);
-      if (f16) {
-        for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
-        // The rows of first .. p lie in the ring as one run, or wrap around it: then they are
-        // copied into one run, so the sum keeps its order.
-        const uint16_t* v = kv_.v16(kv_.offset(slot, l, g, first));
-        if (first % ring + n_ctx > ring) {
-          vrows.resize(size_t(n_ctx) * hd);
-          for (int t = 0; t < n_ctx; ++t)
-            std::memcpy(&vrows[size_t(t) * hd], kv_.v16(kv_.offset(slot, l, g, first + t)), sizeof(uint16_t) * hd);
-          v = vrows.data();
-        }
-        kernels::weighted_sum_f16(v, hd, p16.data(), n_ctx, hd, out);
-      } else {
-        std::fill(out, out + hd, 0.0f);
-        for (int t = 0; t < n_ctx; ++t) {
-          const float* vr = kv_.v32(kv_.offset(slot, l, g, first + t));
-          for (int i = 0; i < hd; ++i) out[i] += s[t] * vr[i];
-        }
-      }
-    }
-  });
+  return be.end_batch(segs, n_segs, logits);
 }
 
 }  // namespace model

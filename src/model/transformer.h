@@ -2,7 +2,8 @@
 // embedding, then per layer attention and MLP with residual adds, then norm and logits.
 // A batch carries rows of several sequences at once (segments: consecutive positions of
 // one KV slot), with matrix x matrix products for the weights and causal attention of each
-// segment against its own slot. Deliberately no networking and no sequence bookkeeping:
+// segment against its own slot. The layer loop (step) is written once; a Backend
+// (model/backend.h: CPU, or Vulkan) executes its ops. Deliberately no networking and no sequence bookkeeping:
 // the runtime's node executor drives it with sliced weights and an all-reduce in between.
 #pragma once
 #include <cstdint>
@@ -101,6 +102,9 @@ inline const char* attention_mode_name(AttentionMode m) { return m == AttentionM
 // Why (cfg, kv_type, mode) cannot run, or "" when it can.
 std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode);
 
+class Backend;
+enum class Act : uint8_t;
+
 class Transformer {
  public:
   // ctx: positions the KV cache holds; max_batch: tokens evaluated per internal step.
@@ -116,6 +120,10 @@ class Transformer {
               AttentionMode attention = AttentionMode::kExact);
   Transformer(const Config& cfg, const Weights& w, util::ThreadPool& pool, const RunConfig& rc,
               const Partition& part, Collective* comm);
+  // The same on a given backend (made for cfg, w, rc and part; model/backend.h).
+  Transformer(const Config& cfg, const Weights& w, std::unique_ptr<Backend> backend, const RunConfig& rc,
+              const Partition& part, Collective* comm);
+  ~Transformer();
 
   // Evaluates one batch: x[rows][dim] embedded rows of segs in order (rows = sum of n <=
   // max_batch; a slot appears at most once, positions inside the context), appending to
@@ -137,83 +145,35 @@ class Transformer {
 
   const Config& config() const { return cfg_; }
   const Partition& partition() const { return part_; }
-  AttentionMode attention_mode() const { return mode_; }
-  KvType kv_type() const { return kv_.type(); }
-  int ctx() const { return kv_.ctx(); }
-  int n_slots() const { return kv_.n_slots(); }
+  AttentionMode attention_mode() const { return rc_.attention; }
+  KvType kv_type() const { return rc_.kv_type; }
+  int ctx() const { return rc_.ctx; }
+  int n_slots() const { return rc_.n_slots; }
   int max_batch() const { return max_batch_; }
 
+  // What runs the ops (the CPU backend unless one was given).
+  const Backend& backend() const { return *be_; }
+
  private:
-  // Rows [row0, row0 + n) of a batch multiplied in one kernels::matmul call.
-  struct Run {
-    int row0, n;
-    kernels::BatchOrder order;
-  };
-  util::Status step(const Segment* segs, int n_segs, float* logits);  // input in x_
+  util::Status step(const Segment* segs, int n_segs, float* logits);  // input in the backend's kX
   // Rows [i, i + nb) of a single-sequence call of n rows (slot 0).
   util::Status forward_chunk(const float* x, int nb, int pos, float* logits, bool all_logits, int i, int n);
-  void attention(int layer, const Segment* segs, int n_segs);
-  void post_norm(const Vector& w, int n);
   // A sliding-window ring cannot be rewound past what it keeps: the error names the slot.
-  util::Status check_rings(const Segment* segs, int n_segs);  // gemma: proj_ rows normed by w (nothing when w is empty)
-  // Adjacent segments of the same batch order merged into runs.
-  void plan_runs(const Segment* segs, int n_segs);
-  // y[b][rows] = W x[b] for the rows of runs, activations quantized once per (input, type).
-  void linear(const Matrix& w, const float* x, int n, float* y, const std::vector<Run>& runs, int64_t y_stride);
-  void linear(const Matrix& w, const float* x, int n, float* y) { linear(w, x, n, y, runs_, w.rows); }
-  // A reduce point: y[n][dim] = W x over all nodes, from this node's input columns.
-  util::Status project(ReducePoint at, const Matrix& w, const float* x, int n, int col0, int cols, float* y);
-  class Local;  // LocalLinear over this batch
-  // --- mixture of experts (cfg.moe()): the MLP block of layer l, xn_ -> proj_ (summed over
-  // the nodes at the second reduce point).
-  class MoeDown;  // LocalLinear of the experts' down projections
-  util::Status moe(int l, int n);
-  // Router probabilities (router_) -> the picked experts (sel_), their weights (wts_) and
-  // the (token, slot) pairs grouped by expert (group_, group_at_).
-  void route(int n);
-  // y[p][R] = expert(stack, e_p) . x_p for every pair p (R = stack's rows per expert), one
-  // kernels::matmul per expert over its group's rows: x_p is row p / div of xq (div = k:
-  // one row per token; 1: one per pair).
-  void expert_matmul(const Matrix& stack, const uint8_t* xq, size_t xq_stride, int div, float* y);
-  const void* quantized(const float* x, int n, int64_t cols, tensor::Type t);
-  void matmul_runs(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride,
-                   const std::vector<Run>& runs);
+  util::Status check_rings(const Segment* segs, int n_segs);
+  // A reduce point: kProj[n][dim] = W in over all nodes, from this node's input columns.
+  util::Status project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols);
+  // gemma: kProj's rows normed by w (nothing when w is empty).
+  void post_norm(const Vector& w, int n);
 
   const Config& cfg_;
   const Weights& w_;
-  util::ThreadPool& pool_;
   Partition part_;
   Collective* comm_;
-  KvCache kv_;
+  RunConfig rc_;
   int max_batch_;
-  int q_dim_, kv_dim_;  // local: n_heads * head_dim, n_kv_heads * head_dim
-  AttentionMode mode_;
-  bool lane_order_, decode_lanes_;
-  std::vector<Run> runs_;      // of the batch being evaluated
-  std::vector<int> row_slot_, row_pos_;  // [B] each row's slot and position
-  std::vector<int> ring_hi_;     // [slot] last position written (sliding-window rings)
-  std::vector<int> kv_of_head_;  // [local heads] local KV head each query head reads
-
-  // Scratch for one batch of up to max_batch_ tokens.
-  std::vector<float> x_;       // [B][dim] residual stream
-  std::vector<float> xn_;      // [B][dim] normed input of the current block
-  std::vector<float> q_;       // [B][q_dim]
-  std::vector<float> k_, v_;   // [B][kv_dim]
-  std::vector<float> att_;     // [B][q_dim] attention output per head
-  std::vector<float> gate_, up_;  // [B][n_ff]; MoE: [B * k][n_ff], one row per (token, expert)
-  std::vector<float> proj_;    // [B][dim] output of wo / w_down before the residual add
-  std::vector<float> scores_;  // [threads][ctx] attention scores
-  std::vector<float> rope_;    // [B][n_rot] cos/sin per token position
-  std::vector<float> rope_swa_;  // [B][n_rot] the same at the windowed layers' base (gemma)
-  std::vector<float> router_;  // [B][n_expert] router logits, then probabilities
-  std::vector<int> sel_;       // [B][k] picked experts, most probable first
-  std::vector<float> wts_;     // [B][k] their weights
-  std::vector<int> group_, group_at_;  // pairs (t * k + i) of expert e: group_[group_at_[e] .. group_at_[e + 1])
-  std::vector<float> exp_out_;  // [B * k][R] an expert op's outputs in group order, then per pair
-  std::vector<uint8_t> pack_, pair_act_;  // quantized rows in group order; the pairs' down inputs
-  std::vector<uint8_t> act_;   // quantized activations
-  const float* act_src_ = nullptr;
-  tensor::Type act_type_ = tensor::Type::F32;
+  std::vector<int> layer_ctx_;  // [layer] KV rows each layer keeps (kv_layer_ctx)
+  std::vector<int> ring_hi_;    // [slot] last position written (sliding-window rings)
+  std::unique_ptr<Backend> be_;
 };
 
 }  // namespace model

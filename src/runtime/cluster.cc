@@ -168,10 +168,19 @@ Status Cluster::form(Reform* rep, int* failed) {
                                              beta_gbps_, m_.config.dim, o_.step_timeout_s, o_.batch);
   }
   root_slice_ = slice_weights(m_.config, m_.weights, plan_.nodes[0]);
-  exec_ = std::make_unique<NodeExecutor>(m_.config, root_slice_.weights, root_slice_.part, pool_,
-                                         session_setup().run_config(), coll_.get());
+  const model::RunConfig rc = session_setup().run_config();
+  std::unique_ptr<model::Backend> backend;
+  if (o_.backend) {
+    auto b = o_.backend(m_.config, root_slice_.weights, pool_, rc, root_slice_.part);
+    if (!b) return b.status();
+    backend = std::move(*b);
+  }
+  exec_ = std::make_unique<NodeExecutor>(m_.config, root_slice_.weights, root_slice_.part, pool_, rc, coll_.get(),
+                                         std::move(backend));
   return util::ok_status();
 }
+
+std::string Cluster::root_device() const { return exec_->model().backend().describe(); }
 
 // What every node's session shares (each worker's slice is added per rank).
 Setup Cluster::session_setup() const {

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend.h"
 #include "model/loader.h"
 #include "model/transformer.h"
 #include "net/collectives.h"
@@ -82,6 +83,8 @@ struct ClusterOptions {
   // A transport formed already (--transport mpi): its ranks 1.. are the workers, in place
   // of `workers`; no recovery (a lost rank ends the job).
   std::shared_ptr<net::Transport> transport;
+  // The root's backend for its slice (`--device`); empty: the CPU on the cluster's pool.
+  model::BackendFactory backend;
 };
 
 // What the cluster is now, for /health and /metrics (safe to read from any thread).
@@ -175,6 +178,7 @@ class Cluster {
   std::vector<NodeStats> stats() const;
   ClusterHealth health() const;
   std::string describe() const;  // "3 nodes, sync q8_0, all-reduce auto (alpha .. us, beta .. Gbit/s)"
+  std::string root_device() const;  // what runs the root's part: "cpu (2 threads)", "Vulkan device 0 (...)"
 
  private:
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}

@@ -1,6 +1,7 @@
 // executor.cc: a node's step (see executor.h).
 #include "runtime/executor.h"
 
+#include "model/cpu_backend.h"
 #include "runtime/scoring.h"
 #include "sampler/distributed.h"
 #include "util/timer.h"
@@ -8,8 +9,12 @@
 namespace runtime {
 
 NodeExecutor::NodeExecutor(const model::Config& cfg, const model::Weights& w, const model::Partition& part,
-                           util::ThreadPool& pool, const model::RunConfig& rc, AutoCollective* coll)
-    : part_(part), coll_(coll), tf_(cfg, w, pool, rc, part, coll) {}
+                           util::ThreadPool& pool, const model::RunConfig& rc, AutoCollective* coll,
+                           std::unique_ptr<model::Backend> backend)
+    : part_(part),
+      coll_(coll),
+      tf_(cfg, w, backend ? std::move(backend) : std::make_unique<model::CpuBackend>(cfg, w, pool, rc, part), rc,
+          part, coll) {}
 
 util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
   util::Timer timer;

@@ -7,6 +7,7 @@
 #pragma once
 #include <vector>
 
+#include "model/backend.h"
 #include "model/transformer.h"
 #include "runtime/auto_collective.h"
 #include "runtime/protocol.h"
@@ -16,8 +17,10 @@ namespace runtime {
 
 class NodeExecutor {
  public:
+  // backend: what runs the forward pass (null: the CPU on pool).
   NodeExecutor(const model::Config& cfg, const model::Weights& w, const model::Partition& part,
-               util::ThreadPool& pool, const model::RunConfig& rc, AutoCollective* coll);
+               util::ThreadPool& pool, const model::RunConfig& rc, AutoCollective* coll,
+               std::unique_ptr<model::Backend> backend = nullptr);
 
   // x: [rows][dim] the embedded rows of s's segments (checked by check_step_fits).
   util::Expected<StepReply> run(const Step& s, const float* x);

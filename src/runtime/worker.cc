@@ -206,7 +206,13 @@ Status Worker::session(net::Transport& t) {
   AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim,
                       s.step_timeout_s, s.batch);
   // The root's batch order and slots, so shared rows agree.
-  NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, s.run_config(), &coll);
+  std::unique_ptr<model::Backend> backend;
+  if (o_.backend) {
+    auto b = o_.backend(cfg, held->node.weights, pool_, s.run_config(), held->node.part);
+    if (!b) return refuse(t, "worker: " + b.error());
+    backend = std::move(*b);
+  }
+  NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, s.run_config(), &coll, std::move(backend));
   RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
   t.reset_counters();
 

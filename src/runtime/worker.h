@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/backend.h"
+
 #include "util/status.h"
 
 namespace net {
@@ -30,6 +32,7 @@ struct WorkerOptions {
   double setup_timeout_s = 60;   // the same, before the root's session setup
   int max_sessions = -1;         // < 0: serve forever (tests may bound it)
   int cache_slices = 4;          // slices kept across sessions
+  model::BackendFactory backend;  // `--device`; empty: the CPU on `threads` threads
 };
 
 // Runs until max_sessions sessions were served (forever by default). Prints

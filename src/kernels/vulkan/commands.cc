@@ -94,13 +94,9 @@ struct Commands::Impl {
     return set;
   }
 
-  // Records one dispatch of `shader` over the buffers (bindings 0, 1, ...; unused bindings
-  // repeat the first buffer) after a barrier on everything recorded before.
-  template <typename Push>
-  void dispatch(const std::string& shader, std::initializer_list<const Buffer*> buffers, const Push& push,
-                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
-    static_assert(sizeof(Push) <= kPushBytes);
-    CHECK(buffers.size() >= 1 && buffers.size() <= kMaxBindings);
+  // Starts recording, or puts a barrier on everything recorded before (dispatches and
+  // copies) ahead of the next op.
+  void begin_op() {
     if (!recording) {
       VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
       bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -109,11 +105,22 @@ struct Commands::Impl {
     }
     if (n_dispatches > 0) {
       VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-      d.vk.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                &mb, 0, nullptr, 0, nullptr);
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                         VK_ACCESS_TRANSFER_WRITE_BIT;
+      const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+      d.vk.vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
     }
+  }
+
+  // Records one dispatch of `shader` over the buffers (bindings 0, 1, ...; unused bindings
+  // repeat the first buffer) after a barrier on everything recorded before.
+  template <typename Push>
+  void dispatch(const std::string& shader, std::initializer_list<const Buffer*> buffers, const Push& push,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
+    static_assert(sizeof(Push) <= kPushBytes);
+    CHECK(buffers.size() >= 1 && buffers.size() <= kMaxBindings);
+    begin_op();
     VkDescriptorSet set = new_set();
     VkDescriptorBufferInfo infos[kMaxBindings];
     VkWriteDescriptorSet writes[kMaxBindings];
@@ -168,6 +175,16 @@ util::Status Commands::submit_and_wait() {
 }
 
 // ---- ops
+
+void Commands::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+  CHECK(dst.device() == src.device() && dst_offset + bytes <= dst.bytes() && src_offset + bytes <= src.bytes());
+  if (bytes == 0) return;
+  Impl& m = *impl_;
+  m.begin_op();
+  VkBufferCopy region{src_offset, dst_offset, bytes};
+  m.d.vk.vkCmdCopyBuffer(m.cb, handle(src), handle(dst), 1, &region);
+  ++m.n_dispatches;
+}
 
 void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
                       int64_t n_batch, Buffer& y) {

@@ -163,6 +163,10 @@ class Commands {
   void flash_decode(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
                     Buffer& scratch, Buffer& out);
 
+  // dst[dst_offset ..) = src[src_offset ..), bytes of them (vkCmdCopyBuffer; the backend's
+  // gathers of a batch's rows, which the ops above read from offset 0).
+  void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes);
+
   util::Status submit_and_wait();
 
  private:

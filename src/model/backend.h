@@ -1,0 +1,75 @@
+// backend.h: what executes the forward pass (issue 15). A Backend owns the buffers of a
+// batch (activations, the KV cache; weights where they must be copied, e.g. to a device),
+// its threads or queue, and its numeric settings (lane order); model::Transformer's step
+// is the skeleton (per layer attention and MLP with residual adds) written once as calls of
+// the ops below. Activations are named (Act) so the skeleton never holds a pointer into
+// memory it may not be able to read. Backends: CpuBackend (model/cpu_backend.h, the
+// kernels of kernels.h and attention.h) and, with SHARDLM_VULKAN, the Vulkan one
+// (model/vulkan/vulkan_backend.h).
+// Deliberately not here: batching, sequences and slots (runtime/), choosing a device
+// (the CLI's factory), and numerics (each backend states its own).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model/transformer.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace model {
+
+// A batch's activation buffers, rows b < n of each (B = RunConfig::max_batch rows).
+enum class Act : uint8_t {
+  kX,     // [B][dim] residual stream
+  kXn,    // [B][dim] normed input of the current block
+  kQ,     // [B][q_dim] local heads
+  kK,     // [B][kv_dim] local KV heads
+  kV,     // [B][kv_dim]
+  kAtt,   // [B][q_dim] attention output per head
+  kGate,  // [B][n_ff] local MLP rows (MoE: [B * k][n_ff], one row per (token, expert))
+  kUp,    // [B][n_ff]
+  kProj,  // [B][dim] a reduce point's output before the residual add
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu (2 threads)", "Vulkan device 0 (llvmpipe ..., 2.0 GiB of device memory)".
+  virtual std::string describe() const = 0;
+  // A new batch of n rows (segs in order): kX = x[n][dim] * cfg.embed_scale; each row's
+  // slot, position and rope table; the batch's per-segment matmul order.
+  virtual void begin(const Segment* segs, int n_segs, int n, const float* x) = 0;
+  // out[b] = rmsnorm(in[b]) * w for b < n, rows of dim values (in may be out).
+  virtual void rmsnorm(Act out, Act in, const Vector& w, int n) = 0;
+  // out[b][r] = W[r] . in[b] for b < n and every row r of w.
+  virtual void linear(const Matrix& w, Act in, Act out, int n) = 0;
+  // Layer l's attention from kQ, kK, kV (biases, q/k norms, rope, q scale, KV store, causal
+  // attention of each segment against its own slot) into kAtt.
+  virtual void attention(int layer, const Segment* segs, int n_segs) = 0;
+  // kGate = act(kGate) * kUp over n rows of the local MLP.
+  virtual void glu(Activation act, int n) = 0;
+  // kX += kProj over n rows.
+  virtual void residual(int n) = 0;
+  // A reduce point with a Collective: kProj[n][dim] = W in over all nodes from this node's
+  // columns [col0, col0 + cols) of in, the rows crossing to host memory and back once.
+  virtual util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols,
+                              Collective& comm) = 0;
+  // The MLP block of an MoE layer: kXn -> kProj (comm: null on one node).
+  virtual util::Status moe(int layer, int n, Collective* comm) = 0;
+  // Completes the batch (a device's queued work done) and, when logits is not null, writes
+  // there (host memory) norm(x) Wout of the rows each segment asks for, packed segment after
+  // segment, soft-capped (see Transformer::forward_batch). Error: the device failed.
+  virtual util::Status end_batch(const Segment* segs, int n_segs, float* logits) = 0;
+};
+
+// Rows each layer's KV cache keeps (a sliding-window layer fewer than ctx; transformer.cc).
+std::vector<int> kv_layer_ctx(const Config& c, int ctx, int max_batch);
+
+// Makes a node's backend for its sliced weights (the CLI's --device). Error: the device
+// cannot run this model (missing, too small, an unsupported architecture or setting).
+using BackendFactory = std::function<util::Expected<std::unique_ptr<Backend>>(
+    const Config& cfg, const Weights& w, util::ThreadPool& pool, const RunConfig& rc, const Partition& part)>;
+
+}  // namespace model

@@ -1,0 +1,361 @@
+// vulkan_backend.cc: the forward pass's ops on a Vulkan device (see vulkan_backend.h).
+#include "model/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/vulkan/vulkan.h"
+#include "tensor/quants.h"
+
+namespace model {
+namespace vk = kernels::vulkan;
+
+namespace {
+
+// The matrices and vectors a node's forward pass reads (the token embedding stays on the
+// host: rows are embedded there).
+template <typename F>
+void for_each_matrix(const Weights& w, F f) {
+  for (const LayerWeights& lw : w.layers)
+    for (const Matrix* m : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down}) f(*m);
+  f(w.output);
+}
+
+template <typename F>
+void for_each_norm(const Weights& w, F f) {
+  for (const LayerWeights& lw : w.layers)
+    for (const Vector* v : {&lw.attn_norm, &lw.q_norm, &lw.k_norm, &lw.attn_post_norm, &lw.ffn_norm,
+                            &lw.ffn_post_norm})
+      f(*v);
+  f(w.output_norm);
+}
+
+template <typename F>
+void for_each_bias(const Weights& w, F f) {
+  for (const LayerWeights& lw : w.layers)
+    for (const Vector* v : {&lw.bq, &lw.bk, &lw.bv}) f(*v);
+}
+
+int max_batch(const RunConfig& rc) { return std::max(1, rc.max_batch); }
+
+}  // namespace
+
+std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunConfig& rc, const Partition& part) {
+  if (cfg.moe()) return cfg.arch_name + " (mixture of experts) is not supported by the Vulkan backend: use --device cpu";
+  if (cfg.n_swa > 0 || cfg.q_scale > 0 || cfg.logit_softcap > 0 || cfg.embed_scale != 1.0f)
+    return cfg.arch_name + " (sliding-window attention) is not supported by the Vulkan backend: use --device cpu";
+  if (rc.attention != AttentionMode::kFlash)
+    return "the Vulkan backend runs flash attention only: use --flash-attn on (or --device cpu)";
+  if (rc.kv_type != KvType::kF16)
+    return std::string("the Vulkan backend keeps an f16 KV cache, not ") + kv_type_name(rc.kv_type) +
+           ": use --kv-type f16 (or --device cpu)";
+  if (cfg.head_dim % 2 != 0 || cfg.head_dim > vk::kMaxHeadDim)
+    return "head_dim " + std::to_string(cfg.head_dim) + " is beyond the Vulkan attention kernels (even, <= " +
+           std::to_string(vk::kMaxHeadDim) + "): use --device cpu";
+  // The kernels read KV head h / (n_heads / n_kv_heads) for local query head h.
+  const int group = cfg.n_heads / cfg.n_kv_heads;
+  if (part.n_heads > 0) {
+    if (part.n_kv_heads == 0 || part.n_heads % part.n_kv_heads != 0)
+      return "this node's heads do not fall on whole KV groups: use --device cpu";
+    for (int h = 0; h < part.n_heads; ++h)
+      if ((part.head_begin + h) / group - part.kv_begin != h / (part.n_heads / part.n_kv_heads))
+        return "this node's heads do not fall on whole KV groups: use --device cpu";
+  }
+  std::string bad;
+  for_each_matrix(w, [&](const Matrix& m) {
+    if (bad.empty() && m.rows > 0 && (!vk::supports_weight_type(m.type) || m.cols % 32 != 0))
+      bad = std::string("a ") + tensor::type_name(m.type) + " matrix of " + std::to_string(m.cols) +
+            " columns is not supported by the Vulkan kernels: use --device cpu";
+  });
+  return bad;
+}
+
+class VulkanBackend : public Backend {
+ public:
+  VulkanBackend(std::unique_ptr<vk::Device> dev, const Config& cfg, const Weights& w, const RunConfig& rc,
+                const Partition& part)
+      : dev_(std::move(dev)), cfg_(cfg), w_(w), rc_(rc), part_(part), cmd_(*dev_),
+        q_dim_(part.n_heads * cfg.head_dim), kv_dim_(part.n_kv_heads * cfg.head_dim) {}
+
+  // Uploads the weights and allocates the cache and the activations.
+  util::Status init();
+
+  std::string describe() const override { return vk::describe(dev_->info()); }
+  void begin(const Segment* segs, int n_segs, int n, const float* x) override;
+  void rmsnorm(Act out, Act in, const Vector& w, int n) override {
+    cmd_.rmsnorm(buf(out), buf(in), vec(w), n, cfg_.dim, cfg_.rms_eps);
+  }
+  void linear(const Matrix& w, Act in, Act out, int n) override {
+    cmd_.matmul(w.type, mat(w), w.rows, w.cols, buf(in), n, buf(out));
+  }
+  void attention(int layer, const Segment* segs, int n_segs) override;
+  void glu(Activation act, int n) override {
+    if (act == Activation::kGelu)
+      cmd_.geglu(gate_, gate_, up_, int64_t(n) * part_.n_ff);
+    else
+      cmd_.swiglu(gate_, gate_, up_, int64_t(n) * part_.n_ff);
+  }
+  void residual(int n) override { cmd_.add(x_, x_, proj_, int64_t(n) * cfg_.dim); }
+  util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, Collective& comm) override;
+  util::Status moe(int layer, int n, Collective* comm) override {
+    return util::Status::error("mixture of experts is not supported by the Vulkan backend");  // refused at creation
+  }
+  util::Status end_batch(const Segment* segs, int n_segs, float* logits) override;
+
+ private:
+  class Local;  // LocalLinear on the device
+  util::Status upload_weights();
+  vk::Buffer& buf(Act a);
+  const vk::Buffer& mat(const Matrix& m) const { return weights_.at(m.data); }
+  const vk::Buffer& vec(const Vector& v) const { return weights_.at(v.data()); }
+  util::Status alloc(vk::Buffer* b, size_t bytes, const std::string& what) {
+    auto r = dev_->alloc(bytes, what);
+    if (!r) return r.status();
+    *b = std::move(*r);
+    return util::ok_status();
+  }
+  // y[b][w.rows] = W x[b] for n host rows x (w.cols floats each), on the device.
+  util::Status host_linear(const Matrix& w, const float* x, int n, float* y, int64_t y_stride);
+
+  std::unique_ptr<vk::Device> dev_;  // first: freed after every Buffer below
+  const Config& cfg_;
+  const Weights& w_;
+  RunConfig rc_;
+  Partition part_;
+  vk::Commands cmd_;
+  int q_dim_, kv_dim_;
+  std::unordered_map<const void*, vk::Buffer> weights_;  // by the host data they copy
+  std::vector<vk::Buffer> k_cache_, v_cache_;  // [slot * n_layers + layer]: F16 [n_kv_heads][ctx][head_dim]
+  // Activations, B = max_batch rows.
+  vk::Buffer x_, xn_, proj_;          // [B][dim]
+  vk::Buffer q_, att_, seg_q_, seg_out_;  // [B][q_dim]; seg_*: one segment's rows (batches of several)
+  vk::Buffer k_, v_, seg_k_, seg_v_;  // [B][kv_dim]
+  vk::Buffer gate_, up_;              // [B][n_ff]
+  vk::Buffer rope_;                   // [B][n_rot] (cos, sin) per row's position
+  vk::Buffer decode_scratch_;         // flash_decode's partial results
+  vk::Buffer red_in_, red_out_;       // [B][widest reduce input], [B][dim]: Collective products
+  vk::Buffer logits_in_, logits_out_;  // [B][dim] the rows asked for, [B][local n_vocab]
+  std::vector<float> host_in_, host_out_, host_tmp_;  // reduce points: rows in host memory
+  util::Status upload_st_;  // begin()'s uploads
+};
+
+util::Status VulkanBackend::init() {
+  const size_t B = max_batch(rc_), D = cfg_.dim, F = std::max(1, part_.n_ff), f = sizeof(float);
+  RETURN_IF_ERROR(upload_weights());
+  const size_t cache_bytes = size_t(std::max(1, part_.n_kv_heads)) * rc_.ctx * cfg_.head_dim * 2;
+  for (int s = 0; s < rc_.n_slots; ++s)
+    for (int l = 0; l < cfg_.n_layers; ++l) {
+      k_cache_.emplace_back();
+      v_cache_.emplace_back();
+      RETURN_IF_ERROR(alloc(&k_cache_.back(), cache_bytes, "KV cache"));
+      RETURN_IF_ERROR(alloc(&v_cache_.back(), cache_bytes, "KV cache"));
+    }
+  const size_t qd = std::max(1, q_dim_), kd = std::max(1, kv_dim_);
+  for (vk::Buffer* b : {&x_, &xn_, &proj_, &red_out_, &logits_in_}) RETURN_IF_ERROR(alloc(b, B * D * f, "activations"));
+  for (vk::Buffer* b : {&q_, &att_, &seg_q_, &seg_out_}) RETURN_IF_ERROR(alloc(b, B * qd * f, "activations"));
+  for (vk::Buffer* b : {&k_, &v_, &seg_k_, &seg_v_}) RETURN_IF_ERROR(alloc(b, B * kd * f, "activations"));
+  for (vk::Buffer* b : {&gate_, &up_}) RETURN_IF_ERROR(alloc(b, B * F * f, "activations"));
+  RETURN_IF_ERROR(alloc(&rope_, B * std::max(2, cfg_.n_rot) * f, "activations"));
+  vk::AttentionShape a;
+  a.n_heads = std::max(1, part_.n_heads);
+  a.n_ctx = rc_.ctx;
+  a.head_dim = cfg_.head_dim;
+  RETURN_IF_ERROR(alloc(&decode_scratch_, vk::flash_decode_scratch_bytes(a), "attention scratch"));
+  // A reduce point's input: this node's columns, or every node's (exact sync's gathers).
+  const size_t widest = std::max<size_t>({size_t(cfg_.n_heads) * cfg_.head_dim, size_t(cfg_.n_ff), D});
+  RETURN_IF_ERROR(alloc(&red_in_, B * widest * f, "activations"));
+  RETURN_IF_ERROR(alloc(&logits_out_, B * std::max<size_t>(1, w_.output.rows) * f, "logits"));
+  return util::ok_status();
+}
+
+util::Status VulkanBackend::upload_weights() {
+  util::Status st;
+  auto put = [&](const void* key, const void* data, size_t bytes, const std::string& what) {
+    if (!st.ok() || bytes == 0 || weights_.count(key)) return;
+    vk::Buffer b;
+    st = alloc(&b, bytes, what);
+    if (st.ok()) st = dev_->upload(b, data, bytes);
+    if (st.ok()) weights_.emplace(key, std::move(b));
+  };
+  for_each_matrix(w_, [&](const Matrix& m) {
+    put(m.data, m.data, m.bytes(), "a " + std::to_string(m.rows) + " x " + std::to_string(m.cols) + " weight");
+  });
+  for_each_norm(w_, [&](const Vector& v) { put(v.data(), v.data(), v.size() * sizeof(float), "a norm"); });
+  const size_t B = max_batch(rc_);
+  for_each_bias(w_, [&](const Vector& v) {  // tiled: one copy per batch row, for add()
+    std::vector<float> tiled(B * v.size());
+    for (size_t b = 0; b < B; ++b) std::copy(v.begin(), v.end(), tiled.begin() + b * v.size());
+    put(v.data(), tiled.data(), tiled.size() * sizeof(float), "a bias");
+  });
+  return st;
+}
+
+vk::Buffer& VulkanBackend::buf(Act a) {
+  switch (a) {
+    case Act::kX: return x_;
+    case Act::kXn: return xn_;
+    case Act::kQ: return q_;
+    case Act::kK: return k_;
+    case Act::kV: return v_;
+    case Act::kAtt: return att_;
+    case Act::kGate: return gate_;
+    case Act::kUp: return up_;
+    case Act::kProj: return proj_;
+  }
+  return x_;
+}
+
+void VulkanBackend::begin(const Segment* segs, int n_segs, int n, const float* x) {
+  const Config& c = cfg_;
+  std::vector<float> rope(size_t(n) * c.n_rot);
+  const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
+  for (int s = 0, b = 0; s < n_segs; ++s)
+    for (int t = 0; t < segs[s].n; ++t, ++b)
+      kernels::rope_cache(&rope[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base, c.rope_freq_scale,
+                          factors);
+  // Nothing is in flight between batches (end_batch waits), so these copies are safe; a
+  // failure is returned by the batch's next reduce point or end_batch.
+  upload_st_ = dev_->upload(x_, x, sizeof(float) * n * c.dim);
+  if (upload_st_.ok()) upload_st_ = dev_->upload(rope_, rope.data(), sizeof(float) * rope.size());
+}
+
+void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
+  const Config& c = cfg_;
+  const LayerWeights& lw = w_.layers[l];
+  const int hd = c.head_dim, nh = part_.n_heads, nkv = part_.n_kv_heads;
+  int n = 0;
+  for (int s = 0; s < n_segs; ++s) n += segs[s].n;
+  if (!lw.bq.empty()) cmd_.add(q_, q_, vec(lw.bq), int64_t(n) * q_dim_);
+  if (!lw.bk.empty()) cmd_.add(k_, k_, vec(lw.bk), int64_t(n) * kv_dim_);
+  if (!lw.bv.empty()) cmd_.add(v_, v_, vec(lw.bv), int64_t(n) * kv_dim_);
+  if (!lw.q_norm.empty()) cmd_.rmsnorm(q_, q_, vec(lw.q_norm), int64_t(n) * nh, hd, c.rms_eps);
+  if (!lw.k_norm.empty()) cmd_.rmsnorm(k_, k_, vec(lw.k_norm), int64_t(n) * nkv, hd, c.rms_eps);
+  cmd_.rope(q_, rope_, n, nh, hd, c.n_rot, c.rope_neox);
+  cmd_.rope(k_, rope_, n, nkv, hd, c.n_rot, c.rope_neox);
+  const size_t qb = sizeof(float) * q_dim_, kb = sizeof(float) * kv_dim_;
+  for (int s = 0, row = 0; s < n_segs; row += segs[s].n, ++s) {
+    const Segment& g = segs[s];
+    // The kernels read rows from offset 0: a batch of several segments copies each one's.
+    const bool alone = n_segs == 1;
+    vk::Buffer &q = alone ? q_ : seg_q_, &k = alone ? k_ : seg_k_, &v = alone ? v_ : seg_v_;
+    vk::Buffer& out = alone ? att_ : seg_out_;
+    if (!alone) {
+      cmd_.copy(seg_q_, 0, q_, row * qb, g.n * qb);
+      cmd_.copy(seg_k_, 0, k_, row * kb, g.n * kb);
+      cmd_.copy(seg_v_, 0, v_, row * kb, g.n * kb);
+    }
+    vk::Buffer& kc = k_cache_[size_t(g.slot) * c.n_layers + l];
+    vk::Buffer& vc = v_cache_[size_t(g.slot) * c.n_layers + l];
+    cmd_.kv_store(kc, k, g.n, g.pos, nkv, hd, rc_.ctx);
+    cmd_.kv_store(vc, v, g.n, g.pos, nkv, hd, rc_.ctx);
+    vk::AttentionShape a;
+    a.n_q = g.n;
+    a.pos0 = g.pos;
+    a.n_heads = nh;
+    a.n_kv_heads = nkv;
+    a.head_dim = hd;
+    a.n_ctx = rc_.ctx;
+    a.scale = 1.0f / std::sqrt(float(hd));
+    if (g.n == 1)
+      cmd_.flash_decode(a, q, kc, vc, decode_scratch_, out);
+    else
+      cmd_.flash_attention(a, q, kc, vc, out);
+    if (!alone) cmd_.copy(att_, row * qb, seg_out_, 0, g.n * qb);
+  }
+}
+
+// The Collective's products of this node: x and y in host memory, the product on the device.
+class VulkanBackend::Local : public LocalLinear {
+ public:
+  Local(VulkanBackend& be, int n) : be_(be), n_(n) {}
+  int rows() const override { return n_; }
+  void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) override {
+    if (st_.ok()) st_ = be_.host_linear(w, x, n_, y, y_stride);
+  }
+  // The gathered activations in w's vec_dot_type, decoded to F32 (the device multiplies F32).
+  void linear_quantized(const Matrix& w, const void* xq, size_t xq_stride, float* y, int64_t y_stride) override {
+    const tensor::Type vt = tensor::traits(w.type).vec_dot_type;
+    std::vector<float> x(size_t(n_) * w.cols);
+    for (int b = 0; b < n_; ++b)
+      tensor::dequantize_row(vt, static_cast<const uint8_t*>(xq) + b * xq_stride, &x[size_t(b) * w.cols], w.cols);
+    linear(w, x.data(), y, y_stride);
+  }
+  const util::Status& status() const { return st_; }
+
+ private:
+  VulkanBackend& be_;
+  int n_;
+  util::Status st_;
+};
+
+util::Status VulkanBackend::host_linear(const Matrix& w, const float* x, int n, float* y, int64_t y_stride) {
+  RETURN_IF_ERROR(dev_->upload(red_in_, x, sizeof(float) * n * w.cols));
+  cmd_.matmul(w.type, mat(w), w.rows, w.cols, red_in_, n, red_out_);
+  RETURN_IF_ERROR(cmd_.submit_and_wait());
+  host_tmp_.resize(size_t(n) * w.rows);
+  RETURN_IF_ERROR(dev_->download(red_out_, host_tmp_.data(), sizeof(float) * host_tmp_.size()));
+  for (int b = 0; b < n; ++b)
+    std::memcpy(y + b * y_stride, &host_tmp_[size_t(b) * w.rows], sizeof(float) * w.rows);
+  return util::ok_status();
+}
+
+util::Status VulkanBackend::reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols,
+                                   Collective& comm) {
+  RETURN_IF_ERROR(upload_st_);
+  RETURN_IF_ERROR(cmd_.submit_and_wait());
+  host_in_.resize(size_t(n) * std::max(1, cols));
+  host_out_.resize(size_t(n) * cfg_.dim);
+  if (cols > 0) RETURN_IF_ERROR(dev_->download(buf(in), host_in_.data(), sizeof(float) * n * cols));
+  Local local(*this, n);
+  RETURN_IF_ERROR(comm.reduce(at, w, host_in_.data(), col0, cols, host_out_.data(), local));
+  RETURN_IF_ERROR(local.status());
+  return dev_->upload(proj_, host_out_.data(), sizeof(float) * host_out_.size());
+}
+
+util::Status VulkanBackend::end_batch(const Segment* segs, int n_segs, float* logits) {
+  RETURN_IF_ERROR(upload_st_);
+  if (!logits) return cmd_.submit_and_wait();
+  const size_t rb = sizeof(float) * cfg_.dim;
+  int rows = 0, row = 0;
+  for (int s = 0; s < n_segs; row += segs[s].n, ++s) {  // the rows asked for, packed
+    const Segment& g = segs[s];
+    const int first = g.logits == Logits::kAll ? 0 : g.n - 1;
+    const int k = g.logits == Logits::kNone ? 0 : g.n - first;
+    cmd_.copy(logits_in_, rows * rb, x_, (row + first) * rb, k * rb);
+    rows += k;
+  }
+  if (rows == 0) return cmd_.submit_and_wait();
+  const Matrix& out = w_.output;
+  cmd_.rmsnorm(logits_in_, logits_in_, vec(w_.output_norm), rows, cfg_.dim, cfg_.rms_eps);
+  cmd_.matmul(out.type, mat(out), out.rows, out.cols, logits_in_, rows, logits_out_);
+  RETURN_IF_ERROR(cmd_.submit_and_wait());
+  return dev_->download(logits_out_, logits, sizeof(float) * rows * out.rows);
+}
+
+util::Expected<std::unique_ptr<Backend>> make_vulkan_backend(int index, const Config& cfg, const Weights& w,
+                                                             const RunConfig& rc, const Partition& part) {
+  if (std::string why = vulkan_unsupported(cfg, w, rc, part); !why.empty()) return util::Status::error(why);
+  auto dev = vk::Device::open(index);
+  if (!dev) return dev.status();
+  // Everything the backend allocates: the weights it reads, the KV cache and the batch's
+  // buffers (the widest ones: activations of every kind, logits).
+  uint64_t weights = 0;
+  for_each_matrix(w, [&](const Matrix& m) { weights += m.bytes(); });
+  const uint64_t kv = uint64_t(KvCache::bytes_per_position(cfg.n_layers, part.n_kv_heads, cfg.head_dim, KvType::kF16)) *
+                      rc.ctx * rc.n_slots;
+  const uint64_t acts = uint64_t(max_batch(rc)) * sizeof(float) *
+                        (8 * uint64_t(cfg.dim) + 4 * uint64_t(cfg.n_heads) * cfg.head_dim + 2 * uint64_t(cfg.n_ff) +
+                         uint64_t(w.output.rows));
+  RETURN_IF_ERROR((*dev)->check_fits(weights + kv + acts, "the model (" + std::to_string(weights >> 20) +
+                                                             " MiB of weights, " + std::to_string(kv >> 20) +
+                                                             " MiB of KV cache and the activations)"));
+  auto be = std::make_unique<VulkanBackend>(std::move(*dev), cfg, w, rc, part);
+  RETURN_IF_ERROR(be->init());
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+}  // namespace model
