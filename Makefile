@@ -78,8 +78,8 @@ fuzz:
 	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar" tools/fuzz_gguf.sh build
 	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus
 	cp tests/data/grammar_seeds/* $(FUZZ_DIR)/grammar_corpus/
-	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
-	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
+	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 -timeout=25 -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
+	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 -timeout=25 -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 -timeout=25 -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
 
 clean:
 	rm -rf build

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 namespace grammar {
 
@@ -408,17 +409,22 @@ bool same(const Stack* a, const Stack* b) {
   return a == b;
 }
 
-void push_unique(std::vector<const Stack*>* out, const Stack* s) {
-  for (const Stack* o : *out)
-    if (o == s || (o && s && o->hash == s->hash && same(o, s))) return;
-  out->push_back(s);
-}
+struct StackHash {
+  size_t operator()(const Stack* s) const { return s ? s->hash : 0; }
+};
+struct StackEq {
+  bool operator()(const Stack* a, const Stack* b) const { return a == b || (a && b && a->hash == b->hash && same(a, b)); }
+};
 
 }  // namespace
 
 util::Expected<std::shared_ptr<const Grammar>> Grammar::parse(std::string_view gbnf) {
   if (gbnf.size() > kMaxText) return Status::error("the grammar is longer than " + std::to_string(kMaxText) + " bytes");
-  return Parser(gbnf).run();
+  auto g = Parser(gbnf).run();
+  if (g.ok() && Matcher(*g).state().dead())
+    return Status::error("the grammar is too ambiguous to follow: its start needs more than " +
+                         std::to_string(kMaxStacks) + " parse stacks (nested repetitions such as ((x+)+)+?)");
+  return g;
 }
 
 // --- Recognizing --------------------------------------------------------------------------
@@ -451,36 +457,63 @@ std::string State::key() const {
   return k;
 }
 
+struct Matcher::Expansion {
+  Expansion(std::vector<const Stack*>* o, StackArena& a) : out(o), arena(a) {}
+  std::vector<const Stack*>* out;
+  StackArena& arena;
+  size_t budget = Grammar::kMaxExpansions;
+  std::unordered_set<const Stack*, StackHash, StackEq> seen;  // used once out is long
+
+  bool over() const { return budget == 0 || out->size() > Grammar::kMaxStacks; }
+  void push(const Stack* s) {  // unless an equal stack is there
+    if (out->size() < 16) {
+      for (const Stack* o : *out)
+        if (StackEq()(o, s)) return;
+    } else {
+      if (seen.empty()) seen.insert(out->begin(), out->end());
+      if (!seen.insert(s).second) return;
+    }
+    out->push_back(s);
+  }
+};
+
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
-  for (uint32_t a : g_->alts[g_->root]) expand(a, nullptr, &state_.stacks, arena_);
+  Expansion x(&state_.stacks, arena_);
+  for (uint32_t a : g_->alts[g_->root]) expand(a, nullptr, &x);
+  if (x.over()) state_.stacks.clear();
 }
 
 // Stacks for matching at pos with `rest` after it: rule references are opened until each
 // stack's top is a character class (or the parse is complete: nullptr).
-void Matcher::expand(uint32_t pos, const Stack* rest, std::vector<const Stack*>* out, StackArena& arena) const {
+void Matcher::expand(uint32_t pos, const Stack* rest, Expansion* x) const {
+  if (x->over()) return;
+  --x->budget;
   const Elem& e = g_->elems[pos];
   switch (e.kind) {
     case Elem::kChar:
-      push_unique(out, arena.make(pos, rest));
+      x->push(x->arena.make(pos, rest));
       return;
     case Elem::kEnd:
-      if (!rest) push_unique(out, nullptr);
-      else if (g_->elems[rest->pos].kind == Elem::kChar) push_unique(out, rest);
-      else expand(rest->pos, rest->next, out, arena);
+      if (!rest) x->push(nullptr);
+      else if (g_->elems[rest->pos].kind == Elem::kChar) x->push(rest);
+      else expand(rest->pos, rest->next, x);
       return;
     case Elem::kRef: {
-      const Stack* after = g_->elems[pos + 1].kind == Elem::kEnd ? rest : arena.make(pos + 1, rest);
-      for (uint32_t a : g_->alts[e.arg]) expand(a, after, out, arena);
+      const Stack* after = g_->elems[pos + 1].kind == Elem::kEnd ? rest : x->arena.make(pos + 1, rest);
+      for (uint32_t a : g_->alts[e.arg]) expand(a, after, x);
       return;
     }
   }
 }
 
-void Matcher::advance(const std::vector<const Stack*>& in, uint32_t c, std::vector<const Stack*>* out,
+bool Matcher::advance(const std::vector<const Stack*>& in, uint32_t c, std::vector<const Stack*>* out,
                       StackArena& arena) const {
   out->clear();
+  Expansion x(out, arena);
   for (const Stack* s : in)
-    if (s && g_->classes[g_->elems[s->pos].arg].matches(c)) expand(s->pos + 1, s->next, out, arena);
+    if (s && g_->classes[g_->elems[s->pos].arg].matches(c)) expand(s->pos + 1, s->next, &x);
+  if (x.over()) out->clear();
+  return !out->empty();
 }
 
 bool Matcher::step(const State& in, uint8_t b, State* out, StackArena& arena) const {
@@ -489,8 +522,7 @@ bool Matcher::step(const State& in, uint8_t b, State* out, StackArena& arena) co
   out->partial_min = 0;
   if (in.partial_left == 0) {
     if (b < 0x80) {
-      advance(in.stacks, b, &out->stacks, arena);
-      return !out->stacks.empty();
+      return advance(in.stacks, b, &out->stacks, arena);
     }
     const int left = (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : 0;
     if (left == 0) return out->stacks.clear(), false;
@@ -507,8 +539,7 @@ bool Matcher::step(const State& in, uint8_t b, State* out, StackArena& arena) co
       out->partial = out->partial_min = 0;
       out->stacks.clear();
       if (c < in.partial_min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;  // overlong, not Unicode
-      advance(in.stacks, c, &out->stacks, arena);
-      return !out->stacks.empty();
+      return advance(in.stacks, c, &out->stacks, arena);
     }
   }
   // inside a character: keep the stacks that can take some character with this prefix

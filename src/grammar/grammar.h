@@ -38,6 +38,11 @@ class Grammar {
  public:
   // Limits of what a request may ask for (a grammar is built per request).
   static constexpr size_t kMaxText = 256 * 1024, kMaxElems = 1 << 20;
+  // What one byte may cost the recognizer: rule expansions, and parse stacks left after it.
+  // Nested repetitions such as ((x+)+)+ need 2^depth stacks; past these a byte is not
+  // read (the text cannot continue there), and parse() refuses a grammar whose start
+  // already needs more.
+  static constexpr size_t kMaxExpansions = 1 << 14, kMaxStacks = 4096;
   // The error names the line and what is wrong there, or the undefined / left-recursive rule.
   static util::Expected<std::shared_ptr<const Grammar>> parse(std::string_view gbnf);
 
@@ -77,7 +82,7 @@ struct State {
 
 class Matcher {
  public:
-  explicit Matcher(std::shared_ptr<const Grammar> g);
+  explicit Matcher(std::shared_ptr<const Grammar> g);  // dead when the start is too costly
   Matcher(const Matcher&) = delete;  // its state points into its own arena
   Matcher& operator=(const Matcher&) = delete;
   const Grammar& grammar() const { return *g_; }
@@ -89,9 +94,11 @@ class Matcher {
   bool step(const State& in, uint8_t byte, State* out, StackArena& arena) const;
 
  private:
-  void advance(const std::vector<const Stack*>& in, uint32_t c, std::vector<const Stack*>* out,
+  struct Expansion;  // the stacks being made, and what is left of the budget (grammar.cc)
+  // false when none survives, or the byte would cost more than kMaxExpansions / kMaxStacks
+  bool advance(const std::vector<const Stack*>& in, uint32_t c, std::vector<const Stack*>* out,
                StackArena& arena) const;
-  void expand(uint32_t pos, const Stack* rest, std::vector<const Stack*>* out, StackArena& arena) const;
+  void expand(uint32_t pos, const Stack* rest, Expansion* x) const;
 
   std::shared_ptr<const Grammar> g_;
   StackArena arena_;  // the committed state's stacks

@@ -94,6 +94,44 @@ const char* kSchemas[] = {
     R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string", "minLength": 2}], "items": false})",
 };
 
+// Nested ambiguity needs 2^depth parse stacks: past the limits a grammar is refused when its
+// start already needs too many, and otherwise cannot read the byte that would (found by the
+// fuzzer: one such byte took minutes). Wide but shallow grammars stay within them.
+TEST(Grammar, AmbiguityHasABound) {
+  auto nested = [](int depth) {
+    std::string g = "\"a\"";
+    for (int i = 0; i < depth; ++i) g = "(" + g + ")+";
+    return g;
+  };
+  // r_k ::= r_k-1 | r_k-1 "b": 2^13 distinct stacks before the first byte
+  std::string start = "root ::= r13\nr0 ::= \"a\"\n";
+  for (int k = 1; k <= 13; ++k)
+    start += "r" + std::to_string(k) + " ::= r" + std::to_string(k - 1) + " | r" + std::to_string(k - 1) + " \"b\"\n";
+  auto refused = Grammar::parse(start);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("too ambiguous"), std::string::npos) << refused.status().message();
+  // ((("a")+)+)+...: every level can be in its first copy or in its loop, so the stacks
+  // grow with each byte to 2^13; the byte past the limit is refused, quickly
+  auto deep = must_parse("root ::= " + nested(13) + " | \"y\"");
+  ASSERT_TRUE(deep);
+  EXPECT_TRUE(feed(deep, "aa").accepted);
+  EXPECT_FALSE(feed(deep, std::string(40, 'a')).accepted);
+  EXPECT_TRUE(feed(deep, "y").complete);
+  auto shallow = must_parse("root ::= " + nested(3));  // 8 stacks
+  ASSERT_TRUE(shallow);
+  EXPECT_TRUE(feed(shallow, "aaaaaaaaaaaaaaaaaaaa").complete);
+  // an enum of 3000 values with one prefix: 3000 live stacks after it
+  std::string alts;
+  for (int i = 0; i < 3000; ++i) alts += (i ? " | \"v" : "\"v") + std::to_string(i) + "\"";
+  auto wide = must_parse("root ::= " + alts);
+  ASSERT_TRUE(wide);
+  Matcher m(wide);
+  ASSERT_TRUE(m.accept("v"));
+  EXPECT_EQ(m.state().stacks.size(), 3000u);
+  EXPECT_TRUE(m.accept("2999"));
+  EXPECT_TRUE(m.state().complete());
+}
+
 TEST(Grammar, JsonSchemasAcceptTheirDocumentsAndRefuseOthers) {
   struct Case {
     int schema;
