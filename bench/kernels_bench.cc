@@ -122,6 +122,12 @@ int register_all = [] {
       benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, rows, n)->Unit(benchmark::kMicrosecond);
     }
   }
+  // Out of every cache (151 MB in Q4_K, like a 150k-vocabulary output matrix): memory-bound,
+  // to set beside ReadBandwidth.
+  for (Type t : {Type::Q4_0, Type::Q4_K}) {
+    const std::string name = std::string("Matvec/") + tensor::type_name(t) + "/65536x4096";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 65536, 4096)->Unit(benchmark::kMillisecond);
+  }
   for (Type t : kTypes) {
     const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/4096x4096/batch32";
     benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 4096, 4096, 32)->Unit(benchmark::kMillisecond);
