@@ -8,8 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <cstdlib>
-#include <cstdint>
 
 namespace util {
 
@@ -31,15 +29,6 @@ Expected<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) 
       return Status::error("cannot map '" + path + "': " + std::strerror(errno));
     }
     f->data_ = static_cast<const uint8_t*>(p);
-    if (getenv("SHARDLM_HUGE")) {
-      size_t sz = (f->size_ + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-      void* a = mmap(nullptr, sz + (2u<<20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      uint8_t* al = (uint8_t*)(((uintptr_t)a + (2u<<20) - 1) / (2u<<20) * (2u<<20));
-      madvise(al, sz, MADV_HUGEPAGE);
-      memcpy(al, p, f->size_);
-      munmap(p, f->size_);
-      f->data_ = al; f->size_ = sz;
-    }
   }
   ::close(fd);
   return f;
