@@ -74,12 +74,14 @@ define two
 $(1) > $(3) 2>&1 & bg=$$!; $(2); rc=$$?; wait $$bg; bgrc=$$?; tail -n 12 $(3); [ $$rc = 0 ] && [ $$bgrc = 0 ]
 endef
 FUZZ_DIR := build/fuzz
+# Seconds per input: a slow input fails the run in seconds, not after libFuzzer's 20 minutes.
+FUZZ_TIMEOUT := -timeout=25
 fuzz:
 	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar" tools/fuzz_gguf.sh build
 	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus
 	cp tests/data/grammar_seeds/* $(FUZZ_DIR)/grammar_corpus/
-	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 -timeout=25 -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
-	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 -timeout=25 -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 -timeout=25 -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
+	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 $(FUZZ_TIMEOUT) -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
+	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
 
 clean:
 	rm -rf build

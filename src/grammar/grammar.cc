@@ -423,7 +423,8 @@ util::Expected<std::shared_ptr<const Grammar>> Grammar::parse(std::string_view g
   auto g = Parser(gbnf).run();
   if (g.ok() && Matcher(*g).state().dead())
     return Status::error("the grammar is too ambiguous to follow: its start needs more than " +
-                         std::to_string(kMaxStacks) + " parse stacks (nested repetitions such as ((x+)+)+?)");
+                         std::to_string(kMaxStacks) + " parse stacks or " + std::to_string(kMaxExpansions) +
+                         " rule expansions (nested repetitions such as ((x+)+)+?)");
   return g;
 }
 

@@ -92,9 +92,9 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
       }
   };
   // Prefetch: the RM rows of the tile after next (RM * ws bytes from w + 2 * RM * ws, one
-  // sequential stream) spread evenly over this tile's blocks. The next tile only: 30B-A3B
-  // shape Q4_0 decode 32 against 35 tokens/s, SmolLM2 Q4_1 154 against 172 (1 thread,
-  // AVX-512 EPYC); prefetching each row's own blocks ahead instead halved both.
+  // sequential stream) spread evenly over this tile's blocks. Prefetching the next tile
+  // instead: 30B-A3B shape Q4_0 decode 32 against 35 tokens/s, SmolLM2 Q4_1 154 against 172
+  // (1 thread, AVX-512 EPYC); each row's own blocks ahead instead: half of either.
   const char* pf = reinterpret_cast<const char*>(w) + 2 * RM * ws;
   const size_t pf_total = RM * ws;
   size_t pf_done = 0;
