@@ -127,6 +127,7 @@ inline float act_s(const BlockQ8_1& a) { return fp16(a.s); }
 struct MaddubsDot {
   static __m256i i8(__m256i w, __m256i a) { return dot_i8(w, a); }
   static __m256i u8(__m256i w, __m256i a) { return dot_u8(w, a); }
+  static __m256i u8_acc(__m256i acc, __m256i w, __m256i a) { return _mm256_add_epi32(acc, dot_u8(w, a)); }
 };
 
 template <class D, class Dot>

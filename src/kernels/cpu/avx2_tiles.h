@@ -11,6 +11,7 @@
 #pragma once
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/avx2_common.h"
@@ -38,6 +39,14 @@ inline void for_each_tile(int64_t r0, int64_t r1, int64_t n_batch, Tile&& tile) 
 
 // ---- 32-element quantized types ----------------------------------------------------------
 
+// The fp16 scales of blocks b and b + 1 of rows wr[0..R): lanes r and 4 + r.
+template <class W, size_t... R>
+inline __m128i pair_scales(const W* const* wr, int64_t b, std::index_sequence<R...>) {
+  __m128i h = _mm_setzero_si128();
+  ((h = _mm_insert_epi16(h, wr[R][b].d, R), h = _mm_insert_epi16(h, wr[R][b + 1].d, 4 + R)), ...);
+  return h;
+}
+
 // y[c * ys + r] = dot(W row r, X row c) for r < RM, c < RN; nb blocks per row.
 // Per (row, activation row) the float operations are exactly ggml's vec_dot sequence: one
 // accumulator, acc = fma(set1(dw * da), float(int dot of block b), acc) for b ascending,
@@ -46,6 +55,7 @@ inline void for_each_tile(int64_t r0, int64_t r1, int64_t n_batch, Tile&& tile) 
 template <class D, class Dot, int RM, int RN>
 inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
                    int64_t ys) {
+  static_assert(RM <= 4, "a block pair's scales of RM rows fill one 8-lane vector");
   using W = typename D::W;
   using A = typename D::A;
   __m256 acc[RM][RN];
@@ -56,31 +66,32 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   }
   const W* wr[RM];
   for (int r = 0; r < RM; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
-  auto step = [&](int64_t b) {
+  // prod[c][j * 4 + r] = dw * da of row r, block b + j: one 8-lane multiply for a block
+  // pair (the same IEEE products as the scalar dw * da), read back by broadcast loads.
+  alignas(32) float prod[RN][8];
+  // One block b: ps(c, r) is the scale product of (row r, column c).
+  auto step = [&](int64_t b, auto&& ps) {
     __m256i qa[RN], qoff[RN];
-    float da[RN];
     for (int c = 0; c < RN; ++c) {
       const A* ab = reinterpret_cast<const A*>(x + c * xs) + b;
       qa[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab->qs));
-      da[c] = fp16(ab->d);
-      if constexpr (D::kOff > 0) qoff[c] = Dot::u8(_mm256_set1_epi8(D::kOff), qa[c]);
+      // -u8dot(kOff, a): the integer dot starts from it (Dot::u8_acc), one op less per row
+      if constexpr (D::kOff > 0) qoff[c] = _mm256_sub_epi32(_mm256_setzero_si256(), Dot::u8(_mm256_set1_epi8(D::kOff), qa[c]));
     }
     float mw[(RM + 3) / 4 * 4] = {};
     for (int r = 0; r < RM; ++r) {
       const W* wb = wr[r] + b;
-      const float dw = fp16(wb->d);
       if constexpr (D::kHasMin) mw[r] = D::m(*wb);
       if constexpr (D::kOff > 0) {
         const __m256i qw = D::quants_u(*wb);
         for (int c = 0; c < RN; ++c) {
-          const __m256i q = _mm256_sub_epi32(Dot::u8(qw, qa[c]), qoff[c]);
-          acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[c]), _mm256_cvtepi32_ps(q), acc[r][c]);
+          const __m256i q = Dot::u8_acc(qoff[c], qw, qa[c]);
+          acc[r][c] = _mm256_fmadd_ps(ps(c, r), _mm256_cvtepi32_ps(q), acc[r][c]);
         }
       } else {
         const __m256i qw = D::quants(*wb);
         for (int c = 0; c < RN; ++c)
-          acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da[c]),
-                                      _mm256_cvtepi32_ps(dot_block<D, Dot>(qw, qa[c])), acc[r][c]);
+          acc[r][c] = _mm256_fmadd_ps(ps(c, r), _mm256_cvtepi32_ps(dot_block<D, Dot>(qw, qa[c])), acc[r][c]);
       }
     }
     if constexpr (D::kHasMin)
@@ -90,6 +101,19 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
         for (int g = 0; g < (RM + 3) / 4; ++g)
           acc_m[c][g] = _mm_fmadd_ps(_mm_loadu_ps(mw + 4 * g), s, acc_m[c][g]);
       }
+  };
+  // Blocks b and b + 1: the RM rows' 2 * RM fp16 scales in one vector, one conversion and
+  // one multiply per column (instead of a conversion, a multiply and a broadcast per row).
+  auto step_pair = [&](int64_t b) {
+    const __m256 dw = _mm256_cvtph_ps(pair_scales(wr, b, std::make_index_sequence<RM>()));
+    for (int c = 0; c < RN; ++c) {
+      const A* ab = reinterpret_cast<const A*>(x + c * xs) + b;
+      const __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(fp16(ab[0].d))),
+                                             _mm_set1_ps(fp16(ab[1].d)), 1);
+      _mm256_store_ps(prod[c], _mm256_mul_ps(dw, da));
+    }
+    step(b, [&](int c, int r) { return _mm256_broadcast_ss(&prod[c][r]); });
+    step(b + 1, [&](int c, int r) { return _mm256_broadcast_ss(&prod[c][4 + r]); });
   };
   // Prefetch: the RM rows of the tile after next (RM * ws bytes from w + 2 * RM * ws, one
   // sequential stream) spread evenly over this tile's blocks. Prefetching the next tile
@@ -102,10 +126,13 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   for (; b + 1 < nb; b += 2) {
     const size_t pf_to = pf_total * size_t(b + 2) / size_t(nb);
     for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T0);
-    step(b);
-    step(b + 1);
+    step_pair(b);
   }
-  if (b < nb) step(b);
+  if (b < nb) {
+    float da[RN];
+    for (int c = 0; c < RN; ++c) da[c] = fp16((reinterpret_cast<const A*>(x + c * xs) + b)->d);
+    step(b, [&](int c, int r) { return _mm256_set1_ps(fp16(wr[r][b].d) * da[c]); });
+  }
   for (int c = 0; c < RN; ++c) {
     float m[(RM + 3) / 4 * 4];
     for (int g = 0; g < (RM + 3) / 4; ++g) _mm_storeu_ps(m + 4 * g, acc_m[c][g]);

@@ -24,6 +24,7 @@ using namespace avx2;
 struct VnniDot {
   // unsigned w (0..127) x signed a, 4 bytes per int32 lane: exactly madd(maddubs(w, a), 1)
   static __m256i u8(__m256i w, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a); }
+  static __m256i u8_acc(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_epi32(acc, w, a); }
   static __m256i i8(__m256i w, __m256i a) { return u8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)); }
 };
 
