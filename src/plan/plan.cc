@@ -234,10 +234,26 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   // More nodes than query heads: the smallest shares get none (min_each 0).
   const std::vector<Range> heads = split_ranges(s.n_heads, p.head_unit, caps, n > s.n_heads ? 0 : 1);
 
+  // F in units of down's block (its column slices stay whole blocks; in exact mode the
+  // gathered MLP hidden can go as Q8 blocks), else of 32, else of 1. In exact mode down is
+  // cut by rows, so a coarse unit only saves gather bytes: a smaller one is taken when the
+  // block unit would put more than kFfSlack of F off the shares. The 30B-A3B shape (F = 768
+  // of Q4_K) on 2 nodes: 512 / 256 rows, or 384 / 384 with the hidden gathered as F32
+  // (3.5x its Q8_K bytes, ~18 KB more per layer and token: on a 1 Gbit link about what the
+  // balance saves; on loopback 2x1 decode 61 -> 67 tokens/s, prompts 120 -> 145,
+  // tools/dist_cost.py). With partial sums a smaller unit re-encodes down's slices to Q8_0,
+  // whose extra bytes cancel the balance: the block unit stays.
+  constexpr double kFfSlack = 0.10;
+  auto off_shares = [&](int unit) {
+    double worst = 0;
+    const std::vector<Range> r = split_ranges(s.n_ff, unit, caps);
+    for (int i = 0; i < n; ++i) worst = std::max(worst, std::abs(r[i].size() - s.n_ff * caps[i] / sum));
+    return worst / s.n_ff;
+  };
   const int down_block = lcm_blocks(down_types);
   p.ff_unit = 1;
   for (int cand : {down_block, tensor::kQK, 1}) {
-    if (s.n_ff % cand == 0 && s.n_ff / cand >= n) {
+    if (s.n_ff % cand == 0 && s.n_ff / cand >= n && (!exact || cand == 1 || off_shares(cand) <= kFfSlack)) {
       p.ff_unit = cand;
       break;
     }
@@ -322,8 +338,8 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
                           "%s block boundaries (%d columns)", p.head_unit,
                           tensor::type_name(wo_types[0]), wo_block));
   if (p.ff_unit < down_block)
-    p.notes.push_back(fmt("F = %d cannot be dealt in whole %d-blocks of down to %d nodes; dealt in "
-                          "units of %d", s.n_ff, down_block, n, p.ff_unit));
+    p.notes.push_back(fmt("F = %d cannot be dealt %s in whole %d-blocks of down to %d nodes; dealt in "
+                          "units of %d", s.n_ff, exact ? "by the shares" : "at all", down_block, n, p.ff_unit));
   std::vector<int> dup, headless;
   for (int g = 0; g < s.n_kv_heads; ++g)
     if (kv_nodes[g] > 1) dup.push_back(g);

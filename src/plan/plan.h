@@ -18,7 +18,9 @@
 //    does not fall on its type's block boundaries is re-encoded to Q8_0 (or F16 when not
 //    even 32-aligned); see slice_type().
 //  * F is split by capacity in units of the down matrix's block size where F/unit >= N,
-//    else in units of 32, else of 1. The vocabulary (output rows) is split by capacity.
+//    else in units of 32, else of 1; in exact mode (down cut by rows) a unit is also
+//    skipped when it would put more than 10% of F off the shares (F = 768 on 2 nodes).
+//    The vocabulary (output rows) is split by capacity.
 //  * The token embedding stays whole on node 0 (the root). Norms are replicated.
 //
 // Deliberately not here: which bytes go on which socket (net/), executing a slice

@@ -402,6 +402,29 @@ TEST(Plan, MoeReadsUsedExpertsHoldsAll) {
   }
 }
 
+// F = 768 of Q4_K is 3 down blocks. With partial sums, 2 nodes get 512 / 256 rows (a
+// smaller unit would re-encode down's slices); in exact mode down is cut by rows, so the
+// rows follow the shares (384 / 384, gathered as F32) and whole blocks stay where they can.
+TEST(Plan, ExactModeDealsExpertRowsByTheShares) {
+  ModelShape s = make_shape("qwen3-30b-a3b", 2048, 48, 32, 4, 768, 151936, Type::Q4_K);
+  s.head_dim = 128, s.n_expert = 128, s.n_expert_used = 8;
+  const Plan sums = must_plan(s, equal(2));
+  EXPECT_EQ(sums.nodes[0].ff.size(), 512);
+  EXPECT_EQ(sums.nodes[0].n_down_reencoded, 0);
+  const Plan exact = must_plan(s, equal(2), /*exact=*/true);
+  EXPECT_EQ(exact.ff_unit, 32);
+  EXPECT_EQ(exact.nodes[0].ff, (Range{0, 384}));
+  EXPECT_EQ(exact.nodes[1].ff, (Range{384, 768}));
+  EXPECT_FALSE(exact.nodes[0].gather_q8_ff);
+  EXPECT_EQ(weight_bytes(exact, 0), weight_bytes(exact, 1));  // 512 / 256 rows: 334 / 249 MB
+  // 3 nodes: one block each, on the shares: blocks kept, gathered as Q8_K.
+  const Plan three = must_plan(s, equal(3), /*exact=*/true);
+  EXPECT_EQ(three.ff_unit, 256);
+  EXPECT_TRUE(three.nodes[0].gather_q8_ff);
+  // {2, 1}: 512 / 256 is the shares: blocks kept.
+  EXPECT_EQ(must_plan(s, {2, 1}, /*exact=*/true).ff_unit, 256);
+}
+
 TEST(Plan, MixedLayerTypesAndExtras) {
   ModelShape s = llama8b(Type::Q4_K);
   s.layers.assign(s.n_layers, s.layer);
