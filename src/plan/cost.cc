@@ -122,8 +122,10 @@ NodeCost node_cost(const Plan& p, int node, const CostParams& c) {
   }
   if (p.nodes[node].exact) {
     // Four one-shot gathers per layer: Wo's input (the node's heads), Wo's output rows
-    // (F32), down's input (its MLP rows), down's output rows (F32). Time per gather: one
-    // latency plus the largest share any node receives over its link.
+    // (F32), down's input (its MLP rows; with experts, those of each of the n_expert_used
+    // experts a token reads), down's output rows (F32). Time per gather: one latency plus
+    // the largest share any node receives over its link.
+    const uint64_t ff_rows_per_token = s.n_expert > 0 ? uint64_t(s.n_expert_used) : 1;
     auto gathered = [&](int i) -> uint64_t {
       const NodeSlice& ns = p.nodes[i];
       const MatrixTypes& m = s.types(0);
@@ -131,7 +133,7 @@ NodeCost node_cost(const Plan& p, int node, const CostParams& c) {
       const uint64_t a = ns.gather_q8_att ? tensor::row_bytes(tensor::traits(m.wo).vec_dot_type, att) : 4 * att;
       const uint64_t f = ns.gather_q8_ff ? tensor::row_bytes(tensor::traits(m.down).vec_dot_type, ns.ff.size())
                                          : 4 * uint64_t(ns.ff.size());
-      return (a + f + 8 * uint64_t(ns.rows.size())) * uint64_t(c.batch);
+      return (a + ff_rows_per_token * f + 8 * uint64_t(ns.rows.size())) * uint64_t(c.batch);
     };
     Traffic t;
     uint64_t max_in = 0;

@@ -417,6 +417,10 @@ TEST(Plan, ExactModeDealsExpertRowsByTheShares) {
   EXPECT_EQ(exact.nodes[1].ff, (Range{384, 768}));
   EXPECT_FALSE(exact.nodes[0].gather_q8_ff);
   EXPECT_EQ(weight_bytes(exact, 0), weight_bytes(exact, 1));  // 512 / 256 rows: 334 / 249 MB
+  // Exact sync's traffic counts the hidden rows of all 8 experts a token reads (F32 here).
+  CostParams c;
+  const uint64_t per_layer = tensor::row_bytes(Type::Q8_K, 16 * 128) + 8 * 4 * 384 + 8 * 1024;
+  EXPECT_EQ(node_cost(exact, 0, c).allreduce[0].sent, per_layer * s.n_layers * c.batch);
   // 3 nodes: one block each, on the shares: blocks kept, gathered as Q8_K.
   const Plan three = must_plan(s, equal(3), /*exact=*/true);
   EXPECT_EQ(three.ff_unit, 256);
