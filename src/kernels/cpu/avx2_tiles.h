@@ -140,9 +140,9 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   for (; b + 1 < nb; b += 2) {
     const size_t pf_to = pf_total * size_t(b + 2) / size_t(nb);
     for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T0);
-    // Q8_0 (memory-bound at ~50 GB/s) measured 5% slower with the pair conversion on the
-    // AVX-512 EPYC and the same as this with its per-row scales on AVX2; the 4-bit types
-    // 10-20% faster with it (kernels_bench Matvec).
+    // Q8_0 (memory-bound at ~50 GB/s) keeps per-row scales: the pair conversion measured 5%
+    // slower for it on the AVX-512 EPYC (no faster on AVX2), while the 4- and 5-bit types
+    // gained 5-20% (kernels_bench Matvec, BENCHMARKS.md).
     if constexpr (std::is_same_v<D, DecQ8_0>) {
       step_single(b);
       step_single(b + 1);
