@@ -141,8 +141,9 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
     const size_t pf_to = pf_total * size_t(b + 2) / size_t(nb);
     for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T0);
     // Q8_0 (memory-bound at ~50 GB/s) keeps per-row scales: the pair conversion measured 5%
-    // slower for it on the AVX-512 EPYC (no faster on AVX2), while the 4- and 5-bit types
-    // gained 5-20% (kernels_bench Matvec, BENCHMARKS.md).
+    // slower for it on the AVX-512 EPYC (with AVX2 kernels, one run 5-10% faster: the
+    // choice follows the dev machine's ISA), while the 4- and 5-bit types gained 5-20%
+    // (kernels_bench Matvec, BENCHMARKS.md).
     if constexpr (std::is_same_v<D, DecQ8_0>) {
       step_single(b);
       step_single(b + 1);
