@@ -1,14 +1,19 @@
 """test_vulkan.py: `--device vulkan` end to end (issue 15; labels e2e and gpu; skipped,
-passing, when the machine has no Vulkan device). SmolLM2 requantized, so that the CPU does
-not round activations to Q8 (on the Q4_1 file the CPU's Q8_1 activations alone move
-perplexity by 1.6%, see ARCHITECTURE.md "Backends"): to F32, perplexity of a chunk within
-0.1% of the CPU backend's; to F16, a 3-node loopback cluster whose second worker runs
-`--device vulkan` gives the CPU cluster's greedy tokens (--sync-type f32: partial sums
-all-reduced, so the nodes need not compute bit-identical parts), and 16 tokens with the
-root on the device, and with exact sync (gathers) and a Vulkan worker. The refusals: a device
-index out of range (generate and worker), exact attention, a model larger than the
-device's memory. The greedy tokens of one node on the Q4_1 file beside the CPU's are
-vulkan_model_test's (VulkanSmolLM2)."""
+passing, when the machine has no Vulkan device). The device rounds a quantized matmul's
+activations to the CPU's Q8 grid (kernels/vulkan act_round.comp, bit for bit: vulkan_test),
+so perplexity of a chunk is compared on the bundled Q4_1 file itself: within the spread of
+the CPU's own kernel paths (SHARDLM_ISA=scalar against the default SIMD, the same
+quantized activations, other float arithmetic: 4.1% on this chunk of 64, where the
+device is 1.4% off; not the 0.1% the issue asks for, which even the CPU does not meet
+against itself: rounding to a Q8 grid turns last-bit differences into whole steps now and
+then); and on SmolLM2 requantized to F32 (no activation rounding anywhere) within 0.1% of
+the CPU backend's. To F16, a 3-node loopback cluster whose second worker runs `--device
+vulkan` gives the CPU cluster's greedy tokens (--sync-type f32: partial sums all-reduced, so
+the nodes need not compute bit-identical parts), and 16 tokens with the root on the device,
+and with exact sync (gathers) and a Vulkan worker. The refusals: a device index out of
+range (generate and worker), exact attention, a model larger than the device's memory. The
+greedy tokens of one node on the Q4_1 file beside the CPU's are vulkan_model_test's
+(VulkanSmolLM2)."""
 import os
 import re
 import subprocess
@@ -28,9 +33,10 @@ def run(cmd, timeout=300):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-def perplexity(model, device):
-    r = run([BIN, "perplexity", "-m", model, "-f", TEXT, "--ctx", "64", "--chunks", "1", "-t", "2",
-             "--device", device])
+def perplexity(model, device, isa=None):
+    env = dict(os.environ, SHARDLM_ISA=isa) if isa else None
+    r = subprocess.run([BIN, "perplexity", "-m", model, "-f", TEXT, "--ctx", "64", "--chunks", "1", "-t", "2",
+                        "--device", device], capture_output=True, text=True, timeout=300, env=env)
     m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout)
     if not m:
         raise RuntimeError("perplexity --device %s failed: %s" % (device, r.stderr[-800:]))
@@ -60,6 +66,12 @@ def main():
         for path, t in ((f32, "F32"), (f16, "F16")):
             q = run([BIN, "quantize", MODEL, path, t])
             check(q.returncode == 0, "quantize to %s: %s" % (t, q.stderr.strip()[-200:]))
+        cpu, gpu, scalar = perplexity(MODEL, "cpu"), perplexity(MODEL, "vulkan"), perplexity(MODEL, "cpu", "scalar")
+        spread = max(abs(scalar - cpu) / cpu, 1e-3)
+        print("Q4_1 perplexity, a chunk of 64: cpu %.4f, vulkan %.4f (%.2f%%), cpu scalar %.4f (%.2f%%)"
+              % (cpu, gpu, 100 * (gpu - cpu) / cpu, scalar, 100 * (scalar - cpu) / cpu), flush=True)
+        check(abs(gpu - cpu) / cpu <= spread, "Q4_1 perplexity: vulkan %.4f within the CPU paths' spread of %.2f%% of cpu "
+              "%.4f" % (gpu, 100 * spread, cpu))
         cpu, gpu = perplexity(f32, "cpu"), perplexity(f32, "vulkan")
         check(abs(gpu - cpu) / cpu < 1e-3, "F32 perplexity, a chunk of 64: vulkan %.4f within 0.1%% of cpu %.4f (%.4f%%)"
               % (gpu, cpu, 100 * abs(gpu - cpu) / cpu))

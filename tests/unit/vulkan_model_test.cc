@@ -65,11 +65,14 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 int argmax(const float* l, int n) { return int(std::max_element(l, l + n) - l); }
 
-// Greedy decoding from a prompt on the CPU and on the device: the same tokens, and every
+// Greedy decoding from a prompt on the CPU and on the device, both fed the CPU's token: every
 // step's logits within tol of the largest logit: 5e-4 for F32 weights (the CPU multiplies
 // F32 activations too; both round q and the cache to F16: measured 0.8-2.1e-4), 3e-2 for
-// quantized ones (the CPU quantizes activations to Q8, the device keeps them F32: on these
-// random-weight models 1.0-2.1e-2).
+// quantized ones (both round activations to the same Q8 grid, but a last-bit difference
+// upstream moves a value across a rounding boundary now and then, and these random-weight
+// models amplify that: measured 0.8-2.5e-2, as with the device's F32 activations before);
+// the same token at every step, or the CPU's top two logits within tol of the largest (a
+// near-tie: measured once in 84 steps, toy-qwen3 Q6_K, a gap of 1% of the largest logit).
 class VulkanModel : public ::testing::TestWithParam<std::pair<std::string, tensor::Type>> {};
 
 TEST_P(VulkanModel, GreedyTokensAndLogitsMatchTheCpuFlashPath) {
@@ -94,7 +97,14 @@ TEST_P(VulkanModel, GreedyTokensAndLogitsMatchTheCpuFlashPath) {
   for (int step = 0; step < 12; ++step) {
     EXPECT_LT(rel_diff(lc, lg), tol) << "step " << step;
     const int t = argmax(lc.data(), c.n_vocab);
-    ASSERT_EQ(t, argmax(lg.data(), c.n_vocab)) << "step " << step;
+    if (t != argmax(lg.data(), c.n_vocab)) {
+      std::vector<float> sorted(lc);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      double scale = 0;
+      for (float v : lc) scale = std::max(scale, double(std::fabs(v)));
+      EXPECT_LT(sorted[0] - sorted[1], tol * scale) << "step " << step << ": not a near-tie";
+      ASSERT_NE(type, tensor::Type::F32) << "step " << step;
+    }
     const int pos = int(toks.size());
     toks.push_back(t);
     ASSERT_TRUE(cpu.forward(&toks.back(), 1, pos, lc.data()).ok());
@@ -113,10 +123,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VulkanModel,
 
 // SmolLM2 (Q4_1), 3 prompts, kSteps (16) greedy tokens each, on the CPU's flash path and on the
 // device, both fed the CPU's token: every step picks the same token, or the CPU's top two
-// logits are within kNearTie (a near-tie, where F32 against Q8 activations may flip the
-// order). The largest logit differences are printed (measured: 2.5 over the whole
-// vocabulary, a tail logit; 0.63 for the picked token, bound 1.0: the CPU's Q8_1
-// activations, see docs/ARCHITECTURE.md "Backends"; 32 tokens each gave the same). About 2
+// logits are within kNearTie (a near-tie, where the last-bit differences that move an
+// activation across a Q8 rounding boundary may flip the order). The largest logit
+// differences are printed (measured: 1.25 over the whole vocabulary, a tail logit; 0.51 for
+// the picked token, no step parted, bound 1.0; with F32 activations on the device, before
+// they were rounded as the CPU's Q8_1: 2.5 and 0.63; 32 tokens each gave the same). About 2
 // minutes on lavapipe on two busy cores: registered with labels e2e and gpu, not unit.
 TEST(VulkanSmolLM2, GreedyTokensMatchTheCpuFlashPathOrPartAtNearTies) {
   SKIP_WITHOUT_DEVICE();

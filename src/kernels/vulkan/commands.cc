@@ -30,6 +30,11 @@ std::string typed_name(const char* shader, tensor::Type t) {
   return s;
 }
 
+// The activation types act_round.comp rounds to (the quantized weights' vec_dot types).
+bool rounds_activations(tensor::Type t) {
+  return t == tensor::Type::Q8_0 || t == tensor::Type::Q8_1 || t == tensor::Type::Q8_K;
+}
+
 int decode_chunks(int n_positions) {
   return (n_positions + kDecodeChunk - 1) / kDecodeChunk;
 }
@@ -66,8 +71,23 @@ struct Commands::Impl {
   uint32_t sets_in_pool = 0;
   bool recording = false;
   int n_dispatches = 0;
+  Buffer act_scratch[2];            // matmul's rounded activations and Q8_1 sums (grown as needed)
+  std::vector<Buffer> act_retired;  // smaller scratches ops recorded before may still read
 
   explicit Impl(Device& device) : dev(device), d(device.impl()) {}
+
+  // A scratch of at least `bytes` for the ops being recorded (a smaller one is kept until
+  // submit_and_wait: ops recorded before may read it).
+  Buffer& scratch(int i, size_t bytes) {
+    Buffer& s = act_scratch[i];
+    if (s.bytes() < bytes) {
+      util::Expected<Buffer> b = dev.alloc(std::max(bytes, 2 * s.bytes()), "matmul activations");
+      CHECK_MSG(b.ok(), b.error().c_str());
+      if (s.bytes() > 0) act_retired.push_back(std::move(s));
+      s = std::move(*b);
+    }
+    return s;
+  }
 
   VkDescriptorSet new_set() {
     if (sets_in_pool == kSetsPerPool) {
@@ -171,6 +191,7 @@ util::Status Commands::submit_and_wait() {
   m.sets_in_pool = 0;
   m.recording = false;
   m.n_dispatches = 0;
+  m.act_retired.clear();
   return st;
 }
 
@@ -186,20 +207,47 @@ void Commands::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t sr
   ++m.n_dispatches;
 }
 
-void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
+void Commands::round_activations(tensor::Type t, Buffer& out, const Buffer& x, int64_t n, Buffer* sums) {
+  CHECK(rounds_activations(t) && n % tensor::traits(t).block_size == 0);
+  CHECK(out.bytes() >= size_t(n) * 4 && x.bytes() >= size_t(n) * 4);
+  const int64_t n_blocks = n / tensor::traits(t).block_size;
+  struct { uint32_t n_blocks; } push{uint32_t(n_blocks)};
+  if (t == tensor::Type::Q8_1) {
+    CHECK(sums != nullptr && sums->bytes() >= size_t(n_blocks) * 4);
+    impl_->dispatch(typed_name("act_round", t), {&out, &x, sums}, push, groups(n_blocks, 64));
+  } else {
+    impl_->dispatch(typed_name("act_round", t), {&out, &x}, push, groups(n_blocks, 64));
+  }
+}
+
+void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x_in,
                       int64_t n_batch, Buffer& y) {
   CHECK(supports_weight_type(wt) && rows >= 1 && cols % 32 == 0 && n_batch >= 1);
   const size_t row_bytes = tensor::row_bytes(wt, cols);
-  CHECK(W.bytes() >= row_bytes * rows && x.bytes() >= size_t(n_batch * cols) * 4 &&
+  CHECK(W.bytes() >= row_bytes * rows && x_in.bytes() >= size_t(n_batch * cols) * 4 &&
         y.bytes() >= size_t(n_batch * rows) * 4);
+  // The CPU dots quantized weights with x quantized to the vec_dot type: round x to that
+  // grid first (cols is a multiple of 256 for the K types, so blocks never span rows).
+  // Q8_1 (the Q4_1 and Q5_1 weights') also gives each block's s for the shaders' m * s.
+  const tensor::Type at = tensor::traits(wt).vec_dot_type;
+  const Buffer* xp = &x_in;
+  Buffer* sums = nullptr;
+  if (rounds_activations(at)) {
+    Buffer& s = impl_->scratch(0, size_t(n_batch * cols) * 4);
+    if (at == tensor::Type::Q8_1) sums = &impl_->scratch(1, size_t(n_batch * cols / 32) * 4);
+    round_activations(at, s, x_in, n_batch * cols, sums);
+    xp = &s;
+  }
+  const Buffer& x = *xp;
+  const Buffer& s = sums ? *sums : x;  // binding 3: read by the Q4_1 and Q5_1 shaders only
   if (n_batch == 1) {
     struct { uint32_t rows, cols, row_bytes; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes)};
-    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y}, push, groups(rows, 1));
+    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push, groups(rows, 1));
   } else {
     CHECK((rows + 15) / 16 <= kMaxGroups && (n_batch + 15) / 16 <= kMaxGroups);
     struct { uint32_t rows, cols, row_bytes, n_batch; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes),
                                                             uint32_t(n_batch)};
-    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y}, push, groups(rows, 16), groups(n_batch, 16));
+    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y, &s}, push, groups(rows, 16), groups(n_batch, 16));
   }
 }
 

@@ -2,7 +2,8 @@
 # src/kernels/vulkan/shaders/*.comp to SPIR-V with glslc at build time, as C number lists
 # (glslc -mfmt=num), and generates shaders.cc, which embeds them as uint32_t arrays in the
 # kShaders table of shaders.h. Typed shaders get one SPIR-V per weight type
-# (-DWTYPE_<T>, named <shader>_<t>). Everything generated stays in the build tree.
+# (-DWTYPE_<T>, named <shader>_<t>), act_round one per activation (vec_dot) type
+# (-DATYPE_<T>). Everything generated stays in the build tree.
 find_package(Vulkan QUIET)
 find_program(SHARDLM_GLSLC NAMES glslc HINTS ${Vulkan_GLSLC_EXECUTABLE})
 if(NOT Vulkan_FOUND OR NOT SHARDLM_GLSLC)
@@ -14,6 +15,8 @@ set(vk_dir ${CMAKE_SOURCE_DIR}/src/kernels/vulkan)
 set(vk_out ${CMAKE_BINARY_DIR}/vulkan_shaders)
 set(vk_typed_shaders matvec matmul)
 set(vk_weight_types F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K)  # as supports_weight_type (commands.cc)
+set(vk_act_shaders act_round)
+set(vk_act_types Q8_0 Q8_1 Q8_K)  # the quantized vec_dot types of vk_weight_types
 file(GLOB vk_comp CONFIGURE_DEPENDS ${vk_dir}/shaders/*.comp)
 file(MAKE_DIRECTORY ${vk_out})
 
@@ -38,6 +41,11 @@ foreach(src ${vk_comp})
     foreach(t ${vk_weight_types})
       string(TOLOWER "${shader}_${t}" name)
       vk_shader(${src} ${name} -DWTYPE_${t})
+    endforeach()
+  elseif(shader IN_LIST vk_act_shaders)
+    foreach(t ${vk_act_types})
+      string(TOLOWER "${shader}_${t}" name)
+      vk_shader(${src} ${name} -DATYPE_${t})
     endforeach()
   else()
     vk_shader(${src} ${shader})

@@ -7,10 +7,18 @@
 // embedded (shaders/*.comp, CMake option SHARDLM_VULKAN).
 //
 // Numerics: weights are dequantized in the shader block by block with tensor::
-// dequantize_row's formulas, activations stay F32, sums are F32 (in order per invocation,
-// then a tree): results are within about 3e-7 of sum |w||x| of a float64 dot of the
-// dequantized rows (vulkan_test), and differ from kernels::matmul by its Q8 rounding of the
-// activations; never bit-identical to the CPU.
+// dequantize_row's formulas. Activations are F32, but before a quantized weight type's
+// matmul they are rounded to its vec_dot type's grid as the CPU's kernels::
+// quantize_activation quantizes them (Q8_0, Q8_1: 32 per block, d in fp16; Q8_K: 256 per
+// block, d a float; act_round.comp), x' = d * q in F32: bit for bit the CPU's quantized
+// values dequantized (vulkan_test); Q4_1 and Q5_1 weights' m multiplies Q8_1's s as on the
+// CPU (fp16(d * sum(q)), also bit for bit), not sum(x'). Sums are F32 (in order per
+// invocation, then a tree): results are within about 3e-7 of sum |w||x'| of a float64 dot
+// of the dequantized rows with x' (vulkan_test), so they differ from kernels::matmul only
+// by summation order; never bit-identical to the CPU. Over a whole model that is not
+// closeness to 0.1%: a last-bit difference moves a value across a rounding boundary now and
+// then (the CPU's scalar and SIMD paths are 4% apart in perplexity on a 64-token chunk of
+// SmolLM2 Q4_1). F16 and BF16 weights' activations stay F32 (the CPU rounds them to F16/BF16).
 // Deliberately not here: the forward pass, sharing a device between processes, buffer
 // sub-allocation (one VkDeviceMemory per Buffer), several queues, cooperative matrices.
 #pragma once
@@ -135,9 +143,16 @@ class Commands {
   // y[b][r] = dot(W[r], x[b]) for r < rows, b < n_batch. W: rows x cols of type wt in the
   // GGUF row layout (row_bytes(wt, cols) apart); x: F32 [n_batch][cols]; y: F32
   // [n_batch][rows]. cols is a multiple of the block size (32 for the float types too).
-  // n_batch == 1 runs the matrix x vector shader, larger batches the tiled GEMM.
+  // n_batch == 1 runs the matrix x vector shader, larger batches the tiled GEMM. For a
+  // quantized wt, x is first rounded to traits(wt).vec_dot_type's grid (round_activations,
+  // into scratches the Commands owns; x itself is not changed).
   void matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
               int64_t n_batch, Buffer& y);
+  // out = n values of x rounded to the grid of activation type t (Q8_0, Q8_1 or Q8_K; n a
+  // multiple of its block size): per block the CPU quantizer's d and q, out = float(d as
+  // stored) * q, i.e. tensor::dequantize_row of kernels::quantize_activation's output.
+  // Q8_1 also writes each block's s (float of the stored fp16) to sums (n / 32 floats).
+  void round_activations(tensor::Type t, Buffer& out, const Buffer& x, int64_t n, Buffer* sums = nullptr);
   // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for each of n_rows rows of n values.
   void rmsnorm(Buffer& out, const Buffer& x, const Buffer& w, int64_t n_rows, int64_t n, float eps);
   // out = a + b, n values (out may be a or b: the residual adds).

@@ -4,6 +4,10 @@
 // row as tensor::dequantize_row does. Compiled with one of -DWTYPE_F32, _F16, _BF16,
 // _Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1, _Q4_K, _Q5_K, _Q6_K. Included by matvec.comp and
 // matmul.comp.
+//
+// Q4_1 and Q5_1 (WTYPE_HAS_MIN): dequantize_chunk leaves out the block's m (x = d * q) and
+// the shaders add m * s per block, s the sum of the block's activations as the CPU's vec_dot
+// takes it from Q8_1 (fp16(d * sum(q)), act_round.comp), not the sum of the rounded values.
 
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };  // [rows][row_bytes]
 
@@ -31,7 +35,19 @@ void k_scale_min(uint s, uint j, out uint sc, out uint m) {
   }
 }
 
-// v[i] = element 32 * c + i of the row starting at byte row_off.
+#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
+#define WTYPE_HAS_MIN
+// m of block c of the row starting at byte row_off.
+float chunk_min(uint row_off, uint c) {
+#if defined(WTYPE_Q4_1)
+  return w_f16(row_off + 20u * c + 2u);
+#else
+  return w_f16(row_off + 24u * c + 2u);
+#endif
+}
+#endif
+
+// v[i] = element 32 * c + i of the row starting at byte row_off (less m: WTYPE_HAS_MIN).
 void dequantize_chunk(uint row_off, uint c, out float v[32]) {
 #if defined(WTYPE_F32)
   const uint base = (row_off >> 2) + 32u * c;
@@ -69,25 +85,25 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
     }
   }
 #elif defined(WTYPE_Q4_1)
-  // { f16 d, m; u8 qs[16] }: x = d * q + m
+  // { f16 d, m; u8 qs[16] }: x = d * q + m (m: chunk_min)
   const uint off = row_off + 20u * c;
-  const float d = w_f16(off), m = w_f16(off + 2u);
+  const float d = w_f16(off);
   for (uint i = 0; i < 16u; i += 4u) {
     const uint q = w_u32(off + 4u + i);
     for (uint j = 0; j < 4u; ++j) {
-      v[i + j] = d * float(byte_of(q, j) & 0xFu) + m;
-      v[i + j + 16u] = d * float(byte_of(q, j) >> 4) + m;
+      v[i + j] = d * float(byte_of(q, j) & 0xFu);
+      v[i + j + 16u] = d * float(byte_of(q, j) >> 4);
     }
   }
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
   // { f16 d; [f16 m;] u32 qh; u8 qs[16] }: 4 low bits as Q4_0 / Q4_1, bit 4 of element i is
-  // bit i of qh; Q5_0: x = d * (q - 16), Q5_1: x = d * q + m
+  // bit i of qh; Q5_0: x = d * (q - 16), Q5_1: x = d * q + m (m: chunk_min)
 #if defined(WTYPE_Q5_0)
   const uint off = row_off + 22u * c, qs = off + 6u;
   const float d = w_f16(off);
 #else
   const uint off = row_off + 24u * c, qs = off + 8u;
-  const float d = w_f16(off), m = w_f16(off + 2u);
+  const float d = w_f16(off);
 #endif
   const uint qh = w_u32(qs - 4u);
   for (uint i = 0; i < 16u; i += 4u) {
@@ -99,8 +115,8 @@ void dequantize_chunk(uint row_off, uint c, out float v[32]) {
       v[i + j] = float(int(q0) - 16) * d;
       v[i + j + 16u] = float(int(q1) - 16) * d;
 #else
-      v[i + j] = float(q0) * d + m;
-      v[i + j + 16u] = float(q1) * d + m;
+      v[i + j] = float(q0) * d;
+      v[i + j + 16u] = float(q1) * d;
 #endif
     }
   }

@@ -9,10 +9,17 @@
 layout(local_size_x = 16, local_size_y = 16) in;  // x: batch column, y: weight row
 layout(std430, binding = 1) readonly buffer X { float x[]; };   // [n_batch][cols]
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [n_batch][rows]
+#ifdef WTYPE_HAS_MIN
+layout(std430, binding = 3) readonly buffer S { float sums[]; };   // [n_batch][cols / 32]: Q8_1's s
+#endif
 layout(push_constant) uniform Push { uint rows, cols, row_bytes, n_batch; } p;
 
 shared float ws[16][TK * 32 + 1];  // [row in tile][element of the step], padded
 shared float xs[16][TK * 32 + 1];  // [batch in tile][element of the step]
+#ifdef WTYPE_HAS_MIN
+shared float ms[16][TK];  // [row in tile][chunk of the step]: the blocks' m
+shared float ss[16][TK];  // [batch in tile][chunk of the step]: the activations' s
+#endif
 
 void main() {
   const uint lb = gl_LocalInvocationID.x, lr = gl_LocalInvocationID.y;
@@ -26,6 +33,10 @@ void main() {
       if (r0 + r < p.rows && c0 + k < n_chunks) dequantize_chunk((r0 + r) * p.row_bytes, c0 + k, v);
       else for (uint i = 0; i < 32u; ++i) v[i] = 0.0;
       for (uint i = 0; i < 32u; ++i) ws[r][32u * k + i] = v[i];
+#ifdef WTYPE_HAS_MIN  // and s of batch row r (as many as rows in a tile)
+      ms[r][k] = r0 + r < p.rows && c0 + k < n_chunks ? chunk_min((r0 + r) * p.row_bytes, c0 + k) : 0.0;
+      ss[r][k] = b0 + r < p.n_batch && c0 + k < n_chunks ? sums[(b0 + r) * n_chunks + c0 + k] : 0.0;
+#endif
     }
     for (uint e = tid; e < 16u * TK * 32u; e += 256u) {
       const uint b = e / (TK * 32u), i = e % (TK * 32u);
@@ -33,6 +44,9 @@ void main() {
     }
     barrier();
     for (uint i = 0; i < TK * 32u; ++i) acc += ws[lr][i] * xs[lb][i];
+#ifdef WTYPE_HAS_MIN
+    for (uint k = 0; k < TK; ++k) acc += ms[lr][k] * ss[lb][k];
+#endif
     barrier();
   }
   if (r0 + lr < p.rows && b0 + lb < p.n_batch) y[(b0 + lb) * p.rows + r0 + lr] = acc;

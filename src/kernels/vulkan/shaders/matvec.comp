@@ -7,6 +7,9 @@
 layout(local_size_x = 64) in;
 layout(std430, binding = 1) readonly buffer X { float x[]; };   // [cols]
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [rows]
+#ifdef WTYPE_HAS_MIN
+layout(std430, binding = 3) readonly buffer S { float sums[]; };   // [cols / 32]: Q8_1's s
+#endif
 layout(push_constant) uniform Push { uint rows, cols, row_bytes; } p;
 
 shared float partial[64];
@@ -19,6 +22,9 @@ void main() {
       float v[32];
       dequantize_chunk(row * p.row_bytes, c, v);
       for (uint i = 0; i < 32u; ++i) sum += v[i] * x[32u * c + i];
+#ifdef WTYPE_HAS_MIN
+      sum += chunk_min(row * p.row_bytes, c) * sums[c];
+#endif
     }
     partial[tid] = sum;
     barrier();
