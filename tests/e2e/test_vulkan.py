@@ -29,14 +29,13 @@ TEXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "p
 PROMPT = "The three primary colors are"
 
 
-def run(cmd, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd, timeout=300, env=None):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def perplexity(model, device, isa=None):
-    env = dict(os.environ, SHARDLM_ISA=isa) if isa else None
-    r = subprocess.run([BIN, "perplexity", "-m", model, "-f", TEXT, "--ctx", "64", "--chunks", "1", "-t", "2",
-                        "--device", device], capture_output=True, text=True, timeout=300, env=env)
+    r = run([BIN, "perplexity", "-m", model, "-f", TEXT, "--ctx", "64", "--chunks", "1", "-t", "2", "--device", device],
+            env=dict(os.environ, SHARDLM_ISA=isa) if isa else None)
     m = re.search(r"Final estimate: PPL = ([0-9.]+)", r.stdout)
     if not m:
         raise RuntimeError("perplexity --device %s failed: %s" % (device, r.stderr[-800:]))

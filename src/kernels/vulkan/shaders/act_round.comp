@@ -63,8 +63,8 @@ float div_rn(float a, float b) {
   return uintBitsToFloat(uint(e + 127) << 23 | (mant & 0x7FFFFFu));
 }
 
-// float(fp16(v)) for v >= 0 (|v| with v's sign: f16_round_signed): rounded to nearest, ties to even, to fp16's precision
-// (subnormal fp16 below 2^-14, infinity from 65520).
+// float(fp16(v)) for v >= 0, rounded to nearest, ties to even (subnormal fp16 below 2^-14,
+// infinity from 65520); f16_round_signed: any sign.
 float f16_round(float v) {
   if (v == 0.0) return 0.0;
   const int e = max(int(floatBitsToUint(v) >> 23) - 127, -14);  // quantum 2^(e - 10)
