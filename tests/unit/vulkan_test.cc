@@ -173,7 +173,7 @@ Weights random_weights(std::mt19937& rng, Type t, int64_t rows, int64_t cols) {
 // weights' activations F32).
 std::vector<float> cpu_rounded(Type wt, const std::vector<float>& x, int64_t cols) {
   const Type at = tensor::traits(wt).vec_dot_type;
-  if (at != Type::Q8_0 && at != Type::Q8_1 && at != Type::Q8_K) return x;
+  if (at == Type::F32) return x;
   std::vector<float> out(x.size());
   std::vector<uint8_t> q(kernels::activation_bytes(at, cols));
   for (size_t r = 0; r < x.size() / size_t(cols); ++r) {
@@ -353,6 +353,42 @@ TEST_F(VulkanTest, RoundActivationsMatchCpuQuantizerBitForBit) {
         EXPECT_EQ(mismatches, 0) << tensor::type_name(at) << " rows " << rows << " cols " << cols;
       }
     }
+  }
+}
+
+// F16 / BF16 (the F16 and BF16 weights' activations): every value rounded as the CPU's
+// converters do, ties to even, subnormal halves, overflow to infinity and signed zeros.
+TEST_F(VulkanTest, RoundActivationsToHalvesMatchCpuBitForBit) {
+  std::mt19937 rng(23);
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, -70000.0f, 1e-8f, -3e-8f,
+                          6.1e-5f, 1e30f, -1e-30f, 3.0e38f};
+  for (int k = 0; k < 64; ++k) {  // exact ties: halfway between two halves / two bfloat16s
+    x.push_back((1.0f + (2.0f * float(k) + 1.0f) / 2048.0f) * std::ldexp(1.0f, k % 40 - 20));
+    x.push_back(-(1.0f + (2.0f * float(k) + 1.0f) / 256.0f) * std::ldexp(1.0f, k % 60 - 30));
+  }
+  for (float s : {1e-6f, 1e-3f, 1.0f, 1e3f}) {
+    const std::vector<float> g = gaussian(rng, 200, s);
+    x.insert(x.end(), g.begin(), g.end());
+  }
+  x.resize(x.size() / 32 * 32 + 32, 0.25f);
+  const int64_t n = int64_t(x.size());
+  for (Type at : {Type::F16, Type::BF16}) {
+    std::vector<uint16_t> h(x.size());
+    kernels::quantize_activation(at, x.data(), h.data(), n);
+    std::vector<float> want(x.size());
+    tensor::dequantize_row(at, h.data(), want.data(), n);
+    Buffer xb = upload(x), ob = alloc(size_t(n) * 4);
+    Commands cmd(*dev_);
+    cmd.round_activations(at, ob, xb, n);
+    run(cmd);
+    const std::vector<float> got = download(ob, size_t(n));
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5)
+        ADD_FAILURE() << tensor::type_name(at) << " element " << i << " x " << x[i] << ": " << got[i]
+                      << " vs the CPU's " << want[i];
+    }
+    EXPECT_EQ(mismatches, 0) << tensor::type_name(at);
   }
 }
 
@@ -582,15 +618,18 @@ AttentionCase attention_case(std::mt19937& rng, int n_q, int pos0, int n_heads, 
   return c;
 }
 
-// float64 causal softmax(q k * scale) v with the cache's F16 values.
+// float64 causal softmax(q k * scale) v with the cache's F16 values and q rounded to F16, as
+// the CPU's flash attention rounds it for an F16 cache.
 std::vector<float> attention_reference(const AttentionCase& c) {
   const AttentionShape& a = c.a;
-  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  const int hd = a.head_dim, group = a.group > 0 ? a.group : a.n_heads / a.n_kv_heads;
   std::vector<float> out(c.q.size());
   for (int t = 0; t < a.n_q; ++t) {
     for (int h = 0; h < a.n_heads; ++h) {
-      const float* q = &c.q[(size_t(t) * a.n_heads + h) * hd];
-      const size_t base = size_t(h / group) * a.n_ctx * hd;
+      std::vector<float> q(hd);
+      for (int d = 0; d < hd; ++d)
+        q[d] = util::fp16_to_f32(util::f32_to_fp16(c.q[(size_t(t) * a.n_heads + h) * hd + d]));
+      const size_t base = size_t((h + a.head_offset) / group) * a.n_ctx * hd;
       const int n_kv = a.pos0 + t + 1;
       std::vector<double> s(n_kv);
       double m = -INFINITY;
@@ -622,19 +661,24 @@ double attention_error(const std::vector<float>& got, const std::vector<float>& 
 
 TEST_F(VulkanTest, FlashAttentionPrefillMatchesFloat64) {
   std::mt19937 rng(12);
-  struct Shape { int n_q, pos0, n_heads, n_kv_heads, head_dim; };
-  const Shape shapes[] = {{1, 0, 6, 2, 64},    {37, 0, 6, 2, 64}, {17, 283, 4, 4, 128}, {40, 5, 6, 2, 128},
-                          {33, 0, 3, 1, 62},   {19, 7, 4, 1, 256}};
+  // group, offset: a node's slice of heads that starts or ends inside a KV group (its first
+  // head the offset-th of a group of that many query heads).
+  struct Shape { int n_q, pos0, n_heads, n_kv_heads, head_dim, group = 0, offset = 0; };
+  const Shape shapes[] = {{1, 0, 6, 2, 64},  {37, 0, 6, 2, 64},       {17, 283, 4, 4, 128},   {40, 5, 6, 2, 128},
+                          {33, 0, 3, 1, 62}, {19, 7, 4, 1, 256},      {21, 3, 4, 2, 64, 3, 2}, {9, 0, 1, 1, 64, 3, 1},
+                          {12, 2, 3, 3, 32, 2, 1}};
   double worst = 0;
   for (const Shape& s : shapes) {
-    const AttentionCase c = attention_case(rng, s.n_q, s.pos0, s.n_heads, s.n_kv_heads, s.head_dim);
+    AttentionCase c = attention_case(rng, s.n_q, s.pos0, s.n_heads, s.n_kv_heads, s.head_dim);
+    c.a.group = s.group;
+    c.a.head_offset = s.offset;
     Buffer qb = upload(c.q), kb = upload(c.k), vb = upload(c.v), ob = alloc(c.q.size() * 4);
     Commands cmd(*dev_);
     cmd.flash_attention(c.a, qb, kb, vb, ob);
     run(cmd);
     const double err = attention_error(download(ob, c.q.size()), attention_reference(c));
     EXPECT_LT(err, 1e-5) << "n_q " << s.n_q << " pos0 " << s.pos0 << " heads " << s.n_heads << "/" << s.n_kv_heads
-                         << " head_dim " << s.head_dim;
+                         << " head_dim " << s.head_dim << " group " << s.group << " offset " << s.offset;
     worst = std::max(worst, err);
   }
   std::printf("[vulkan] flash attention: max error %.2e of max |out|\n", worst);
@@ -645,7 +689,8 @@ TEST_F(VulkanTest, FlashDecodeMatchesFloat64) {
   double worst = 0;
   for (int head_dim : {64, 128, 256}) {
     for (int n_ctx : {1, 37, 64, 65, 300}) {
-      const AttentionCase c = attention_case(rng, 1, n_ctx - 1, 6, 2, head_dim);
+      AttentionCase c = attention_case(rng, 1, n_ctx - 1, 6, 2, head_dim);
+      if (n_ctx == 65) c.a.group = 4, c.a.head_offset = 1;  // heads 1..6 of groups of 4: KV heads 0, 1
       Buffer qb = upload(c.q), kb = upload(c.k), vb = upload(c.v), ob = alloc(c.q.size() * 4);
       Buffer scratch = alloc(kernels::vulkan::flash_decode_scratch_bytes(c.a));
       Commands cmd(*dev_);
@@ -687,16 +732,13 @@ TEST_F(VulkanTest, KvStoreThenPrefillAndDecode) {
         c.k[dst] = util::f32_to_fp16(k_new[src]);
         c.v[dst] = util::f32_to_fp16(v_new[src]);
       }
-  // Vulkan leaves packHalf2x16's rounding open: allow one F16 step (lavapipe rounds to
-  // nearest even, as the CPU), then take the device's bits as the reference cache.
+  // kv_store rounds exactly (f16.glsl): the cache holds the CPU's F16 bits.
   for (std::vector<uint16_t>* want : {&c.k, &c.v}) {
     std::vector<uint16_t> got(cache_values);
     ASSERT_TRUE(dev_->download(want == &c.k ? kc : vc, got.data(), cache_values * 2).ok());
     for (int h = 0; h < n_kv_heads; ++h)
-      for (size_t i = size_t(h) * n_ctx * head_dim; i < (size_t(h) * n_ctx + n_prompt) * head_dim; ++i) {
-        ASSERT_LE(std::abs(int(got[i]) - int((*want)[i])), 1) << "kv head " << h << " element " << i;
-        (*want)[i] = got[i];
-      }
+      for (size_t i = size_t(h) * n_ctx * head_dim; i < (size_t(h) * n_ctx + n_prompt) * head_dim; ++i)
+        ASSERT_EQ(got[i], (*want)[i]) << "kv head " << h << " element " << i;
   }
   const double prefill_err = attention_error(download(ob, c.q.size()), attention_reference(c));
   EXPECT_LT(prefill_err, 1e-5);

@@ -30,18 +30,24 @@ std::string typed_name(const char* shader, tensor::Type t) {
   return s;
 }
 
-// The activation types act_round.comp rounds to (the quantized weights' vec_dot types).
+// The activation types act_round.comp rounds to (every weight type's vec_dot type but F32).
 bool rounds_activations(tensor::Type t) {
-  return t == tensor::Type::Q8_0 || t == tensor::Type::Q8_1 || t == tensor::Type::Q8_K;
+  return t == tensor::Type::Q8_0 || t == tensor::Type::Q8_1 || t == tensor::Type::Q8_K || t == tensor::Type::F16 ||
+         t == tensor::Type::BF16;
 }
 
 int decode_chunks(int n_positions) {
   return (n_positions + kDecodeChunk - 1) / kDecodeChunk;
 }
 
+int group_of(const AttentionShape& a) { return a.group > 0 ? a.group : a.n_heads / a.n_kv_heads; }
+
 void check_attention(const AttentionShape& a, const Buffer& k, const Buffer& v) {
   CHECK(a.head_dim % 2 == 0 && a.head_dim <= kMaxHeadDim);
-  CHECK(a.n_kv_heads >= 1 && a.n_heads % a.n_kv_heads == 0);
+  CHECK(a.n_kv_heads >= 1);
+  const int group = group_of(a);
+  CHECK(group >= 1 && a.head_offset >= 0 && a.head_offset < group);
+  CHECK((a.n_heads - 1 + a.head_offset) / group < a.n_kv_heads);  // every head's KV head is here
   CHECK(a.pos0 + a.n_q <= a.n_ctx);
   const size_t cache_bytes = size_t(a.n_kv_heads) * a.n_ctx * a.head_dim * 2;
   CHECK(k.bytes() >= cache_bytes && v.bytes() >= cache_bytes);
@@ -226,8 +232,8 @@ void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t co
   const size_t row_bytes = tensor::row_bytes(wt, cols);
   CHECK(W.bytes() >= row_bytes * rows && x_in.bytes() >= size_t(n_batch * cols) * 4 &&
         y.bytes() >= size_t(n_batch * rows) * 4);
-  // The CPU dots quantized weights with x quantized to the vec_dot type: round x to that
-  // grid first (cols is a multiple of 256 for the K types, so blocks never span rows).
+  // The CPU dots F16 / BF16 / quantized weights with x converted to the vec_dot type: round
+  // x to that grid first (cols is a multiple of 256 for the K types, so blocks never span rows).
   // Q8_1 (the Q4_1 and Q5_1 weights') also gives each block's s for the shaders' m * s.
   const tensor::Type at = tensor::traits(wt).vec_dot_type;
   const Buffer* xp = &x_in;
@@ -307,9 +313,9 @@ void Commands::flash_attention(const AttentionShape& a, const Buffer& q, const B
   const size_t q_bytes = size_t(a.n_q) * a.n_heads * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes);
   CHECK((a.n_q + kPrefillRows - 1) / kPrefillRows <= int(kMaxGroups));
-  struct { uint32_t n_q, pos0, n_heads, n_kv_heads, head_dim, n_ctx; float scale; } push{
-      uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(a.n_kv_heads), uint32_t(a.head_dim),
-      uint32_t(a.n_ctx), a.scale};
+  struct { uint32_t n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; } push{
+      uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset),
+      uint32_t(a.head_dim), uint32_t(a.n_ctx), a.scale};
   impl_->dispatch("flash_attention", {&q, &k, &v, &out}, push, groups(a.n_q, kPrefillRows), uint32_t(a.n_heads));
 }
 
@@ -320,9 +326,9 @@ void Commands::flash_decode(const AttentionShape& a, const Buffer& q, const Buff
   const size_t q_bytes = size_t(a.n_heads) * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes && scratch.bytes() >= flash_decode_scratch_bytes(a));
   const int n_chunks = decode_chunks(a.pos0 + 1);
-  struct { uint32_t pos0, n_heads, n_kv_heads, head_dim, n_ctx, n_chunks; float scale; } push{
-      uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(a.n_kv_heads), uint32_t(a.head_dim), uint32_t(a.n_ctx),
-      uint32_t(n_chunks), a.scale};
+  struct { uint32_t pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; } push{
+      uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset), uint32_t(a.head_dim),
+      uint32_t(a.n_ctx), uint32_t(n_chunks), a.scale};
   impl_->dispatch("flash_decode", {&q, &k, &v, &scratch}, push, uint32_t(n_chunks), uint32_t(a.n_heads));
   struct { uint32_t head_dim, n_chunks; } combine{uint32_t(a.head_dim), uint32_t(n_chunks)};
   impl_->dispatch("flash_decode_combine", {&scratch, &out}, combine, uint32_t(a.n_heads));

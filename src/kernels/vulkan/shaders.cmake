@@ -16,7 +16,7 @@ set(vk_out ${CMAKE_BINARY_DIR}/vulkan_shaders)
 set(vk_typed_shaders matvec matmul)
 set(vk_weight_types F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K)  # as supports_weight_type (commands.cc)
 set(vk_act_shaders act_round)
-set(vk_act_types Q8_0 Q8_1 Q8_K)  # the quantized vec_dot types of vk_weight_types
+set(vk_act_types Q8_0 Q8_1 Q8_K F16 BF16)  # the rounded vec_dot types of vk_weight_types
 file(GLOB vk_comp CONFIGURE_DEPENDS ${vk_dir}/shaders/*.comp)
 file(MAKE_DIRECTORY ${vk_out})
 

@@ -7,10 +7,10 @@
 // embedded (shaders/*.comp, CMake option SHARDLM_VULKAN).
 //
 // Numerics: weights are dequantized in the shader block by block with tensor::
-// dequantize_row's formulas. Activations are F32, but before a quantized weight type's
-// matmul they are rounded to its vec_dot type's grid as the CPU's kernels::
-// quantize_activation quantizes them (Q8_0, Q8_1: 32 per block, d in fp16; Q8_K: 256 per
-// block, d a float; act_round.comp), x' = d * q in F32: bit for bit the CPU's quantized
+// dequantize_row's formulas. Activations are F32, but before a matmul of any weight type
+// but F32 they are rounded to its vec_dot type's grid as the CPU's kernels::
+// quantize_activation converts them (Q8_0, Q8_1: 32 per block, d in fp16; Q8_K: 256 per
+// block, d a float; F16, BF16: each value; act_round.comp), x' = d * q in F32: bit for bit the CPU's quantized
 // values dequantized (vulkan_test); Q4_1 and Q5_1 weights' m multiplies Q8_1's s as on the
 // CPU (fp16(d * sum(q)), also bit for bit), not sum(x'). Sums are F32 (in order per
 // invocation, then a tree): results are within about 3e-7 of sum |w||x'| of a float64 dot
@@ -125,6 +125,11 @@ struct AttentionShape {
   int head_dim = 64;  // even, <= kMaxHeadDim
   int n_ctx = 1;      // positions each cache head has room for (>= pos0 + n_q)
   float scale = 0;    // usually 1/sqrt(head_dim)
+  // Query head h reads KV head (h + head_offset) / group: group is the model's query heads
+  // per KV head (0: n_heads / n_kv_heads), head_offset where a node's slice starts inside
+  // its first KV group (a slice of heads [hb, ..) and KV heads [kb, ..): hb - kb * group).
+  int group = 0;
+  int head_offset = 0;
 };
 constexpr int kMaxHeadDim = 256;
 // Scratch bytes flash_decode needs for a shape (its per-chunk partial results).
@@ -143,13 +148,13 @@ class Commands {
   // y[b][r] = dot(W[r], x[b]) for r < rows, b < n_batch. W: rows x cols of type wt in the
   // GGUF row layout (row_bytes(wt, cols) apart); x: F32 [n_batch][cols]; y: F32
   // [n_batch][rows]. cols is a multiple of the block size (32 for the float types too).
-  // n_batch == 1 runs the matrix x vector shader, larger batches the tiled GEMM. For a
-  // quantized wt, x is first rounded to traits(wt).vec_dot_type's grid (round_activations,
+  // n_batch == 1 runs the matrix x vector shader, larger batches the tiled GEMM. For any
+  // wt but F32, x is first rounded to traits(wt).vec_dot_type's grid (round_activations,
   // into scratches the Commands owns; x itself is not changed).
   void matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t cols, const Buffer& x,
               int64_t n_batch, Buffer& y);
-  // out = n values of x rounded to the grid of activation type t (Q8_0, Q8_1 or Q8_K; n a
-  // multiple of its block size): per block the CPU quantizer's d and q, out = float(d as
+  // out = n values of x rounded to the grid of activation type t (Q8_0, Q8_1, Q8_K, F16 or
+  // BF16; n a multiple of its block size): per block the CPU quantizer's d and q, out = float(d as
   // stored) * q, i.e. tensor::dequantize_row of kernels::quantize_activation's output.
   // Q8_1 also writes each block's s (float of the stored fp16) to sums (n / 32 floats).
   void round_activations(tensor::Type t, Buffer& out, const Buffer& x, int64_t n, Buffer* sums = nullptr);

@@ -56,15 +56,6 @@ std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunCon
   if (cfg.head_dim % 2 != 0 || cfg.head_dim > vk::kMaxHeadDim)
     return "head_dim " + std::to_string(cfg.head_dim) + " is beyond the Vulkan attention kernels (even, <= " +
            std::to_string(vk::kMaxHeadDim) + "): use --device cpu";
-  // The kernels read KV head h / (n_heads / n_kv_heads) for local query head h.
-  const int group = cfg.n_heads / cfg.n_kv_heads;
-  if (part.n_heads > 0) {
-    if (part.n_kv_heads == 0 || part.n_heads % part.n_kv_heads != 0)
-      return "this node's heads do not fall on whole KV groups: use --device cpu";
-    for (int h = 0; h < part.n_heads; ++h)
-      if ((part.head_begin + h) / group - part.kv_begin != h / (part.n_heads / part.n_kv_heads))
-        return "this node's heads do not fall on whole KV groups: use --device cpu";
-  }
   std::string bad;
   for_each_matrix(w, [&](const Matrix& m) {
     if (bad.empty() && m.rows > 0 && (!vk::supports_weight_type(m.type) || m.cols % 32 != 0))
@@ -260,6 +251,8 @@ void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
     a.head_dim = hd;
     a.n_ctx = rc_.ctx;
     a.scale = 1.0f / std::sqrt(float(hd));
+    a.group = c.n_heads / c.n_kv_heads;  // a slice may start or end inside a KV group
+    a.head_offset = part_.head_begin - part_.kv_begin * a.group;
     if (g.n == 1)
       cmd_.flash_decode(a, q, kc, vc, decode_scratch_, out);
     else

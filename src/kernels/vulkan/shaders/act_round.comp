@@ -8,6 +8,8 @@
 //     Q5_1 vec_dot multiply the weight block's m with (dequant.glsl WTYPE_HAS_MIN).
 //   -DATYPE_Q8_K (256 per block): max = the first x of largest |x|, iscale = -127 / max,
 //     q = min(127, iscale * x rounded half to even), d = 1 / iscale stored as float.
+//   -DATYPE_F16, _BF16 (the F16 / BF16 weights' vec_dot types, one value per "block"):
+//     x rounded to nearest even (util::f32_to_fp16, f32_to_bf16).
 // Vulkan lets a float division be 2.5 ulp off and leaves the rounding of packHalf2x16
 // open, so both are done exactly here with integers (div_rn, f16_round); products and
 // roundEven are exact in Vulkan. Blocks whose amax is below 1e-30 (kTiny) give zeros. One
@@ -26,8 +28,10 @@ layout(push_constant) uniform Push { uint n_blocks; } p;
 const uint kBlock = 32u;
 #elif defined(ATYPE_Q8_K)
 const uint kBlock = 256u;
+#elif defined(ATYPE_F16) || defined(ATYPE_BF16)
+const uint kBlock = 1u;
 #else
-#error "define the activation type: -DATYPE_Q8_0, _Q8_1 or _Q8_K"
+#error "define the activation type: -DATYPE_Q8_0, _Q8_1, _Q8_K, _F16 or _BF16"
 #endif
 
 // a / b correctly rounded (to nearest, ties to even) for positive normal a, b with a
@@ -63,16 +67,7 @@ float div_rn(float a, float b) {
   return uintBitsToFloat(uint(e + 127) << 23 | (mant & 0x7FFFFFu));
 }
 
-// float(fp16(v)) for v >= 0, rounded to nearest, ties to even (subnormal fp16 below 2^-14,
-// infinity from 65520); f16_round_signed: any sign.
-float f16_round(float v) {
-  if (v == 0.0) return 0.0;
-  const int e = max(int(floatBitsToUint(v) >> 23) - 127, -14);  // quantum 2^(e - 10)
-  const float up = uintBitsToFloat(uint(10 - e + 127) << 23), down = uintBitsToFloat(uint(e - 10 + 127) << 23);
-  const float r = roundEven(v * up) * down;  // exact: scaling by powers of two
-  return r > 65504.0 ? uintBitsToFloat(0x7F800000u) : r;
-}
-float f16_round_signed(float v) { return v < 0.0 ? -f16_round(-v) : f16_round(v); }
+#include "f16.glsl"
 
 // Smallest amax modelled (127 / amax and 1 / (127 / amax) stay normal floats for div_rn);
 // a block below it gives zeros (the CPU's Q8_0 / Q8_1 d rounds to fp16 0 there anyway).
@@ -85,7 +80,13 @@ float q_float(int q) { return q == 0 ? 0.0 : float(q); }
 void main() {
   for (uint b = gl_GlobalInvocationID.x; b < p.n_blocks; b += gl_NumWorkGroups.x * 64u) {
     const uint base = b * kBlock;
-#if defined(ATYPE_Q8_K)
+#if defined(ATYPE_F16)
+    out_[base] = f16_round_signed(x[base]);
+#elif defined(ATYPE_BF16)
+    const uint u = floatBitsToUint(x[base]);  // as util::f32_to_bf16 (NaN kept quiet)
+    const uint h = (u & 0x7FFFFFFFu) > 0x7F800000u ? (u >> 16) | 64u : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    out_[base] = uintBitsToFloat(h << 16);
+#elif defined(ATYPE_Q8_K)
     float amax = 0.0, vmax = 0.0;
     for (uint i = 0; i < kBlock; ++i) {
       const float ax = abs(x[base + i]);

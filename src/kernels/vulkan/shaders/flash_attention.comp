@@ -3,8 +3,10 @@
 // positions (kept as F16 pairs in shared memory) up to the last row's position, keeping
 // per row the running max m, the running sum l and an F32 accumulator rescaled by
 // exp(m_old - m_new) (online softmax), so the score matrix is never stored beyond one
-// 8 x 16 tile. Scores and sums are F32.
+// 8 x 16 tile. Q is rounded to F16 first, as the CPU does for an F16 cache (its
+// prepare_q_row); scores and sums are F32.
 #version 450
+#include "f16.glsl"
 
 #define BR 8      // query rows per workgroup
 #define BC 16     // KV positions per tile
@@ -15,7 +17,8 @@ layout(std430, binding = 0) readonly buffer Q { float q[]; };      // [n_q][n_he
 layout(std430, binding = 1) readonly buffer K { uint k[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
 layout(std430, binding = 2) readonly buffer V { uint v[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
 layout(std430, binding = 3) writeonly buffer Out { float out_[]; };  // [n_q][n_heads][head_dim]
-layout(push_constant) uniform Push { uint n_q, pos0, n_heads, n_kv_heads, head_dim, n_ctx; float scale; } p;
+// Query head h reads KV head (h + head_offset) / group (vulkan.h AttentionShape).
+layout(push_constant) uniform Push { uint n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; } p;
 
 #define NEG_INF uintBitsToFloat(0xFF800000u)
 shared float qs[BR][DMAX];
@@ -27,11 +30,11 @@ shared float row_m[BR], row_l[BR], row_alpha[BR];
 void main() {
   const uint tid = gl_LocalInvocationID.x, hd = p.head_dim;
   const uint t0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y;
-  const uint kvh = h / (p.n_heads / p.n_kv_heads);
+  const uint kvh = (h + p.head_offset) / p.group;
   const uint kv_base = kvh * p.n_ctx * (hd / 2u);  // in uints (f16 pairs)
   for (uint e = tid; e < BR * hd; e += NT) {
     const uint r = e / hd, t = t0 + r;
-    qs[r][e % hd] = t < p.n_q ? q[(t * p.n_heads + h) * hd + e % hd] : 0.0;
+    qs[r][e % hd] = t < p.n_q ? f16_round_signed(q[(t * p.n_heads + h) * hd + e % hd]) : 0.0;
   }
   if (tid < BR) {
     row_m[tid] = NEG_INF;

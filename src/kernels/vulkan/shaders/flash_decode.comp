@@ -4,6 +4,7 @@
 // [n_heads][n_chunks][2 + head_dim] = (m, l, acc[head_dim]). flash_decode_combine.comp
 // merges the chunks.
 #version 450
+#include "f16.glsl"
 
 #define CHUNK 64  // KV positions per workgroup = invocations
 #define DMAX 256
@@ -12,7 +13,8 @@ layout(std430, binding = 0) readonly buffer Q { float q[]; };  // [n_heads][head
 layout(std430, binding = 1) readonly buffer K { uint k[]; };   // f16 [n_kv_heads][n_ctx][head_dim]
 layout(std430, binding = 2) readonly buffer V { uint v[]; };   // f16 [n_kv_heads][n_ctx][head_dim]
 layout(std430, binding = 3) writeonly buffer Part { float part[]; };  // [n_heads][n_chunks][2 + head_dim]
-layout(push_constant) uniform Push { uint pos0, n_heads, n_kv_heads, head_dim, n_ctx, n_chunks; float scale; } p;
+// Query head h reads KV head (h + head_offset) / group (vulkan.h AttentionShape).
+layout(push_constant) uniform Push { uint pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; } p;
 
 shared float qs[DMAX];
 shared float pr[CHUNK];   // exp(s - m) of each position
@@ -25,9 +27,9 @@ float v_at(uint idx) {  // f16 element idx of V
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, c = gl_WorkGroupID.x, h = gl_WorkGroupID.y, hd = p.head_dim;
-  const uint kvh = h / (p.n_heads / p.n_kv_heads);
+  const uint kvh = (h + p.head_offset) / p.group;
   const uint n_kv = p.pos0 + 1u, j0 = c * CHUNK, j = j0 + tid;
-  for (uint d = tid; d < hd; d += CHUNK) qs[d] = q[h * hd + d];
+  for (uint d = tid; d < hd; d += CHUNK) qs[d] = f16_round_signed(q[h * hd + d]);  // as the CPU (prepare_q_row)
   barrier();
   float s = uintBitsToFloat(0xFF800000u);  // -inf past the context
   if (j < n_kv) {

@@ -1,6 +1,8 @@
 // kv_store.comp: writes the K (or V) rows of n_tokens new positions into an F16 cache:
-// cache[kvh][pos0 + t][d] = f16(x[t][kvh][d]), two values (one uint) per invocation.
+// cache[kvh][pos0 + t][d] = f16(x[t][kvh][d]), two values (one uint) per invocation,
+// rounded exactly (f16.glsl) so the packing is exact on any driver.
 #version 450
+#include "f16.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) buffer Cache { uint cache[]; };     // f16 [n_kv_heads][n_ctx][head_dim]
@@ -12,6 +14,6 @@ void main() {
   for (uint e = gl_GlobalInvocationID.x; e < total; e += gl_NumWorkGroups.x * 64u) {
     const uint d2 = e % half_dim, kvh = (e / half_dim) % p.n_kv_heads, t = e / (half_dim * p.n_kv_heads);
     const uint src = (t * p.n_kv_heads + kvh) * p.head_dim + 2u * d2;
-    cache[(kvh * p.n_ctx + p.pos0 + t) * half_dim + d2] = packHalf2x16(vec2(x[src], x[src + 1u]));
+    cache[(kvh * p.n_ctx + p.pos0 + t) * half_dim + d2] = packHalf2x16(vec2(f16_round_signed(x[src]), f16_round_signed(x[src + 1u])));
   }
 }
