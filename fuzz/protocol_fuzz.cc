@@ -1,8 +1,8 @@
 // protocol_fuzz.cc: libFuzzer target for the runtime's session messages (runtime/protocol.h),
 // every message one side parses from the other:
-//   worker parses from the root: setup, tensor chunk, weights-done (u64), step (and
-//   check_step_fits against a few session shapes: dims, contexts, slots);
-//   root parses from a worker: setup-reply (u64), step reply.
+//   worker parses from the root: speed probe, setup, tensor chunk, weights-done (u64), step
+//   (and check_step_fits against a few session shapes: dims, contexts, slots);
+//   root parses from a worker: speed reply, setup-reply (u64), step reply.
 // The whole input goes to every parser. A refusal must carry a non-empty message; an
 // accepted message must survive encode -> parse -> encode unchanged (the encoders write
 // exactly what the parsers read). LLVMFuzzerInitialize writes one valid message of each
@@ -44,6 +44,8 @@ void write_seeds(const std::string& dir) {
                     : std::string(name) == "seed_chunk" ? runtime::parse_tensor_chunk(p, "x").ok()
                     : std::string(name) == "seed_step"  ? runtime::parse_step(p, "x").ok()
                     : std::string(name) == "seed_reply" ? runtime::parse_step_reply(p, "x").ok()
+                    : std::string(name) == "seed_probe" ? runtime::parse_speed_probe(p, "x").ok()
+                    : std::string(name) == "seed_speed" ? runtime::parse_speed_reply(p, "x").ok()
                                                         : runtime::parse_u64(p, "x").ok();
     if (!ok) __builtin_trap();
     std::ofstream(dir + "/" + name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
@@ -87,6 +89,8 @@ void write_seeds(const std::string& dir) {
   r.counters.steps = 3;
   put("seed_reply", runtime::encode_step_reply(r));
   put("seed_u64", runtime::encode_u64(1));
+  put("seed_probe", runtime::encode_speed_probe({true, {576, 9, 3, 64, 1536, tensor::Type::Q4_1}}));
+  put("seed_speed", runtime::encode_speed_reply({"cpu (avx2, 4 threads)", 812.5}));
 }
 
 }  // namespace
@@ -134,6 +138,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto reply = runtime::parse_step_reply(in, peer);
   must_explain(reply);
   round_trip(reply, runtime::encode_step_reply, [&](auto p) { return runtime::parse_step_reply(p, peer); });
+
+  auto probe = runtime::parse_speed_probe(in, peer);
+  must_explain(probe);
+  round_trip(probe, runtime::encode_speed_probe, [&](auto p) { return runtime::parse_speed_probe(p, peer); });
+
+  auto speed = runtime::parse_speed_reply(in, peer);
+  must_explain(speed);
+  round_trip(speed, runtime::encode_speed_reply, [&](auto p) { return runtime::parse_speed_reply(p, peer); });
 
   auto u = runtime::parse_u64(in, "setup reply from " + peer);
   must_explain(u);

@@ -119,7 +119,7 @@ inline uint64_t run_seed(const CLI::App* cmd, uint64_t given) {
 // Cluster options of the commands that run a model (DESIGN §1: the root drives workers).
 struct ClusterCliOptions {
   std::vector<std::string> workers;
-  std::vector<double> shares;
+  std::vector<std::string> shares = {"auto"};
   std::string sync = "auto";
   std::string algo = "auto";
   std::string cluster_key;
@@ -138,7 +138,10 @@ std::shared_ptr<net::Transport> mpi_world();
 inline void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
   cmd->add_option("--workers", o->workers, "workers host:port,... (each started with `shardlm worker`)")
       ->delimiter(',');
-  cmd->add_option("--shares", o->shares, "relative capacity of each node, root first, e.g. 2,1,1")->delimiter(',');
+  cmd->add_option("--shares", o->shares,
+                  "auto (measured speed when the nodes' devices differ, else equal), measured, equal, or the "
+                  "relative capacity of each node, root first, e.g. 2,1,1")
+      ->delimiter(',')->capture_default_str();
   cmd->add_option("--sync-type", o->sync,
                   "auto (exact unless the measured links make q8_0 a third faster, never on loopback; printed), exact (gathers: "
                   "bit-identical to one node), or the all-reduce encoding q8_0 (perplexity +0.35% on 3 nodes), f16, f32")
@@ -176,8 +179,20 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   if (!sync) return "--sync-type must be auto, exact, q8_0, f16 or f32, not '" + c.sync + "'";
   if (c.algo != "auto" && !net::algo_from_name(c.algo))
     return "--allreduce must be auto, all-gather, star, ring or mpi, not '" + c.algo + "'";
-  for (double s : c.shares)
-    if (!(s > 0) || !std::isfinite(s)) return "--shares values must be positive numbers";
+  out->shares.clear();
+  const std::string mode = c.shares.size() == 1 ? c.shares[0] : "";
+  if (mode == "auto" || mode == "measured" || mode == "equal") {
+    out->shares_mode = mode == "auto" ? runtime::SharesMode::kAuto
+                       : mode == "measured" ? runtime::SharesMode::kMeasured : runtime::SharesMode::kEqual;
+  } else {
+    for (const std::string& v : c.shares) {
+      char* end = nullptr;
+      const double s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != 0 || !(s > 0) || !std::isfinite(s))
+        return "--shares must be auto, measured, equal or positive numbers (one per node, root first), not '" + v + "'";
+      out->shares.push_back(s);
+    }
+  }
   if (c.model_local && c.transport != "mpi") return "--model-local is for --transport mpi (a TCP worker takes --model)";
   if (c.transport == "mpi") {
     out->transport = mpi_world();
@@ -196,7 +211,6 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->workers = c.workers;
   out->spares = c.spares;
   out->recover = !c.no_recovery;
-  out->shares = c.shares;
   out->sync = *sync;
   out->exact = exact;
   out->auto_sync = automatic;
@@ -210,7 +224,13 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->n_slots = n_slots;
   out->lane_order = !r.exact_batches;
   out->decode_lanes = r.fast_batches;
-  return device_factory(r.device, &out->backend);
+  if (std::string e = device_factory(r.device, &out->backend); !e.empty()) return e;
+  if (r.device != "cpu") {  // named in speed probes (--shares auto)
+    auto dev = device_name(r.device);
+    if (!dev) return dev.error();
+    out->device = *dev;
+  }
+  return "";
 }
 
 }  // namespace cli

@@ -51,6 +51,7 @@ Runner add_worker(CLI::App& app) {
     auto dev = device_name(*device);
     if (!dev) return fail(dev.error());
     std::fprintf(stderr, "worker: device %s\n", dev->c_str());
+    if (*dev != "cpu") o->device = *dev;
     std::vector<std::string> warnings;
     auto key = net::resolve_cluster_key(o->cluster_key, *key_file, &warnings);
     if (!key) return fail(key.error());

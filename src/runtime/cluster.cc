@@ -134,6 +134,10 @@ Status Cluster::form(Reform* rep, int* failed) {
   if (t_) {
     for (int r = 1; r < t_->size(); ++r) nodes_.push_back({t_->peer_name(r), {}});
     if (first && (forced_algo_ < 0 || o_.auto_sync)) RETURN_IF_ERROR(probe_links());
+    if (first && o_.shares.empty() && o_.shares_mode != SharesMode::kEqual) {
+      RETURN_IF_ERROR(measure_shares());
+      shares = home_shares_;  // the first forming has every member in its place
+    }
     if (first && o_.auto_sync) {
       bool loopback = !o_.transport;
       for (const std::string& a : addrs) {
@@ -267,6 +271,47 @@ Status Cluster::probe_links() {
   alpha_us_ = best_small / 2 * 1e6;
   const double transfer_s = std::max(best_big - best_small, 1e-6) / 2;  // one way, one MiB
   beta_gbps_ = double(big.size()) * 8 / transfer_s / 1e9;
+  return util::ok_status();
+}
+
+Status Cluster::measure_shares() {
+  const ProbeShape ps = probe_shape(m_.config, m_.weights);
+  const int n = t_->size();
+  std::vector<SpeedReply> node(static_cast<size_t>(n));
+  node[0].device = o_.device.empty() ? cpu_description(pool_.size()) : o_.device;
+  auto ask = [&](int r, bool measure) -> Status {
+    RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSpeedProbe), encode_speed_probe({measure, ps}), 10.0));
+    // A slow device (lavapipe) may take a while to upload and time a wide layer.
+    auto rep = t_->recv_expect(r, msg_type(Msg::kSpeedReply), measure ? 600.0 : 10.0);
+    if (!rep) return rep.status();
+    auto p = parse_speed_reply(rep->payload, t_->peer_name(r));
+    if (!p) return p.status();
+    node[size_t(r)] = *p;
+    return util::ok_status();
+  };
+  bool measure = o_.shares_mode == SharesMode::kMeasured;
+  if (!measure) {
+    for (int r = 1; r < n; ++r) RETURN_IF_ERROR(ask(r, false));
+    for (int r = 1; r < n; ++r) measure = measure || node[size_t(r)].device != node[0].device;
+    if (!measure) return util::ok_status();  // alike: equal shares
+  }
+  // One node at a time, so that nodes sharing a machine do not slow each other.
+  for (int r = 1; r < n; ++r) RETURN_IF_ERROR(ask(r, true));
+  auto own = measure_decode_speed(ps, pool_, o_.backend);
+  if (!own) return Status::error("root: " + own.error());
+  node[0].tokens_per_s = *own;
+  double total = 0;
+  for (const SpeedReply& s : node) total += s.tokens_per_s;
+  shares_note_ = "shares from measured speed (decode, one " + std::string(tensor::type_name(ps.type)) +
+                 " layer):";
+  for (int r = 0; r < n; ++r) {
+    const SpeedReply& s = node[size_t(r)];
+    if (!(s.tokens_per_s > 0)) return Status::error(nodes_[size_t(r)].name + " measured no speed");
+    home_shares_[size_t(r)] = s.tokens_per_s / total;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, " %.3g/s, share %.3f", s.tokens_per_s, s.tokens_per_s / total);
+    shares_note_ += (r ? ", " : " ") + nodes_[size_t(r)].name + " " + s.device + buf;
+  }
   return util::ok_status();
 }
 
@@ -857,7 +902,8 @@ Expected<std::vector<double>> Cluster::score(Sequence& seq, std::span<const int3
 std::vector<NodeStats> Cluster::stats() const { return nodes_; }
 
 std::string Cluster::describe() const {
-  const std::string note = sync_note_.empty() ? "" : "; " + sync_note_;
+  const std::string note =
+      (sync_note_.empty() ? "" : "; " + sync_note_) + (shares_note_.empty() ? "" : "; " + shares_note_);
   if (o_.exact)
     return std::to_string(n_nodes()) + " nodes, sync exact (4 gathers per layer, bit-identical to one node)" + note;
   char buf[256];

@@ -57,9 +57,19 @@ constexpr double kAutoSyncSaving = 1.0 / 3;
 // Memory bandwidth the auto choice assumes per node (a modest machine; GB/s).
 constexpr double kAutoSyncMemGbps = 10;
 
+// How the nodes' shares are set when ClusterOptions::shares is empty. kAuto: every node
+// names its device (speed probe, protocol.h); when they are not all alike (a Vulkan node
+// beside CPU ones, two kinds of GPU, CPUs of another ISA or thread count), shares are taken
+// from measured speed as with kMeasured, else they are equal. kMeasured: each node's decode
+// speed on one layer of the model's width (runtime/speed.h), measured one node at a time
+// when the cluster first forms. kEqual: equal.
+enum class SharesMode : uint8_t { kAuto, kMeasured, kEqual };
+
 struct ClusterOptions {
   std::vector<std::string> workers;  // "host:port"; empty: one node
-  std::vector<double> shares;        // one per node (root first); empty: equal
+  std::vector<double> shares;        // one per node (root first); empty: by shares_mode
+  SharesMode shares_mode = SharesMode::kAuto;
+  std::string device;                // the root's device description; empty: cpu_description()
   net::SyncType sync = net::SyncType::kQ8_0;  // all-reduce encoding (unused when exact)
   bool exact = false;                // gathers instead of all-reduces (runtime/reduce.h)
   bool auto_sync = false;            // choose exact or q8_0 from the measured links (above)
@@ -200,6 +210,7 @@ class Cluster {
   Setup session_setup() const;
   net::TcpOptions tcp_options() const;
   util::Status probe_links();
+  util::Status measure_shares();  // ClusterOptions::shares_mode: sets home_shares_
   util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares, bool loopback);
   // Connects to the members at places_, plans, sets every node up; *failed: the member
   // to blame when it fails because of one (else -1).
@@ -239,6 +250,7 @@ class Cluster {
   int forced_algo_ = -1;
   double alpha_us_ = 50, beta_gbps_ = 1;
   std::string sync_note_;           // why auto sync chose what it did
+  std::string shares_note_;         // measured shares: each node's device, speed and share
   NodeModel root_slice_;
   std::unique_ptr<AutoCollective> coll_;
   std::unique_ptr<NodeExecutor> exec_;

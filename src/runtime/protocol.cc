@@ -478,6 +478,53 @@ util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std
   return rep;
 }
 
+std::vector<uint8_t> encode_speed_probe(const SpeedProbe& p) {
+  net::Writer w;
+  w.put_u8(p.measure ? 1 : 0);
+  for (int v : {p.shape.dim, p.shape.n_heads, p.shape.n_kv_heads, p.shape.head_dim, p.shape.n_ff}) w.put_i32(v);
+  w.put_u32(uint32_t(p.shape.type));
+  return w.take();
+}
+
+util::Expected<SpeedProbe> parse_speed_probe(std::span<const uint8_t> p, const std::string& peer) {
+  const std::string what = "speed probe from " + peer;
+  net::Reader r(p, what);
+  SpeedProbe s;
+  uint8_t u = 0;
+  RETURN_IF_ERROR(r.get_u8(&u));
+  if (u > 1) return Status::error(what + " has a bad flag");
+  s.measure = u != 0;
+  ProbeShape& sh = s.shape;
+  for (int* v : {&sh.dim, &sh.n_heads, &sh.n_kv_heads, &sh.head_dim, &sh.n_ff}) RETURN_IF_ERROR(get_int(r, v));
+  RETURN_IF_ERROR(get_type(r, &sh.type, what));
+  RETURN_IF_ERROR(r.finish());
+  constexpr int kMax = 1 << 20;  // no model is this wide
+  const auto ok = [](int v) { return v > 0 && v <= kMax; };
+  if (!ok(sh.dim) || !ok(sh.n_heads) || !ok(sh.n_kv_heads) || !ok(sh.head_dim) || !ok(sh.n_ff) ||
+      sh.n_heads % sh.n_kv_heads != 0 || sh.dim % tensor::traits(sh.type).block_size != 0)
+    return Status::error(what + " has an inconsistent shape");
+  return s;
+}
+
+std::vector<uint8_t> encode_speed_reply(const SpeedReply& rep) {
+  net::Writer w;
+  w.put_string(rep.device);
+  put_f64(w, rep.tokens_per_s);
+  return w.take();
+}
+
+util::Expected<SpeedReply> parse_speed_reply(std::span<const uint8_t> p, const std::string& peer) {
+  const std::string what = "speed reply from " + peer;
+  net::Reader r(p, what);
+  SpeedReply rep;
+  RETURN_IF_ERROR(r.get_string(&rep.device, 1024));
+  RETURN_IF_ERROR(get_f64(r, &rep.tokens_per_s));
+  RETURN_IF_ERROR(r.finish());
+  if (!(rep.tokens_per_s >= 0) || !std::isfinite(rep.tokens_per_s))
+    return Status::error(what + " gives a speed that is not a non-negative number");
+  return rep;
+}
+
 std::vector<uint8_t> encode_u64(uint64_t v) {
   net::Writer w;
   w.put_u64(v);

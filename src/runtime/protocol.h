@@ -19,6 +19,10 @@
 //                per scored row its local (max, sum of exp) and the target's logit if
 //                owned; its counters
 //   shutdown     root -> worker: the session ends normally
+//   speed-probe  root -> worker, before setup (runtime/speed.h): the model's width and
+//                matrix type, and whether to time it or only name the device
+//   speed-reply  worker -> root: its device's description, and decode tokens per second
+//                of one layer of that width (0 when not timed); or an error (net kError)
 // Deliberately no I/O here: runtime/cluster.cc (root) and worker.cc send and receive.
 #pragma once
 #include <cstdint>
@@ -33,6 +37,7 @@
 #include "net/wire.h"
 #include "plan/plan.h"
 #include "runtime/scoring.h"
+#include "runtime/speed.h"
 #include "sampler/distributed.h"
 #include "util/status.h"
 
@@ -40,7 +45,7 @@ namespace runtime {
 
 enum class Msg : uint16_t {
   kSetup = 0, kSetupReply = 1, kTensor = 2, kWeightsDone = 3, kReady = 4,
-  kStep = 5, kStepReply = 6, kShutdown = 7,
+  kStep = 5, kStepReply = 6, kShutdown = 7, kSpeedProbe = 8, kSpeedReply = 9,
 };
 inline net::MessageType msg_type(Msg m) { return net::app_message(static_cast<uint16_t>(m)); }
 
@@ -131,6 +136,19 @@ struct StepReply {
 };
 std::vector<uint8_t> encode_step_reply(const StepReply& r);
 util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std::string& peer);
+
+struct SpeedProbe {
+  bool measure = false;  // false: only the device's description is asked for
+  ProbeShape shape;
+};
+std::vector<uint8_t> encode_speed_probe(const SpeedProbe& p);
+util::Expected<SpeedProbe> parse_speed_probe(std::span<const uint8_t> p, const std::string& peer);
+struct SpeedReply {
+  std::string device;       // cpu_description() or the Vulkan device's describe()
+  double tokens_per_s = 0;  // measure_decode_speed(); 0 when not measured
+};
+std::vector<uint8_t> encode_speed_reply(const SpeedReply& r);
+util::Expected<SpeedReply> parse_speed_reply(std::span<const uint8_t> p, const std::string& peer);
 
 std::vector<uint8_t> encode_u64(uint64_t v);
 util::Expected<uint64_t> parse_u64(std::span<const uint8_t> p, const std::string& what);

@@ -144,14 +144,26 @@ Status refuse(net::Transport& t, const std::string& why) {
 
 Status Worker::session(net::Transport& t) {
   const std::string root = t.peer_name(0);
-  // Setup (answering link probes that come first; a root that only checks this worker is
-  // there says shutdown instead).
+  // Setup (answering link and speed probes that come first; a root that only checks this
+  // worker is there says shutdown instead).
   Setup s;
   for (;;) {
     auto m = t.recv(0, o_.setup_timeout_s);
     if (!m) return m.status();
     if (m->type == net::MessageType::kPing) {
       RETURN_IF_ERROR(t.send(0, net::MessageType::kPong, m->payload, 30.0));
+      continue;
+    }
+    if (m->type == msg_type(Msg::kSpeedProbe)) {
+      auto probe = parse_speed_probe(m->payload, root);
+      if (!probe) return refuse(t, probe.error());
+      SpeedReply rep{o_.device.empty() ? cpu_description(o_.threads) : o_.device, 0};
+      if (probe->measure) {
+        auto v = measure_decode_speed(probe->shape, pool_, o_.backend);
+        if (!v) return refuse(t, "worker: " + v.error());
+        rep.tokens_per_s = *v;
+      }
+      RETURN_IF_ERROR(t.send(0, msg_type(Msg::kSpeedReply), encode_speed_reply(rep), 30.0));
       continue;
     }
     if (m->type == msg_type(Msg::kShutdown)) return util::ok_status();

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """test_cluster.py: end-to-end cluster tests with real processes on loopback.
 
-  * greedy `generate -n 24` on SmolLM2 with N = 2, 3, 4, 6, 9 nodes and shares 2,1 and
-    1,2,1 prints the same text as one node: with --sync-type exact on every prompt, with the
+  * greedy `generate -n 24` on SmolLM2 with N = 2, 3, 4, 6, 9 nodes and shares 2,1,
+    1,2,1 and measured (3 nodes, exact sync; the default auto keeps equal shares on alike
+    CPU nodes) prints the same text as one node: with --sync-type exact on every prompt, with the
     default q8_0 sync on a confident prompt (others printed as INFO) (workers are reused across runs: each serves
     one root after another and keeps its slices);
   * a root with the wrong cluster key exits non-zero naming the worker;
@@ -165,6 +166,17 @@ def main():
         r = generate(addrs[:k], ["--shares", shares])
         check(r.returncode == 0 and r.stdout == single.stdout,
               "shares %s same text as one node (rc %d, got %r)" % (shares, r.returncode, r.stdout))
+    # Shares: alike CPU nodes keep equal ones under the default auto; `measured` times every
+    # node on one layer (printed) and, under exact sync, still gives one node's text.
+    check("shares from measured speed" not in first.stderr, "--shares auto on alike CPU nodes: equal shares (%s)"
+          % first.stderr.strip()[-300:])
+    r = generate(addrs[:2], ["--sync-type", "exact", "--shares", "measured"])
+    check(r.returncode == 0 and r.stdout == single.stdout and "shares from measured speed" in r.stderr and
+          r.stderr.count("cpu (") == 3, "--shares measured: three nodes' speeds, one node's text (rc %d, %s)"
+          % (r.returncode, r.stderr.strip()[-400:]))
+    r = generate(addrs[:1], ["--shares", "1,fast"])
+    check(r.returncode != 0 and "--shares must be auto, measured, equal or positive numbers" in r.stderr,
+          "--shares 1,fast is refused by name (%s)" % r.stderr.strip()[-200:])
     global PROMPT
     strict = PROMPT
     for prompt in INFO_PROMPTS:

@@ -9,8 +9,10 @@ against itself: rounding to a Q8 grid turns last-bit differences into whole step
 then); and on SmolLM2 requantized to F32 (no activation rounding anywhere) within 0.1% of
 the CPU backend's. To F16, a 3-node loopback cluster whose second worker runs `--device
 vulkan` gives the CPU cluster's greedy tokens (--sync-type f32: partial sums all-reduced, so
-the nodes need not compute bit-identical parts), and 16 tokens with the root on the device,
-and with exact sync (gathers) and a Vulkan worker. The refusals: a device index out of
+the nodes need not compute bit-identical parts), with equal shares and with the default
+--shares auto (which measures each node's speed when their devices differ: the device's
+share is then the smallest), and 16 tokens with the root on the device, and with exact sync
+(gathers) and a Vulkan worker (equal shares: its heads start inside a KV group). The refusals: a device index out of
 range (generate and worker), exact attention, a model larger than the device's memory. The
 greedy tokens of one node on the Q4_1 file beside the CPU's are vulkan_model_test's
 (VulkanSmolLM2)."""
@@ -46,13 +48,17 @@ def worker(device):
     return start([BIN, "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1", "--device", device])
 
 
-def cluster_text(model, devices, sync="f32", root="cpu", n=32):
+def cluster_run(model, devices, sync="f32", root="cpu", n=32, shares="auto"):
     addrs = [worker(d)[1] for d in devices]
     r = run([BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(n), "--temp", "0", "-t", "1", "--sync-type", sync,
-             "--device", root, "--workers", ",".join(addrs)])
+             "--device", root, "--workers", ",".join(addrs), "--shares", shares])
     if r.returncode != 0:
         raise RuntimeError("cluster generate failed: " + r.stderr[-800:])
-    return r.stdout
+    return r
+
+
+def cluster_text(model, devices, **kw):
+    return cluster_run(model, devices, **kw).stdout
 
 
 def main():
@@ -75,14 +81,24 @@ def main():
         check(abs(gpu - cpu) / cpu < 1e-3, "F32 perplexity, a chunk of 64: vulkan %.4f within 0.1%% of cpu %.4f (%.4f%%)"
               % (gpu, cpu, 100 * abs(gpu - cpu) / cpu))
         want = cluster_text(f16, ["cpu", "cpu"])
-        got = cluster_text(f16, ["cpu", "vulkan"])
+        got = cluster_text(f16, ["cpu", "vulkan"], shares="equal")
         check(got == want and len(want) > 40,
               "F16, 3 nodes, one worker on --device vulkan, 32 greedy tokens = the CPU cluster's: %r" % got[-120:])
+        # --shares auto (the default) with a Vulkan worker beside CPU nodes: shares from each
+        # node's measured speed (lavapipe is far slower than the CPU: the smallest share).
+        r = cluster_run(f16, ["cpu", "vulkan"], n=16)
+        m = re.search(r"shares from measured speed[^\n]*", r.stderr)
+        print("auto shares: %s" % (m.group(0) if m else r.stderr[-400:]), flush=True)
+        shares = [float(x) for x in re.findall(r"share ([0-9.]+)", m.group(0))] if m else []
+        check(len(shares) == 3 and "Vulkan device 0" in m.group(0) and shares[2] < min(shares[0], shares[1]),
+              "--shares auto with a Vulkan worker: measured shares, the device's the smallest: %s" % shares)
+        check(len(r.stdout) > 20 and want.startswith(r.stdout),
+              "F16, measured shares with a Vulkan worker: the CPU cluster's tokens: %r" % r.stdout[-80:])
         # 16 tokens: the root on the device; exact sync (gathers) with a Vulkan worker.
         short = cluster_text(f16, ["cpu", "cpu"], n=16)
-        got = cluster_text(f16, ["cpu", "cpu"], root="vulkan", n=16)
+        got = cluster_text(f16, ["cpu", "cpu"], root="vulkan", n=16, shares="equal")
         check(got == short, "F16, the root on --device vulkan, 2 CPU workers: the CPU cluster's tokens: %r" % got[-80:])
-        got = cluster_text(f16, ["cpu", "vulkan"], sync="exact", n=16)
+        got = cluster_text(f16, ["cpu", "vulkan"], sync="exact", n=16, shares="equal")
         check(got == short, "F16, --sync-type exact with a Vulkan worker: the CPU cluster's tokens: %r" % got[-80:])
 
     r = run([BIN, "generate", "-m", MODEL, "-p", PROMPT, "-n", "4", "--device", "vulkan:7"])

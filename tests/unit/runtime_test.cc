@@ -31,6 +31,7 @@
 #include "runtime/protocol.h"
 #include "runtime/scoring.h"
 #include "runtime/slicer.h"
+#include "runtime/speed.h"
 #include "sampler/distributed.h"
 #include "sampler/sampler.h"
 #include "scratch.h"
@@ -657,6 +658,65 @@ TEST(SlotHistory, KeepsWhatTheSlotStillReadsInOrder) {
   EXPECT_EQ(h.tokens(h.segs()[1])[0], 12);
   EXPECT_EQ(h.tokens(h.segs()[2])[0], 9);
   EXPECT_EQ(h.n_tokens(), 1u + 1u + b.size());
+}
+
+// The speed probe and its reply cross the wire unchanged; a probe of an impossible shape or
+// unknown type, and a reply with a negative or NaN speed, are refused by name.
+TEST(Protocol, SpeedProbeAndReplyRoundTripAndRefuseNonsense) {
+  const runtime::SpeedProbe probe{true, {576, 9, 3, 64, 1536, tensor::Type::Q4_1}};
+  auto p = runtime::parse_speed_probe(runtime::encode_speed_probe(probe), "test");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->measure);
+  EXPECT_EQ(p->shape.dim, 576);
+  EXPECT_EQ(p->shape.n_kv_heads, 3);
+  EXPECT_EQ(p->shape.n_ff, 1536);
+  EXPECT_EQ(p->shape.type, tensor::Type::Q4_1);
+  for (runtime::ProbeShape bad : {runtime::ProbeShape{576, 9, 2, 64, 1536, tensor::Type::Q4_1},   // 9 % 2
+                                  runtime::ProbeShape{100, 4, 2, 25, 256, tensor::Type::Q4_0},    // 100 % 32
+                                  runtime::ProbeShape{576, 9, 3, 64, -1, tensor::Type::Q4_1}}) {
+    auto r = runtime::parse_speed_probe(runtime::encode_speed_probe({false, bad}), "worker x");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("speed probe from worker x"), std::string::npos) << r.error();
+  }
+  std::vector<uint8_t> unknown = runtime::encode_speed_probe(probe);
+  unknown[unknown.size() - 4] = 200;  // the type id (u32, last)
+  EXPECT_FALSE(runtime::parse_speed_probe(unknown, "test").ok());
+  const runtime::SpeedReply rep{"Vulkan device 0 (llvmpipe)", 24.5};
+  auto q = runtime::parse_speed_reply(runtime::encode_speed_reply(rep), "test");
+  ASSERT_TRUE(q.ok()) << q.error();
+  EXPECT_EQ(q->device, rep.device);
+  EXPECT_EQ(q->tokens_per_s, 24.5);
+  for (double bad : {-1.0, std::nan("")}) {
+    auto r = runtime::parse_speed_reply(runtime::encode_speed_reply({"cpu", bad}), "worker y");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("speed reply from worker y"), std::string::npos) << r.error();
+  }
+}
+
+// probe_shape takes the model's width (an MoE layer: the experts a token reads) and the type
+// of most of a layer's matrix bytes; measure_decode_speed times one such layer on the CPU
+// and refuses an impossible shape.
+TEST(Speed, ProbeShapeAndCpuDecodeSpeed) {
+  auto m = model::load_model(toy_model("toy-qwen3", tensor::Type::Q4_K));
+  ASSERT_TRUE(m.ok()) << m.error();
+  const runtime::ProbeShape s = runtime::probe_shape((*m)->config, (*m)->weights);
+  EXPECT_EQ(s.dim, (*m)->config.dim);
+  EXPECT_EQ(s.n_heads, (*m)->config.n_heads);
+  EXPECT_EQ(s.head_dim, (*m)->config.head_dim);
+  EXPECT_EQ(s.n_ff, (*m)->config.n_ff);
+  EXPECT_EQ(s.type, tensor::Type::Q4_K);
+  util::ThreadPool pool(1);
+  auto v = runtime::measure_decode_speed(s, pool, nullptr);
+  ASSERT_TRUE(v.ok()) << v.error();
+  EXPECT_GT(*v, 10.0);  // a toy layer: thousands of tokens per second
+  auto moe = model::load_model(toy_model("toy-qwen3moe", tensor::Type::Q4_0));
+  ASSERT_TRUE(moe.ok()) << moe.error();
+  const runtime::ProbeShape e = runtime::probe_shape((*moe)->config, (*moe)->weights);
+  EXPECT_EQ(e.n_ff, (*moe)->config.n_ff * (*moe)->config.n_expert_used);  // the experts a token reads
+  EXPECT_EQ(e.type, tensor::Type::Q4_0);
+  runtime::ProbeShape bad = s;
+  bad.n_kv_heads = 3;
+  EXPECT_FALSE(runtime::measure_decode_speed(bad, pool, nullptr).ok());
 }
 
 TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
