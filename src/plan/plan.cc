@@ -235,7 +235,7 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   const std::vector<Range> heads = split_ranges(s.n_heads, p.head_unit, caps, n > s.n_heads ? 0 : 1);
 
   // F in units of down's block (its column slices stay whole blocks; in exact mode the
-  // gathered MLP hidden can go as Q8 blocks), else of 32, else of 1. In exact mode down is
+  // gathered MLP hidden can go as Q8 blocks) or of 32 if larger, else of 32, else of 1. In exact mode down is
   // cut by rows, so a coarse unit only saves gather bytes: a smaller one is taken when the
   // block unit would put more than kFfSlack of F off the shares. The 30B-A3B shape (F = 768
   // of Q4_K) on 2 nodes: 512 / 256 rows, or 384 / 384 with the hidden gathered as F32
@@ -252,7 +252,9 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   };
   const int down_block = lcm_blocks(down_types);
   p.ff_unit = 1;
-  for (int cand : {down_block, tensor::kQK, 1}) {
+  // Float types (block 1) take 32s first too: no node is left a sliver of a few columns of
+  // down (a Vulkan node's matmul takes whole 32s), and a float slice needs no re-encoding.
+  for (int cand : {std::max(down_block, int(tensor::kQK)), int(tensor::kQK), 1}) {
     if (s.n_ff % cand == 0 && s.n_ff / cand >= n && (!exact || cand == 1 || off_shares(cand) <= kFfSlack)) {
       p.ff_unit = cand;
       break;

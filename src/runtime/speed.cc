@@ -36,6 +36,13 @@ ProbeShape probe_shape(const model::Config& cfg, const model::Weights& w) {
   size_t best = 0;
   for (const auto& [t, b] : bytes)
     if (b > best) best = b, s.type = t;
+  // A width the type's blocks do not tile (e.g. dim 896 of a Q4_K file, whose 896-wide
+  // matrices fall back to another type): time Q8_0, or F16 when even 32 does not divide it.
+  const auto tiles = [&](tensor::Type t) {
+    const int b = tensor::traits(t).block_size;
+    return s.dim % b == 0 && s.n_ff % b == 0 && (s.n_heads * s.head_dim) % b == 0;
+  };
+  if (!tiles(s.type)) s.type = tiles(tensor::Type::Q8_0) ? tensor::Type::Q8_0 : tensor::Type::F16;
   return s;
 }
 
@@ -46,10 +53,10 @@ std::string cpu_description(int threads) {
 
 namespace {
 
-size_t layer_bytes(const ProbeShape& s, int n_ff) {
-  const int q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim;
-  return tensor::row_bytes(s.type, s.dim) * size_t(q + 2 * kv + 2 * n_ff) + tensor::row_bytes(s.type, q) * s.dim +
-         tensor::row_bytes(s.type, n_ff) * s.dim;
+double layer_bytes(const ProbeShape& s, int n_ff) {
+  const double q = double(s.n_heads) * s.head_dim, kv = double(s.n_kv_heads) * s.head_dim;
+  const double per_value = double(tensor::traits(s.type).block_bytes) / tensor::traits(s.type).block_size;
+  return per_value * s.dim * (2 * q + 2 * kv + 3 * double(n_ff));
 }
 
 }  // namespace
@@ -65,10 +72,13 @@ util::Expected<double> measure_decode_speed(const ProbeShape& s, util::ThreadPoo
   shape.n_heads = s.n_heads;
   shape.n_kv_heads = s.n_kv_heads;
   shape.head_dim = s.head_dim * s.n_heads == s.dim ? 0 : s.head_dim;
-  const int step = 256;
+  const int step = 256;  // a multiple of every block size
   shape.n_ff = s.n_ff;
   while (shape.n_ff > step && layer_bytes(s, shape.n_ff) > kProbeLayerBytes)
     shape.n_ff = std::max(step, (shape.n_ff / 2 + step - 1) / step * step);
+  if (layer_bytes(s, shape.n_ff) > 8.0 * kProbeLayerBytes)  // attention alone: no model is this wide
+    return Status::error("speed probe: a layer of width " + std::to_string(s.dim) + " and " +
+                         std::to_string(s.n_heads) + " heads of " + std::to_string(s.head_dim) + " is too wide to time");
   shape.n_vocab = 512;
 
   const char* tmp = std::getenv("TMPDIR");

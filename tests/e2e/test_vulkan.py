@@ -85,20 +85,16 @@ def main():
         check(got == want and len(want) > 40,
               "F16, 3 nodes, one worker on --device vulkan, 32 greedy tokens = the CPU cluster's: %r" % got[-120:])
         # --shares auto (the default) with a Vulkan worker beside CPU nodes: shares from each
-        # node's measured speed (lavapipe is far slower than the CPU: the smallest share). On
-        # the Q4_1 file: its MLP rows are dealt in whole blocks, where the F16 file's tiny
-        # share would give the device a slice of down whose columns are not whole 32s, which
-        # the Vulkan matmul refuses.
-        want = cluster_text(MODEL, ["cpu", "cpu"], sync="exact", n=16)
-        r = cluster_run(MODEL, ["cpu", "vulkan"], sync="exact", n=16)
+        # node's measured speed (lavapipe is far slower than the CPU: the smallest share, 32
+        # MLP rows, the plan's unit for float types too).
+        r = cluster_run(f16, ["cpu", "vulkan"], n=16)
         m = re.search(r"shares from measured speed[^\n]*", r.stderr)
         print("auto shares: %s" % (m.group(0) if m else r.stderr[-400:]), flush=True)
         shares = [float(x) for x in re.findall(r"share ([0-9.]+)", m.group(0))] if m else []
         check(len(shares) == 3 and "Vulkan device 0" in m.group(0) and shares[2] < min(shares[0], shares[1]),
               "--shares auto with a Vulkan worker: measured shares, the device's the smallest: %s" % shares)
-        print("INFO Q4_1, exact sync, measured shares with a Vulkan worker: %s the CPU cluster's text (%r)"
-              % ("the same as" if r.stdout == want else "parts from", r.stdout[-80:]), flush=True)
-        check(len(r.stdout) > 20, "Q4_1, measured shares with a Vulkan worker: 16 tokens: %r" % r.stdout)
+        check(len(r.stdout) > 20 and want.startswith(r.stdout.rstrip("\n")),
+              "F16, measured shares with a Vulkan worker: the CPU cluster's tokens: %r" % r.stdout[-80:])
         # 16 tokens: the root on the device; exact sync (gathers) with a Vulkan worker.
         short = cluster_text(f16, ["cpu", "cpu"], n=16)
         got = cluster_text(f16, ["cpu", "cpu"], root="vulkan", n=16, shares="equal")

@@ -705,6 +705,11 @@ TEST(Speed, ProbeShapeAndCpuDecodeSpeed) {
   EXPECT_EQ(s.head_dim, (*m)->config.head_dim);
   EXPECT_EQ(s.n_ff, (*m)->config.n_ff);
   EXPECT_EQ(s.type, tensor::Type::Q4_K);
+  model::Config narrow = (*m)->config;  // widths Q4_K blocks do not tile: Q8_0, else F16
+  narrow.dim = 96;
+  EXPECT_EQ(runtime::probe_shape(narrow, (*m)->weights).type, tensor::Type::Q8_0);
+  narrow.dim = 100;
+  EXPECT_EQ(runtime::probe_shape(narrow, (*m)->weights).type, tensor::Type::F16);
   util::ThreadPool pool(1);
   auto v = runtime::measure_decode_speed(s, pool, nullptr);
   ASSERT_TRUE(v.ok()) << v.error();
@@ -717,6 +722,11 @@ TEST(Speed, ProbeShapeAndCpuDecodeSpeed) {
   runtime::ProbeShape bad = s;
   bad.n_kv_heads = 3;
   EXPECT_FALSE(runtime::measure_decode_speed(bad, pool, nullptr).ok());
+  bad = s;
+  bad.n_heads = bad.n_kv_heads = 1 << 16;  // a root asking for an absurd width is refused, not obeyed
+  auto wide = runtime::measure_decode_speed(bad, pool, nullptr);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().find("too wide"), std::string::npos) << wide.error();
 }
 
 TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
