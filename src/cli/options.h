@@ -225,7 +225,7 @@ inline std::string cluster_options(const ClusterCliOptions& c, const RunOptions&
   out->lane_order = !r.exact_batches;
   out->decode_lanes = r.fast_batches;
   if (std::string e = device_factory(r.device, &out->backend); !e.empty()) return e;
-  if (r.device != "cpu") {  // named in speed probes (--shares auto)
+  if (r.device != "cpu" && (!c.workers.empty() || c.transport == "mpi")) {  // named in speed probes
     auto dev = device_name(r.device);
     if (!dev) return dev.error();
     out->device = *dev;
