@@ -31,7 +31,7 @@ apt-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 py-deps:
-	@python3 -c "import gguf, numpy, jinja2, openai, jsonschema" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2 openai jsonschema
+	@python3 -c "import gguf, numpy, jinja2, openai, jsonschema, ollama, anthropic" 2>/dev/null || python3 -m pip install --quiet gguf numpy jinja2 openai jsonschema ollama anthropic
 
 deps: apt-deps py-deps
 
@@ -77,11 +77,13 @@ FUZZ_DIR := build/fuzz
 # Seconds per input: a slow input fails the run in seconds, not after libFuzzer's 20 minutes.
 FUZZ_TIMEOUT := -timeout=25
 fuzz:
-	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar" tools/fuzz_gguf.sh build
-	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus
+	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar fuzz_api" tools/fuzz_gguf.sh build
+	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus $(FUZZ_DIR)/api_corpus
 	cp tests/data/grammar_seeds/* $(FUZZ_DIR)/grammar_corpus/
+	cp tests/data/api_seeds/* $(FUZZ_DIR)/api_corpus/
 	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 $(FUZZ_TIMEOUT) -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
 	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
+	$(FUZZ_DIR)/fuzz_api -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/api_corpus
 
 clean:
 	rm -rf build

@@ -63,6 +63,8 @@ Runner add_serve(CLI::App& app) {
     so->slots = *parallel;
     Backend b;
     if (std::string e = open_backend(*o, *co, *spo, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
+    so->model_path = o->model;
+    so->model_arch = b.model->config.arch_name;
     if (!b.prompts->has_chat())
       std::fprintf(stderr, "note: %s; /v1/chat/completions and the chat page answer 400\n",
                    serve::PromptBuilder::no_template_error().c_str());

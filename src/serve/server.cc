@@ -20,6 +20,8 @@
 #include <random>
 
 #include "serve/assets.h"
+#include "serve/generation.h"
+#include "serve/ollama.h"
 #include "serve/page.h"
 #include "serve/tls.h"
 #include "util/log.h"
@@ -34,25 +36,16 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
+  if (e.status == 429) res.set_header("Retry-After", "1");
   res.set_content(dump(error_json(e)), "application/json");
 }
 
-ApiError api_error(int status, std::string message, std::string type, std::string code = "") {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
-std::string random_id(const char* prefix) {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%s%016llx", prefix, (unsigned long long)rng());
-  return buf;
+// An error answered before a route's own handler (401, 404, 405, 411, 413): in the error
+// shape of the API the path belongs to.
+void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (req.path.rfind("/api/", 0) != 0) return send_error(res, e);
+  res.status = e.status;
+  res.set_content(dump(ollama_error_json(e)), "application/json");
 }
 
 bool same_secret(const std::string& a, const std::string& b) {
@@ -88,18 +81,22 @@ const Route kRoutes[] = {{"/", false, false},          {"/health", false, false}
                          {"/metrics", false, false},   {"/v1/models", false, true},
                          {"/v1/chat/completions", true, true}, {"/v1/completions", true, true},
                          {"/tokenize", true, true},    {"/detokenize", true, true},
-                         {"/props", false, true}};
+                         {"/props", false, true},      {"/api/chat", true, true},
+                         {"/api/generate", true, true}, {"/api/show", true, true},
+                         {"/api/tags", false, true},   {"/api/ps", false, true},
+                         {"/api/version", false, true}};
 
 void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
   res.set_header("Allow", post ? "POST" : "GET");
-  send_error(res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
+  send_error(req, res, api_error(405, req.method + " is not allowed on " + req.path + "; use " + (post ? "POST" : "GET"),
                             "invalid_request_error", "method_not_allowed"));
 }
 
 void not_found(const httplib::Request& req, httplib::Response& res) {
-  send_error(res, api_error(404, "no route " + req.method + " " + req.path +
+  send_error(req, res, api_error(404, "no route " + req.method + " " + req.path +
                                      "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
-                                     "/props, /health, /metrics",
+                                     "/props, /health, /metrics, /api/chat, /api/generate, /api/tags, /api/show, "
+                                     "/api/ps, /api/version",
                             "invalid_request_error", "unknown_url"));
 }
 
@@ -271,106 +268,18 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   return s;
 }
 
-// The socket of a request, found by its peer address (cpp-httplib 0.11 does not hand it to
-// handlers), or -1.
-int client_socket(const httplib::Request& req) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc/self/fd", ec)) {
-    const int fd = std::atoi(e.path().filename().c_str());
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
-    char host[INET6_ADDRSTRLEN] = "";
-    int port = -1;
-    if (ss.ss_family == AF_INET) {
-      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-      ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-      port = ntohs(a->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-      ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-      port = ntohs(a->sin6_port);
-    }
-    if (port == req.remote_port && req.remote_addr == host) return fd;
-  }
-  return -1;
-}
-
-// False once the peer has closed its side (a read would return end of file) or reset.
-bool peer_connected(int fd) {
-  char c;
-  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
-}
-
 class Handler {
  public:
-  Handler(Engine& e, const PromptBuilder& p, const ServerOptions& o) : engine_(e), prompts_(p), o_(o) {}
+  Handler(const Generator& g) : gen_(g), engine_(g.engine()), prompts_(g.prompts()), o_(g.options()) {}
 
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
-    if (ep == Endpoint::kChat && !prompts_.has_chat())
-      return send_error(res, bad_request(PromptBuilder::no_template_error() + "; then restart the server",
-                                         "messages", "no_chat_template"));
     Request r;
     if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_error(res, *e);
-    if (auto e = check_token_ids(r, prompts_.tokenizer().n_vocab())) return send_error(res, *e);
-    std::vector<int32_t> tokens;
-    // Tools: shown to the model unless tool_choice is none; required and a named function
-    // start the assistant's turn with the call (tools.h) and end it with the call.
-    const ToolChoice tool_choice = r.tools.empty() ? ToolChoice::kNone : r.tool_choice;
-    const bool tools_on = tool_choice != ToolChoice::kNone;
-    const ToolFormat format = tool_format(prompts_.template_source());
-    if (tools_on && format == ToolFormat::kNone)
-      return send_error(res, bad_request("the chat template does not show tools in a format this server reads "
-                                         "(Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); restart the "
-                                         "server with --chat-template qwen2 (or a template file that does)", "tools",
-                                         "unsupported_parameter"));
-    if (tools_on && r.grammar)
-      return send_error(res, bad_request("'response_format' (or 'grammar') cannot be combined with tools: the reply "
-                                         "would have to be a tool call and JSON at once; send tool_choice none or "
-                                         "leave the format out", "response_format", "unsupported_parameter"));
-    const std::string prefill = tool_prefill(format, tool_choice, r.tool_name);
-    if ((tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) && !tool_stop(format).empty())
-      r.stop.push_back(tool_stop(format));
-    if (ep == Endpoint::kChat) {
-      auto t = prompts_.chat(r.chat_messages, tools_on ? r.tools : nlohmann::ordered_json::array(), prefill);
-      if (!t) return send_error(res, bad_request("the chat template refused these messages: " + t.error(), "messages"));
-      tokens = std::move(*t);
-    } else {
-      tokens = prompts_.completion(r.prompt);
-    }
-    const int ctx = engine_.ctx();
-    const int n = int(tokens.size());
-    if (n == 0) return send_error(res, bad_request("the prompt is empty", ep == Endpoint::kChat ? "messages" : "prompt"));
-    if (n >= ctx || n + r.max_tokens > ctx)
-      return send_error(res, bad_request("the prompt is " + std::to_string(n) + " tokens" +
-                                             (r.max_tokens ? " and max_tokens " + std::to_string(r.max_tokens) : "") +
-                                             ", but the context is " + std::to_string(ctx) +
-                                             " tokens; shorten the prompt, lower max_tokens or restart with a larger --ctx",
-                                         ep == Endpoint::kChat ? "messages" : "prompt", "context_length_exceeded"));
-    if (util::Status h = engine_.health(); !h.ok())
-      return send_error(res, api_error(503, "the model is unavailable: " + h.message() + "; restart the server",
-                                       "server_error"));
-    if (const runtime::SchedulerStats m = engine_.metrics().sched; m.queued >= o_.max_queue) {
-      res.set_header("Retry-After", "1");
-      return send_error(res, api_error(429, "the server has " + std::to_string(m.queued) + " requests waiting for " +
-                                                std::to_string(m.slots) + " slots (--max-queue " +
-                                                std::to_string(o_.max_queue) + "); retry later",
-                                       "rate_limit_error", "queue_full"));
-    }
-    auto g = std::make_shared<GenerationRequest>();
-    g->prompt = std::move(tokens);
-    g->params = r.params;
-    g->seed_given = r.seed_given;
-    g->max_tokens = r.max_tokens ? r.max_tokens : std::min(ctx - n, o_.default_max_tokens);
-    g->stop = r.stop;
-    g->max_guesses = r.max_guesses;
-    g->grammar = r.grammar;
+    Job job;
+    if (auto e = gen_.prepare(r, &job)) return send_error(res, *e);
     ResponseIds ids;
     ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
-    ids.created = std::chrono::duration_cast<std::chrono::seconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
+    ids.created = unix_now();
     ids.model = r.model.empty() ? o_.model_name : r.model;
 
     // n > 1: the choices run one after another, choice i with seed + i, so each is what it
@@ -378,12 +287,7 @@ class Handler {
     // slot the one before left (the scheduler's longest-prefix reuse).
     const int n_choices = r.n;
     const std::string echo = r.echo ? r.prompt : "";
-    auto request_for = [g, seed = g->params.seed](int i) {
-      GenerationRequest c = *g;
-      c.params.seed = seed + uint64_t(i);
-      return c;
-    };
-    const int top_logprobs = g->params.top_logprobs;
+    const int top_logprobs = job.gen.params.top_logprobs;
     auto add_usage = [](Usage& total, const Usage& u, bool first_choice) {
       if (first_choice) {
         total.prompt_tokens = u.prompt_tokens;
@@ -395,35 +299,26 @@ class Handler {
     if (!r.stream) {
       std::vector<Choice> choices;
       Usage usage;
-      // The client is asked after (about) every 100 ms whether it is still there.
-      const int fd = client_socket(req);
-      auto asked = std::chrono::steady_clock::now();
+      ClientWatch client(req);
       for (int i = 0; i < n_choices; ++i) {
         Choice c;
         c.text = echo;
         std::vector<TokenLogprobs> lps;
-        GenerationResult out = engine_.generate(
-            request_for(i),
+        Reply out = gen_.run(
+            job, i,
             [&](const std::string& t) {
               c.text += t;
-              const auto now = std::chrono::steady_clock::now();
-              if (fd < 0 || now - asked < std::chrono::milliseconds(100)) return true;
-              asked = now;
-              return peer_connected(fd);
+              return client.still_there();
             },
             {}, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
-        if (out.finish_reason == "cancelled") return send_error(res, api_error(499, "the client went away", "cancelled"));
-        if (!out.status.ok())
-          return send_error(res, api_error(503, "generation failed: " + out.status.message(), "server_error"));
+        if (out.cancelled()) return send_error(res, api_error(499, "the client went away", "cancelled"));
+        if (!out.out.status.ok())
+          return send_error(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
         c.finish_reason = out.finish_reason;
-        if (tools_on) {
-          ToolReply tr = parse_tool_calls(format, prefill + c.text);
-          c.text = tr.calls.empty() ? prefill + c.text : tr.content;
-          c.tool_calls = std::move(tr.calls);
-          if (!c.tool_calls.empty()) c.finish_reason = "tool_calls";
-        }
+        c.text += out.tail.content;
+        c.tool_calls = std::move(out.tail.calls);
         if (top_logprobs >= 0) c.logprobs = logprobs_json(ep, lps);
-        add_usage(usage, out.usage, i == 0);
+        add_usage(usage, out.out.usage, i == 0);
         choices.push_back(std::move(c));
       }
       res.set_content(dump(response_json(ep, ids, choices, usage)), "application/json");
@@ -434,8 +329,7 @@ class Handler {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, request_for, n_choices, echo, top_logprobs, add_usage, ids, ep, include_usage, tools_on, prefill,
-         format](size_t, httplib::DataSink& sink) {
+        [this, job, n_choices, echo, top_logprobs, add_usage, ids, ep, include_usage](size_t, httplib::DataSink& sink) {
           auto event = [&](const std::string& data) {
             const std::string s = "data: " + data + "\n\n";
             return sink.write(s.data(), s.size());
@@ -462,40 +356,28 @@ class Handler {
               lps.clear();
               return lp;
             };
-            ToolStream tools(format, prefill);
             auto content = [&](const std::string& t) {
               const bool ok = event(dump(chunk_json(ep, ids, t, "", first, i, take_logprobs())));
               offset += t.size();
               first = false;
               return ok;
             };
-            GenerationResult out = engine_.generate(
-                request_for(i),
-                [&](const std::string& t) {
-                  if (t.empty()) return sink.is_writable();
-                  if (!tools_on) return content(t);
-                  const std::string shown = tools.push(t);
-                  return shown.empty() ? sink.is_writable() : content(shown);
-                },
-                waiting, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
-            if (out.finish_reason == "cancelled") return false;
-            if (!out.status.ok()) {
-              event(dump(error_json(api_error(503, "generation failed: " + out.status.message(), "server_error"))));
+            Reply out = gen_.run(
+                job, i, [&](const std::string& t) { return t.empty() ? sink.is_writable() : content(t); }, waiting,
+                [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
+            if (out.cancelled()) return false;
+            if (!out.out.status.ok()) {
+              event(dump(error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error"))));
               sink.done();
               return true;
             }
-            std::string finish_reason = out.finish_reason;
-            if (tools_on) {
-              ToolReply tr = tools.finish();
-              if (!tr.content.empty()) content(tr.content);
-              for (size_t k = 0; k < tr.calls.size(); ++k) {
-                event(dump(tool_call_chunk_json(ids, i, int(k), tr.calls[k], first)));
-                first = false;
-              }
-              if (!tr.calls.empty()) finish_reason = "tool_calls";
+            if (!out.tail.content.empty()) content(out.tail.content);
+            for (size_t k = 0; k < out.tail.calls.size(); ++k) {
+              event(dump(tool_call_chunk_json(ids, i, int(k), out.tail.calls[k], first)));
+              first = false;
             }
-            event(dump(chunk_json(ep, ids, "", finish_reason, first, i, lps.empty() ? json(nullptr) : take_logprobs())));
-            add_usage(usage, out.usage, i == 0);
+            event(dump(chunk_json(ep, ids, "", out.finish_reason, first, i, lps.empty() ? json(nullptr) : take_logprobs())));
+            add_usage(usage, out.out.usage, i == 0);
           }
           if (include_usage) event(dump(usage_chunk_json(ep, ids, usage)));
           event("[DONE]");
@@ -547,6 +429,7 @@ class Handler {
   }
 
  private:
+  const Generator& gen_;
   Engine& engine_;
   const PromptBuilder& prompts_;
   const ServerOptions& o_;
@@ -573,7 +456,8 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     server = std::make_unique<httplib::Server>();
   }
   httplib::Server& svr = *server;
-  Handler h(engine, prompts, o);
+  const Generator gen(engine, prompts, o);
+  Handler h(gen);
   RequestCounter counter;
   AccessLog access_log(o.access_log);
   if (access_log.failed(o.access_log))
@@ -603,7 +487,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
         else not_found(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
-      send_error(res, api_error(411, "the request has no body (no Content-Length header): send a JSON body, "
+      send_error(req, res, api_error(411, "the request has no body (no Content-Length header): send a JSON body, "
                                      "e.g. curl -d '{...}'", "invalid_request_error", "missing_body"));
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -612,12 +496,12 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.empty()) {
-      send_error(res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' (the server "
+      send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' (the server "
                                      "was started with --api-key)", "invalid_request_error", "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
-      send_error(res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
+      send_error(req, res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
                                 "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -655,6 +539,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) { h.tokenize(req, res); });
   svr.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) { h.detokenize(req, res); });
   svr.Get("/props", [&](const httplib::Request&, httplib::Response& res) { h.props(res); });
+  add_ollama_routes(svr, gen);
   // Known routes with the wrong method: 405 naming the right one.
   for (const Route& route : kRoutes) {
     const bool post = route.post;
@@ -670,13 +555,13 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 413) {
-      send_error(res, api_error(413, "the request body is larger than the server's limit of " +
+      send_error(req, res, api_error(413, "the request body is larger than the server's limit of " +
                                          std::to_string(o.max_body) + " bytes (--max-body)",
                                 "invalid_request_error", "request_too_large"));
     } else if (res.status == 404) {
       not_found(req, res);
     } else {
-      send_error(res, api_error(res.status, "HTTP error " + std::to_string(res.status),
+      send_error(req, res, api_error(res.status, "HTTP error " + std::to_string(res.status),
                                 res.status < 500 ? "invalid_request_error" : "server_error"));
     }
     return httplib::Server::HandlerResponse::Handled;

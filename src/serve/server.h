@@ -2,8 +2,8 @@
 // POST /v1/chat/completions and /v1/completions (JSON or server-sent events), GET
 // /v1/models, /health, /metrics (Prometheus text), the chat page at "/" with its libraries
 // at /assets/ (serve/assets.h), and llama-server's
-// POST /tokenize, /detokenize and GET /props. Every error is an OpenAI-style error object
-// with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401 (on /v1/,
+// POST /tokenize, /detokenize and GET /props; Ollama's /api/ routes (ollama.h). Every error is an
+// OpenAI-style error object (on /api/, Ollama's {"error": ...}) with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401 (on /v1/,
 // /tokenize, /detokenize and /props), unknown routes 404, wrong methods 405, a POST without
 // a body length 411 (answered at once, not after the read timeout), a body over --max-body
 // 413, a full queue 429 (with Retry-After), a broken cluster 503. A model without a chat
@@ -32,6 +32,7 @@ struct ServerOptions {
   int max_queue = 64;                // requests waiting for a slot; beyond this 429 + Retry-After
   int default_max_tokens = 1024;     // for requests without max_tokens (and at most the context)
   std::string model_name = "shardlm";
+  std::string model_path, model_arch;  // the GGUF file and its general.architecture (Ollama's /api/tags)
   sampler::Params defaults;          // for fields a request omits
   int slots = 1;                     // --parallel, reported by /props
   std::string tls_cert, tls_key;     // both or neither: HTTPS (serve/tls.h)

@@ -1,0 +1,28 @@
+// api_fuzz.cc: libFuzzer target for the HTTP APIs' body parsers (serve/api.h, ollama.h):
+// the first byte picks the entry point (OpenAI chat, completions, Ollama /api/chat,
+// /api/generate with and without a chat template), the rest is the body. Nothing may
+// crash, hang or read out of bounds; a body either parses or gets a 4xx with a message.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "serve/api.h"
+#include "serve/ollama.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const sampler::Params defaults;
+  serve::Request r;
+  std::optional<serve::ApiError> e;
+  switch (data[0] % 5) {
+    case 0: e = serve::parse_request(body, serve::Endpoint::kChat, 512, defaults, &r); break;
+    case 1: e = serve::parse_request(body, serve::Endpoint::kCompletion, 512, defaults, &r); break;
+    case 2: e = serve::parse_ollama(body, true, true, 512, defaults, &r); break;
+    case 3: e = serve::parse_ollama(body, false, true, 512, defaults, &r); break;
+    default: e = serve::parse_ollama(body, false, false, 512, defaults, &r); break;
+  }
+  if (e && (e->status < 400 || e->status > 499 || e->message.empty())) std::abort();
+  return 0;
+}

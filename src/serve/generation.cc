@@ -1,0 +1,165 @@
+// generation.cc: a parsed request to the engine and back (see generation.h).
+#include "serve/generation.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <random>
+
+namespace serve {
+
+ApiError api_error(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s%016llx", prefix, (unsigned long long)rng());
+  return buf;
+}
+
+long long unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
+  const bool chat = r.endpoint == Endpoint::kChat;
+  if (chat && !prompts_.has_chat())
+    return bad_request(PromptBuilder::no_template_error() + "; then restart the server", "messages", "no_chat_template");
+  if (auto e = check_token_ids(r, prompts_.tokenizer().n_vocab())) return e;
+  // Tools: shown to the model unless tool_choice is none; required and a named function
+  // start the assistant's turn with the call (tools.h) and end it with the call.
+  const ToolChoice tool_choice = r.tools.empty() ? ToolChoice::kNone : r.tool_choice;
+  Job j;
+  j.tools_on = tool_choice != ToolChoice::kNone;
+  j.format = tool_format(prompts_.template_source());
+  if (j.tools_on && j.format == ToolFormat::kNone)
+    return bad_request("the chat template does not show tools in a format this server reads "
+                       "(Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); restart the "
+                       "server with --chat-template qwen2 (or a template file that does)", "tools",
+                       "unsupported_parameter");
+  if (j.tools_on && r.grammar)
+    return bad_request("'response_format' (or 'grammar') cannot be combined with tools: the reply "
+                       "would have to be a tool call and JSON at once; send tool_choice none or "
+                       "leave the format out", "response_format", "unsupported_parameter");
+  j.prefill = tool_prefill(j.format, tool_choice, r.tool_name);
+  if ((tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) && !tool_stop(j.format).empty())
+    r.stop.push_back(tool_stop(j.format));
+  std::vector<int32_t> tokens;
+  if (chat) {
+    auto t = prompts_.chat(r.chat_messages, j.tools_on ? r.tools : nlohmann::ordered_json::array(), j.prefill);
+    if (!t) return bad_request("the chat template refused these messages: " + t.error(), "messages");
+    tokens = std::move(*t);
+  } else {
+    tokens = prompts_.completion(r.prompt);
+  }
+  const int ctx = engine_.ctx();
+  const int n = int(tokens.size());
+  if (n == 0) return bad_request("the prompt is empty", chat ? "messages" : "prompt");
+  if (n >= ctx || n + r.max_tokens > ctx)
+    return bad_request("the prompt is " + std::to_string(n) + " tokens" +
+                           (r.max_tokens ? " and max_tokens " + std::to_string(r.max_tokens) : "") +
+                           ", but the context is " + std::to_string(ctx) +
+                           " tokens; shorten the prompt, lower max_tokens or restart with a larger --ctx",
+                       chat ? "messages" : "prompt", "context_length_exceeded");
+  if (util::Status h = engine_.health(); !h.ok())
+    return api_error(503, "the model is unavailable: " + h.message() + "; restart the server", "server_error");
+  if (const runtime::SchedulerStats m = engine_.metrics().sched; m.queued >= o_.max_queue)
+    return api_error(429, "the server has " + std::to_string(m.queued) + " requests waiting for " +
+                              std::to_string(m.slots) + " slots (--max-queue " + std::to_string(o_.max_queue) +
+                              "); retry later", "rate_limit_error", "queue_full");
+  GenerationRequest& g = j.gen;
+  g.prompt = std::move(tokens);
+  g.params = r.params;
+  g.seed_given = r.seed_given;
+  g.max_tokens = r.max_tokens ? r.max_tokens : std::min(ctx - n, o_.default_max_tokens);
+  g.stop = r.stop;
+  g.max_guesses = r.max_guesses;
+  g.grammar = r.grammar;
+  *job = std::move(j);
+  return std::nullopt;
+}
+
+Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting,
+                     const LogprobSink& logprobs) const {
+  GenerationRequest g = job.gen;
+  g.params.seed += uint64_t(i);
+  ToolStream tools(job.format, job.prefill);
+  Reply r;
+  r.out = engine_.generate(
+      g,
+      [&](const std::string& t) {
+        if (t.empty() || !job.tools_on) return text(t);
+        const std::string shown = tools.push(t);
+        return text(shown);
+      },
+      waiting, logprobs);
+  r.finish_reason = r.out.finish_reason;
+  if (job.tools_on) {
+    r.tail = tools.finish();
+    if (!r.tail.calls.empty()) r.finish_reason = "tool_calls";
+  }
+  return r;
+}
+
+namespace {
+
+// The socket of a request, found by its peer address (cpp-httplib 0.11 does not hand it to
+// handlers), or -1.
+int client_socket(const httplib::Request& req) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
+    char host[INET6_ADDRSTRLEN] = "";
+    int port = -1;
+    if (ss.ss_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+      ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+      port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+      ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+      port = ntohs(a->sin6_port);
+    }
+    if (port == req.remote_port && req.remote_addr == host) return fd;
+  }
+  return -1;
+}
+
+// False once the peer has closed its side (a read would return end of file) or reset.
+bool peer_connected(int fd) {
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
+}  // namespace
+
+ClientWatch::ClientWatch(const httplib::Request& req)
+    : fd_(client_socket(req)), asked_(std::chrono::steady_clock::now()) {}
+
+bool ClientWatch::still_there() {
+  const auto now = std::chrono::steady_clock::now();
+  if (fd_ < 0 || now - asked_ < std::chrono::milliseconds(100)) return true;
+  asked_ = now;
+  return peer_connected(fd_);
+}
+
+}  // namespace serve

@@ -1,0 +1,80 @@
+// generation.h: what every HTTP API of `serve` shares once its body is parsed into a
+// Request (api.h): the prompt rendered with the chat template (tools shown as tool_choice
+// says, a forced call's prefill and stop string), the checks before the engine (context,
+// health, a full queue: 429), and the run of one choice: text pieces as they may be shown
+// (tool calls held back, tools.h), the reply's calls at the end. OpenAI's handler
+// (server.cc), Ollama's (ollama.cc) and Anthropic's (anthropic.cc) only translate their
+// formats to a Request and the pieces back.
+// Deliberately no HTTP here beyond finding a request's socket (ClientWatch).
+#pragma once
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "serve/api.h"
+#include "serve/engine.h"
+#include "serve/prompt.h"
+#include "serve/server.h"
+#include "serve/tools.h"
+
+namespace httplib {
+struct Request;
+}
+
+namespace serve {
+
+// A request ready for the engine.
+struct Job {
+  GenerationRequest gen;
+  ToolFormat format = ToolFormat::kNone;
+  bool tools_on = false;
+  std::string prefill;  // what the assistant's turn was made to start with (a forced call)
+};
+
+// One choice's outcome: finish_reason "tool_calls" when the reply holds calls.
+struct Reply {
+  GenerationResult out;
+  std::string finish_reason;
+  ToolReply tail;  // the content not yet handed to the sink, and the calls
+  bool cancelled() const { return out.finish_reason == "cancelled"; }
+};
+
+class Generator {
+ public:
+  Generator(Engine& e, const PromptBuilder& p, const ServerOptions& o) : engine_(e), prompts_(p), o_(o) {}
+  // Renders r's prompt (chat or completion) and checks it fits, the engine is healthy and
+  // the queue has room; the error otherwise (429 for a full queue: send Retry-After).
+  std::optional<ApiError> prepare(Request& r, Job* out) const;
+  // Choice i (seed + i): shown text to `text` piece by piece, "" while waiting (a chance
+  // to say the client left by returning false).
+  Reply run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting = {},
+            const LogprobSink& logprobs = {}) const;
+
+  Engine& engine() const { return engine_; }
+  const PromptBuilder& prompts() const { return prompts_; }
+  const ServerOptions& options() const { return o_; }
+
+ private:
+  Engine& engine_;
+  const PromptBuilder& prompts_;
+  const ServerOptions& o_;
+};
+
+// A non-streamed request's client, asked (a peek at its socket) at most every 100 ms:
+// false once it has hung up.
+class ClientWatch {
+ public:
+  explicit ClientWatch(const httplib::Request& req);
+  bool still_there();
+
+ private:
+  int fd_ = -1;
+  std::chrono::steady_clock::time_point asked_;
+};
+
+ApiError api_error(int status, std::string message, std::string type, std::string code = "");
+// "chatcmpl-" + 16 hex digits, etc.
+std::string random_id(const char* prefix);
+long long unix_now();
+
+}  // namespace serve
