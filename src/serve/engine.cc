@@ -113,6 +113,7 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   const runtime::JobEnd& e = ch->end;
   r.status = e.status;
   r.finish_reason = !e.status.ok() ? "error" : (gone || e.cancelled) ? "cancelled" : ch->stopped ? "stop" : "length";
+  r.stop_string = stop->matched();
   r.usage.prompt_tokens = e.prompt_tokens;
   r.usage.cached_tokens = e.cached_tokens;
   r.usage.completion_tokens = ch->completion;

@@ -41,6 +41,7 @@ struct GenerationRequest {
 struct GenerationResult {
   util::Status status;        // a failed step (a worker lost): the engine is then unusable
   std::string finish_reason;  // "stop", "length", "cancelled" or "error"
+  std::string stop_string;    // the stop string that ended it ("" at an end-of-generation token)
   Usage usage;
   double prompt_s = 0, gen_s = 0;
 };

@@ -35,7 +35,7 @@ long long unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
+std::optional<ApiError> Generator::render(Request& r, Job* job) const {
   const bool chat = r.endpoint == Endpoint::kChat;
   if (chat && !prompts_.has_chat())
     return bad_request(PromptBuilder::no_template_error() + "; then restart the server", "messages", "no_chat_template");
@@ -66,8 +66,17 @@ std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
   } else {
     tokens = prompts_.completion(r.prompt);
   }
+  j.gen.prompt = std::move(tokens);
+  *job = std::move(j);
+  return std::nullopt;
+}
+
+std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
+  Job j;
+  if (auto e = render(r, &j)) return e;
+  const bool chat = r.endpoint == Endpoint::kChat;
   const int ctx = engine_.ctx();
-  const int n = int(tokens.size());
+  const int n = int(j.gen.prompt.size());
   if (n == 0) return bad_request("the prompt is empty", chat ? "messages" : "prompt");
   if (n >= ctx || n + r.max_tokens > ctx)
     return bad_request("the prompt is " + std::to_string(n) + " tokens" +
@@ -82,7 +91,6 @@ std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
                               std::to_string(m.slots) + " slots (--max-queue " + std::to_string(o_.max_queue) +
                               "); retry later", "rate_limit_error", "queue_full");
   GenerationRequest& g = j.gen;
-  g.prompt = std::move(tokens);
   g.params = r.params;
   g.seed_given = r.seed_given;
   g.max_tokens = r.max_tokens ? r.max_tokens : std::min(ctx - n, o_.default_max_tokens);

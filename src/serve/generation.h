@@ -45,6 +45,9 @@ class Generator {
   // Renders r's prompt (chat or completion) and checks it fits, the engine is healthy and
   // the queue has room; the error otherwise (429 for a full queue: send Retry-After).
   std::optional<ApiError> prepare(Request& r, Job* out) const;
+  // prepare's first half: the prompt rendered and its tools set up, not yet checked
+  // against the context or the queue (Anthropic's count_tokens).
+  std::optional<ApiError> render(Request& r, Job* out) const;
   // Choice i (seed + i): shown text to `text` piece by piece, "" while waiting (a chance
   // to say the client left by returning false).
   Reply run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting = {},

@@ -21,6 +21,7 @@
 
 #include "serve/assets.h"
 #include "serve/generation.h"
+#include "serve/anthropic.h"
 #include "serve/ollama.h"
 #include "serve/page.h"
 #include "serve/tls.h"
@@ -43,9 +44,10 @@ void send_error(httplib::Response& res, const ApiError& e) {
 // An error answered before a route's own handler (401, 404, 405, 411, 413): in the error
 // shape of the API the path belongs to.
 void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
-  if (req.path.rfind("/api/", 0) != 0) return send_error(res, e);
+  const bool ollama = req.path.rfind("/api/", 0) == 0, anthropic = req.path.rfind("/v1/messages", 0) == 0;
+  if (!ollama && !anthropic) return send_error(res, e);
   res.status = e.status;
-  res.set_content(dump(ollama_error_json(e)), "application/json");
+  res.set_content(dump(ollama ? ollama_error_json(e) : anthropic_error_json(e)), "application/json");
 }
 
 bool same_secret(const std::string& a, const std::string& b) {
@@ -84,7 +86,8 @@ const Route kRoutes[] = {{"/", false, false},          {"/health", false, false}
                          {"/props", false, true},      {"/api/chat", true, true},
                          {"/api/generate", true, true}, {"/api/show", true, true},
                          {"/api/tags", false, true},   {"/api/ps", false, true},
-                         {"/api/version", false, true}};
+                         {"/api/version", false, true}, {"/v1/messages", true, true},
+                         {"/v1/messages/count_tokens", true, true}};
 
 void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
   res.set_header("Allow", post ? "POST" : "GET");
@@ -96,7 +99,7 @@ void not_found(const httplib::Request& req, httplib::Response& res) {
   send_error(req, res, api_error(404, "no route " + req.method + " " + req.path +
                                      "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
                                      "/props, /health, /metrics, /api/chat, /api/generate, /api/tags, /api/show, "
-                                     "/api/ps, /api/version",
+                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens",
                             "invalid_request_error", "unknown_url"));
 }
 
@@ -493,11 +496,19 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     }
     if (o.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS")
       return httplib::Server::HandlerResponse::Unhandled;
+    // Anthropic's clients send the key as x-api-key, the others as a bearer token.
+    if (req.has_header("x-api-key")) {
+      if (same_secret(req.get_header_value("x-api-key"), o.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(req, res, api_error(401, "incorrect API key in the x-api-key header", "invalid_request_error",
+                                     "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (auth.empty()) {
-      send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' (the server "
-                                     "was started with --api-key)", "invalid_request_error", "invalid_api_key"));
+      send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: "
+                                     "KEY' (the server was started with --api-key)", "invalid_request_error",
+                                     "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
@@ -540,6 +551,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) { h.detokenize(req, res); });
   svr.Get("/props", [&](const httplib::Request&, httplib::Response& res) { h.props(res); });
   add_ollama_routes(svr, gen);
+  add_anthropic_routes(svr, gen);
   // Known routes with the wrong method: 405 naming the right one.
   for (const Route& route : kRoutes) {
     const bool post = route.post;

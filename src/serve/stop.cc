@@ -14,7 +14,11 @@ std::string StopMatcher::push(std::string_view text) {
   if (stopped_) return "";
   held_.append(text);
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  for (const std::string& s : stops_)
+    if (const size_t at = held_.find(s); at < first) {
+      first = at;
+      matched_ = s;
+    }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, first);

@@ -20,11 +20,13 @@ class StopMatcher {
   // The text held back as a possible stop-string prefix (call when generation ends).
   std::string flush();
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }  // the stop string seen, or ""
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace serve

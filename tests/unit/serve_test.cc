@@ -397,6 +397,12 @@ TEST(ServeStop, MatchesAcrossPiecesAndNeverShowsTheStop) {
   EXPECT_EQ(m.push("x"), "\xc3\xa9x");
   // Empty stop strings are ignored (the parser refuses them anyway).
   EXPECT_EQ(run_stop({""}, {"a", "b"}, &stopped), "ab");
+  // matched(): the stop string that ended it (Anthropic's stop_sequence), the earliest one.
+  serve::StopMatcher w({"zz", "b c", "a"});
+  EXPECT_EQ(w.matched(), "");
+  EXPECT_EQ(w.push("xb"), "x");
+  EXPECT_EQ(w.push(" czz a"), "");
+  EXPECT_EQ(w.matched(), "b c");
 }
 
 class ServeModel : public ::testing::Test {
