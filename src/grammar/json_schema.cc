@@ -63,10 +63,11 @@ class Converter {
  public:
   explicit Converter(const json& root) : root_(root) {}
 
-  util::Expected<std::string> run() {
+  util::Expected<std::string> run(const std::string& prefix = "", const std::string& suffix = "") {
     auto r = rule_for(root_, "#", "root-value");
     if (!r) return r.status();
-    std::string out = "root ::= " + *r + "\n" + kBase;
+    std::string out = "root ::= " + (prefix.empty() ? "" : literal(prefix) + " ") + *r +
+                      (suffix.empty() ? "" : " " + literal(suffix)) + "\n" + kBase;
     if (formats_) out += kFormats;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
@@ -303,5 +304,8 @@ class Converter {
 std::string json_object_gbnf() { return std::string("root ::= object\n") + kBase; }
 
 util::Expected<std::string> json_schema_gbnf(const json& schema) { return Converter(schema).run(); }
+util::Expected<std::string> json_schema_gbnf(const json& schema, const std::string& prefix, const std::string& suffix) {
+  return Converter(schema).run(prefix, suffix);
+}
 
 }  // namespace grammar

@@ -24,5 +24,8 @@ namespace grammar {
 std::string json_object_gbnf();
 // GBNF accepting documents valid under `schema`; the error names the JSON pointer.
 util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schema);  // properties in order
+// The same document between fixed text: prefix DOCUMENT suffix (a forced tool call's markers).
+util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schema, const std::string& prefix,
+                                             const std::string& suffix);
 
 }  // namespace grammar

@@ -45,22 +45,30 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
   const ToolChoice tool_choice = r.tools.empty() ? ToolChoice::kNone : r.tool_choice;
   Job j;
   j.tools_on = tool_choice != ToolChoice::kNone;
-  j.format = tool_format(prompts_.template_source());
-  if (j.tools_on && j.format == ToolFormat::kNone)
-    return bad_request("the chat template does not show tools in a format this server reads "
-                       "(Hermes <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS]); restart the "
-                       "server with --chat-template qwen2 (or a template file that does)", "tools",
-                       "unsupported_parameter");
+  // A template without a tool syntax gets the generic format (tools.h).
+  j.format = template_tool_format();
   if (j.tools_on && r.grammar)
     return bad_request("'response_format' (or 'grammar') cannot be combined with tools: the reply "
                        "would have to be a tool call and JSON at once; send tool_choice none or "
                        "leave the format out", "response_format", "unsupported_parameter");
-  j.prefill = tool_prefill(j.format, tool_choice, r.tool_name);
-  if ((tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed) && !tool_stop(j.format).empty())
-    r.stop.push_back(tool_stop(j.format));
+  if (j.tools_on) {  // a forced call (and the generic format's reply) is decoded under its grammar
+    auto gbnf = tool_call_gbnf(j.format, r.tools, tool_choice, r.tool_name);
+    if (!gbnf) return bad_request(gbnf.status().message(), "tools", "unsupported_value");
+    if (!gbnf->empty()) {
+      auto g = grammar::Grammar::parse(*gbnf);
+      if (!g) return api_error(500, "the tool-call grammar does not parse: " + g.status().message(), "server_error");
+      r.grammar = std::move(*g);
+    }
+    if (!tool_stop(j.format).empty() && r.grammar) r.stop.push_back(tool_stop(j.format));
+  }
+  nlohmann::ordered_json messages = r.chat_messages, tools = j.tools_on ? r.tools : nlohmann::ordered_json::array();
+  if (j.tools_on && j.format == ToolFormat::kGeneric) {
+    messages = generic_tool_messages(messages, generic_tool_prompt(r.tools, tool_choice));
+    tools = nlohmann::ordered_json::array();
+  }
   std::vector<int32_t> tokens;
   if (chat) {
-    auto t = prompts_.chat(r.chat_messages, j.tools_on ? r.tools : nlohmann::ordered_json::array(), j.prefill);
+    auto t = prompts_.chat(messages, tools, "");
     if (!t) return bad_request("the chat template refused these messages: " + t.error(), "messages");
     tokens = std::move(*t);
   } else {
@@ -101,11 +109,16 @@ std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
   return std::nullopt;
 }
 
+ToolFormat Generator::template_tool_format() const {
+  const ToolFormat f = tool_format(prompts_.template_source());
+  return f == ToolFormat::kNone ? ToolFormat::kGeneric : f;
+}
+
 Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting,
                      const LogprobSink& logprobs) const {
   GenerationRequest g = job.gen;
   g.params.seed += uint64_t(i);
-  ToolStream tools(job.format, job.prefill);
+  ToolStream tools(job.format, "");
   Reply r;
   r.out = engine_.generate(
       g,

@@ -28,7 +28,6 @@ struct Job {
   GenerationRequest gen;
   ToolFormat format = ToolFormat::kNone;
   bool tools_on = false;
-  std::string prefill;  // what the assistant's turn was made to start with (a forced call)
 };
 
 // One choice's outcome: finish_reason "tool_calls" when the reply holds calls.
@@ -52,6 +51,9 @@ class Generator {
   // to say the client left by returning false).
   Reply run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting = {},
             const LogprobSink& logprobs = {}) const;
+
+  // The tool format requests get: the template's own, else kGeneric (tools.h).
+  ToolFormat template_tool_format() const;
 
   Engine& engine() const { return engine_; }
   const PromptBuilder& prompts() const { return prompts_; }

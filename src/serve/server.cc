@@ -419,6 +419,7 @@ class Handler {
         {"total_slots", o_.slots},
         {"chat_template", prompts_.template_source()},
         {"has_chat_template", prompts_.has_chat()},
+        {"tool_format", tool_format_name(gen_.template_tool_format())},
         {"bos_token", tok.bos() >= 0 ? tok.piece(tok.bos(), true) : ""},
         {"eos_token", tok.eos() >= 0 ? tok.piece(tok.eos(), true) : ""},
         {"n_vocab", tok.n_vocab()},

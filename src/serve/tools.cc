@@ -5,7 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/json_schema.h"
+
 namespace serve {
+
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -40,6 +44,23 @@ bool add_call(ToolFormat f, const nlohmann::json& j, std::vector<ToolCall>* call
 }
 
 nlohmann::json parse_json(const std::string& s) { return nlohmann::json::parse(s, nullptr, false); }
+
+// The generic format's reply: {"tool_call": CALL}, {"tool_calls": [CALL, ...]} or {"response": TEXT}.
+bool parse_generic(const std::string& text, ToolReply* r) {
+  const auto j = parse_json(text);
+  if (!j.is_object() || j.size() != 1) return false;
+  if (auto c = j.find("tool_call"); c != j.end()) return add_call(ToolFormat::kGeneric, *c, &r->calls);
+  if (auto cs = j.find("tool_calls"); cs != j.end() && cs->is_array() && !cs->empty()) {
+    for (const auto& c : *cs)
+      if (!add_call(ToolFormat::kGeneric, c, &r->calls)) return r->calls.clear(), false;
+    return true;
+  }
+  if (auto t = j.find("response"); t != j.end() && t->is_string()) {
+    r->content = t->get<std::string>();
+    return true;
+  }
+  return false;
+}
 
 // Where the calls of a reply start, or npos.
 size_t calls_start(ToolFormat f, const std::string& text) {
@@ -106,28 +127,79 @@ const char* tool_format_name(ToolFormat f) {
     case ToolFormat::kHermes: return "Hermes <tool_call>";
     case ToolFormat::kLlama3: return "Llama 3 JSON";
     case ToolFormat::kMistral: return "Mistral [TOOL_CALLS]";
+    case ToolFormat::kGeneric: return "generic JSON (tools in the system turn)";
     default: return "none";
   }
 }
 
-std::string tool_prefill(ToolFormat f, ToolChoice choice, const std::string& name) {
-  if (choice != ToolChoice::kRequired && choice != ToolChoice::kNamed) return "";
-  const std::string head = choice == ToolChoice::kNamed ? "{\"name\": " + nlohmann::json(name).dump() + ", " : "";
-  switch (f) {
-    case ToolFormat::kHermes:
-      return choice == ToolChoice::kRequired ? "<tool_call>\n" : "<tool_call>\n" + head + "\"arguments\": ";
-    case ToolFormat::kMistral:
-      return choice == ToolChoice::kRequired ? "[TOOL_CALLS] [" : "[TOOL_CALLS] [" + head + "\"arguments\": ";
-    case ToolFormat::kLlama3:
-      return choice == ToolChoice::kRequired ? "{\"name\": \"" : head + "\"parameters\": ";
-    default: return "";
+util::Expected<std::string> tool_call_gbnf(ToolFormat f, const ojson& tools, ToolChoice choice, const std::string& name) {
+  const bool forced = choice == ToolChoice::kRequired || choice == ToolChoice::kNamed;
+  if (!forced && !(f == ToolFormat::kGeneric && choice == ToolChoice::kAuto)) return std::string();
+  // One call's object per tool: {"name": NAME, "arguments" (Llama: "parameters"): its schema}.
+  ojson calls = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& fn = tools[i]["function"];
+    if (choice == ToolChoice::kNamed && fn["name"] != name) continue;
+    const ojson params = fn.contains("parameters") ? fn["parameters"] : ojson{{"type", "object"}};
+    const char* key = f == ToolFormat::kLlama3 ? "parameters" : "arguments";
+    const ojson call = {{"type", "object"},
+                        {"properties", {{"name", {{"const", fn["name"]}}}, {key, params}}},
+                        {"required", {"name", key}}};
+    // Each tool's schema alone first, so an error names the tool and its own pointer.
+    if (auto g = grammar::json_schema_gbnf(params); !g)
+      return util::Status::error("tools[" + std::to_string(i) + "].function.parameters: " + g.status().message());
+    calls.push_back(call);
   }
+  ojson schema = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
+  switch (f) {
+    case ToolFormat::kHermes: return grammar::json_schema_gbnf(schema, std::string(kHermesOpen) + "\n", std::string("\n") + kHermesClose);
+    case ToolFormat::kMistral: return grammar::json_schema_gbnf(schema, std::string(kMistral) + " [", "]");
+    case ToolFormat::kLlama3: return grammar::json_schema_gbnf(schema);
+    default: break;
+  }
+  ojson reply = {{"type", "object"}, {"properties", {{"tool_call", schema}}}, {"required", {"tool_call"}}};
+  if (!forced)
+    reply = {{"anyOf", {reply, {{"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}},
+                                {"required", {"response"}}}}}};
+  return grammar::json_schema_gbnf(reply);
+}
+
+std::string generic_tool_prompt(const ojson& tools, ToolChoice choice) {
+  ojson list = ojson::array();
+  for (const ojson& t : tools) list.push_back(t["function"]);
+  std::string s = "You can call these tools (JSON schemas of their arguments):\n" + list.dump(2) +
+                  "\n\nReply with one JSON object: {\"tool_call\": {\"name\": TOOL, \"arguments\": {...}}}";
+  if (choice == ToolChoice::kAuto) s += " to call a tool, or {\"response\": \"your answer\"} to answer in text";
+  return s + ".";
+}
+
+ojson generic_tool_messages(const ojson& messages, const std::string& system) {
+  ojson out = ojson::array();
+  bool has_system = !messages.empty() && messages[0]["role"] == "system";
+  if (!has_system) out.push_back({{"role", "system"}, {"content", system}});
+  for (const ojson& m : messages) {
+    ojson c = m;
+    if (c["role"] == "system" && out.empty()) {
+      c["content"] = c["content"].get<std::string>() + "\n\n" + system;
+    } else if (c["role"] == "assistant" && c.contains("tool_calls")) {
+      ojson calls = ojson::array();
+      for (const ojson& t : c["tool_calls"]) calls.push_back(t["function"]);
+      c = {{"role", "assistant"},
+           {"content", calls.size() == 1 ? ojson{{"tool_call", calls[0]}}.dump() : ojson{{"tool_calls", calls}}.dump()}};
+    } else if (c["role"] == "tool") {
+      c = {{"role", "user"}, {"content", ojson{{"tool_response", {{"id", m.value("tool_call_id", "")},
+                                                                  {"content", m["content"]}}}}.dump()}};
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::string tool_stop(ToolFormat f) { return f == ToolFormat::kHermes ? kHermesClose : ""; }
 
 ToolReply parse_tool_calls(ToolFormat f, const std::string& text) {
   ToolReply r;
+  if (f == ToolFormat::kGeneric) return parse_generic(text, &r) ? r : ToolReply{text, {}};
   const size_t first = calls_start(f, text);
   if (first == std::string::npos || !parse_calls(f, text, first, &r.calls)) return ToolReply{text, {}};
   r.content = trim(text.substr(0, first));
@@ -136,7 +208,7 @@ ToolReply parse_tool_calls(ToolFormat f, const std::string& text) {
 
 std::string ToolStream::push(const std::string& text) {
   held_ += text;
-  if (in_call_) return "";
+  if (in_call_ || f_ == ToolFormat::kGeneric) return "";  // generic: the reply is one JSON object
   size_t keep = held_.size();
   if (f_ == ToolFormat::kLlama3) {
     // The reply's first characters decide: a call, or content from then on.
@@ -172,6 +244,7 @@ std::string ToolStream::push(const std::string& text) {
 }
 
 ToolReply ToolStream::finish() {
+  if (f_ == ToolFormat::kGeneric) return parse_tool_calls(f_, held_);  // nothing was shown
   ToolReply r = parse_tool_calls(f_, shown_ + held_);
   if (r.calls.empty()) {
     r.content = held_;  // the rest, as content

@@ -1,20 +1,25 @@
 // tools.h: tool calling in the formats of the templates we support: Hermes (Qwen 2.5/3,
 // --chat-template qwen2, any template with <tool_call> tags), Llama 3.1/3.2 (a JSON object
 // {"name", "parameters"} as the whole reply, or after <|python_tag|>) and Mistral
-// ([TOOL_CALLS] then a JSON array of {"name", "arguments"}). Per format: what the
-// assistant turn starts with for tool_choice "required" or a named function (a prefill
-// after the generation prompt), the reply cut into content and tool calls, and a streamed
-// reply's text held back from where a call may start, so that tool calls go out as
-// tool_calls deltas, never as content.
-// Deliberately no JSON schema checks of the arguments (that is structured output's job).
+// ([TOOL_CALLS] then a JSON array of {"name", "arguments"}), and a generic format for
+// templates with none of them (the tools described in the system turn, the reply one JSON
+// object {"tool_call": {"name", "arguments"}} or {"response": TEXT}, as llama-server's).
+// Per format: the grammar of a forced call (tool_choice "required" or a named function:
+// a call of a listed function whose arguments validate under its schema), the reply cut
+// into content and tool calls, and a streamed reply's text held back from where a call may
+// start, so that tool calls go out as tool_calls deltas, never as content.
 #pragma once
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "util/status.h"
+
 namespace serve {
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
-enum class ToolFormat { kNone, kHermes, kLlama3, kMistral };
+enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kGeneric };
 
 struct ToolCall {
   std::string id;         // call_... (Mistral: 9 letters and digits, as its template demands)
@@ -26,9 +31,18 @@ struct ToolCall {
 ToolFormat tool_format(const std::string& template_source);
 const char* tool_format_name(ToolFormat f);
 
-// The text the assistant's turn is made to start with: "" (auto, none), the start of a call
-// (required) or the call's head up to its arguments (named).
-std::string tool_prefill(ToolFormat f, ToolChoice choice, const std::string& name);
+// GBNF of the reply when it is constrained: a forced call (required: of any of the tools;
+// named: of that one) in format f, its arguments a document of the function's parameters
+// schema (json_schema.h); with kGeneric and auto, a call or {"response": TEXT}; "" when
+// unconstrained (auto, none). The error names the tool whose schema cannot be enforced.
+// tools: [{type, function: {name, parameters?}}] as api.h checked them.
+util::Expected<std::string> tool_call_gbnf(ToolFormat f, const nlohmann::ordered_json& tools, ToolChoice choice,
+                                           const std::string& name);
+// kGeneric: the system text describing the tools and the reply's format, and the history
+// as a template without tools can render it (an assistant's tool_calls as its JSON reply,
+// a tool's result as a user turn).
+std::string generic_tool_prompt(const nlohmann::ordered_json& tools, ToolChoice choice);
+nlohmann::ordered_json generic_tool_messages(const nlohmann::ordered_json& messages, const std::string& system);
 // A stop string that ends a forced call ("" when the end of the turn does).
 std::string tool_stop(ToolFormat f);
 

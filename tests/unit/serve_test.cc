@@ -597,7 +597,7 @@ TEST(ServeTools, RepliesCutIntoContentAndCalls) {
   EXPECT_EQ(r.calls[0].id.rfind("call_", 0), 0u);
   EXPECT_NE(r.calls[0].id, r.calls[1].id);
   // Unclosed (a stop at </tool_call>): still a call.
-  auto named = serve::parse_tool_calls(H, serve::tool_prefill(H, serve::ToolChoice::kNamed, "f") + "{\"x\": 1}}");
+  auto named = serve::parse_tool_calls(H, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n");
   ASSERT_EQ(named.calls.size(), 1u);
   EXPECT_EQ(named.calls[0].name, "f");
   EXPECT_TRUE(named.content.empty());
@@ -608,11 +608,77 @@ TEST(ServeTools, RepliesCutIntoContentAndCalls) {
     EXPECT_TRUE(b.calls.empty()) << bad;
     EXPECT_EQ(b.content, bad);
   }
-  EXPECT_EQ(serve::tool_prefill(H, serve::ToolChoice::kAuto, ""), "");
-  EXPECT_EQ(serve::tool_prefill(H, serve::ToolChoice::kRequired, ""), "<tool_call>\n");
   EXPECT_EQ(serve::tool_stop(H), "</tool_call>");
   EXPECT_EQ(serve::tool_format(*tokenizer::builtin_chat_template("qwen2")), H);
   EXPECT_EQ(serve::tool_format(*tokenizer::builtin_chat_template("chatml")), serve::ToolFormat::kNone);
+}
+
+// Tools get_weather(city: string, required) and f() with no parameters.
+nlohmann::ordered_json two_tools() {
+  return nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "f"}}])");
+}
+
+// Whether the forced call's grammar (named: get_weather) accepts the whole text.
+bool call_grammar_accepts(serve::ToolFormat f, serve::ToolChoice choice, const std::string& text) {
+  auto gbnf = serve::tool_call_gbnf(f, two_tools(), choice, "get_weather");
+  if (!gbnf) return false;
+  auto g = grammar::Grammar::parse(*gbnf);
+  if (!g) return false;
+  grammar::Matcher m(*g);
+  return m.accept(text) && m.state().complete();
+}
+
+TEST(ServeTools, ForcedCallsFollowTheirGrammar) {
+  using serve::ToolChoice;
+  using serve::ToolFormat;
+  const ToolFormat H = ToolFormat::kHermes, G = ToolFormat::kGeneric;
+  const std::string call = R"({"name": "get_weather", "arguments": {"city": "Paris", "days": 2}})";
+  EXPECT_TRUE(call_grammar_accepts(H, ToolChoice::kNamed, "<tool_call>\n" + call + "\n</tool_call>"));
+  EXPECT_TRUE(call_grammar_accepts(H, ToolChoice::kRequired, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"));
+  // named: no other function; required: no unknown one; arguments under the schema
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kNamed, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kRequired, "<tool_call>\n{\"name\": \"Paris\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kNamed, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kNamed, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 3}}\n</tool_call>"));
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kNamed, "Sure. <tool_call>\n" + call + "\n</tool_call>"));
+  // generic: the call wrapped, or (auto) a text response
+  EXPECT_TRUE(call_grammar_accepts(G, ToolChoice::kNamed, "{\"tool_call\": " + call + "}"));
+  EXPECT_FALSE(call_grammar_accepts(G, ToolChoice::kNamed, "{\"response\": \"hi\"}"));
+  EXPECT_TRUE(call_grammar_accepts(G, ToolChoice::kAuto, "{\"response\": \"hi\"}"));
+  auto unconstrained = serve::tool_call_gbnf(H, two_tools(), ToolChoice::kAuto, "");  // auto: no grammar
+  ASSERT_TRUE(unconstrained.ok());
+  EXPECT_EQ(*unconstrained, "");
+  // a schema constrained decoding cannot enforce is refused naming the tool
+  auto bad = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "g",
+      "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a+"}}}}}])");
+  auto e = serve::tool_call_gbnf(H, bad, ToolChoice::kRequired, "");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("tools[0].function.parameters"), std::string::npos) << e.status().message();
+  // generic replies parse back; streamed, nothing shows before the end
+  auto r = serve::parse_tool_calls(G, "{\"tool_call\": " + call + "}");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(r.calls[0].arguments), nlohmann::json({{"city", "Paris"}, {"days", 2}}));
+  serve::ToolStream s(G, "");
+  EXPECT_EQ(s.push("{\"response\": \"it is "), "");
+  EXPECT_EQ(s.push("sunny\"}"), "");
+  auto sr = s.finish();
+  EXPECT_TRUE(sr.calls.empty());
+  EXPECT_EQ(sr.content, "it is sunny");
+  // the generic history: the tools in the system turn, calls and results as text turns
+  auto msgs = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "18 C"}])");
+  auto h = serve::generic_tool_messages(msgs, serve::generic_tool_prompt(two_tools(), ToolChoice::kAuto));
+  ASSERT_EQ(h.size(), 4u);
+  EXPECT_EQ(h[0]["role"], "system");
+  EXPECT_NE(h[0]["content"].get<std::string>().find("get_weather"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(h[2]["content"].get<std::string>())["tool_call"]["name"], "get_weather");
+  EXPECT_EQ(h[3]["role"], "user");
+  EXPECT_NE(h[3]["content"].get<std::string>().find("18 C"), std::string::npos);
 }
 
 TEST(ServeTools, StreamHoldsTheCalls) {
@@ -666,9 +732,11 @@ TEST(ServeTools, Llama3AndMistralFormatsRoundTripThroughTheirTemplates) {
     ASSERT_EQ(sr.calls.size(), 1u);
     const std::string all = shown + sr.content;
     EXPECT_EQ(all.substr(0, all.find_last_not_of(' ') + 1), c.content);
-    // Forced: the prefill plus the model's rest parses to the named call.
-    const std::string forced = serve::tool_prefill(c.format, serve::ToolChoice::kNamed, "get_weather") +
-                               (c.format == serve::ToolFormat::kMistral ? "{\"city\": \"Paris\"}}]" : "{\"city\": \"Paris\"}}");
+    // Forced: what the call's grammar accepts parses to the named call.
+    const std::string forced = c.format == serve::ToolFormat::kMistral
+        ? "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"
+        : "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
+    EXPECT_TRUE(call_grammar_accepts(c.format, serve::ToolChoice::kNamed, forced));
     auto fr = serve::parse_tool_calls(c.format, forced);
     ASSERT_EQ(fr.calls.size(), 1u) << forced;
     EXPECT_EQ(fr.calls[0].name, "get_weather");
