@@ -11,11 +11,14 @@ APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-
   nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev clang-14 libclang-rt-14-dev \
   curl chromium openssl libedit-dev tmux libjs-marked libjs-highlight.js node-dompurify \
   libopenmpi-dev openmpi-bin libvulkan-dev mesa-vulkan-drivers glslc
+# `make arm64`: the cross compiler, qemu-user, and the arm64 multiarch -dev packages it links.
+ARM64_PKGS := g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libgmock-dev:arm64 libpcre2-dev:arm64 \
+  libssl-dev:arm64 libcpp-httplib-dev:arm64 libedit-dev:arm64
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
 
-.PHONY: demo test deps apt-deps py-deps model gemma3 vocab build build-asan build-fuzz fuzz clean
+.PHONY: arm64 demo test deps apt-deps py-deps model gemma3 vocab build build-asan build-fuzz fuzz clean
 
 demo: deps model build
 	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
@@ -56,6 +59,16 @@ $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf:
 	python3 -m pip download --quiet --no-deps --no-binary :all: -d .deps/sdist llama-cpp-python==$(LLAMA_CPP_PY)
 	tar -xzf .deps/sdist/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C $(VOCAB_DIR) --strip-components=4 \
 	  --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*'
+
+# Cross-compiles shardlm and kernels_test for 64-bit ARM Linux (cmake/aarch64-linux-gnu.cmake)
+# into build/arm64; run them with tools/arm64_run.sh. MPI and Vulkan are left out there.
+arm64: apt-deps
+	@missing=""; for p in $(ARM64_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) dpkg --add-architecture arm64; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
+	cmake -S . -B build/arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
+	  -DSHARDLM_MPI=OFF -DSHARDLM_VULKAN=OFF >/dev/null
+	cmake --build build/arm64 -j $(JOBS) --target shardlm kernels_test
 
 build:
 	cmake --preset release >/dev/null

@@ -1,0 +1,12 @@
+# Cross-compiling for 64-bit ARM Linux on a Debian x86 machine (`make arm64`): Debian's
+# g++-aarch64-linux-gnu, with the libraries from the arm64 multiarch -dev packages
+# (/usr/lib/aarch64-linux-gnu) and host tools (python3, pkg-config) from the build machine.
+# Programs run at build time (GoogleTest's test discovery) run under qemu-aarch64.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
+set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# pkg-config reads only the arm64 .pc files (and the architecture-independent ones).
+set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
