@@ -26,7 +26,7 @@ using tensor::Type;
 
 constexpr Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
                                  Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
-                                 Type::Q4_K, Type::Q5_K, Type::Q6_K};
+                                 Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
 constexpr Type kActivationTypes[] = {Type::F32, Type::F16, Type::BF16,
                                      Type::Q8_0, Type::Q8_1, Type::Q8_K};
 
@@ -61,6 +61,8 @@ KernelTable make_scalar_table() {
   add.operator()<Type::Q5_0>();
   add.operator()<Type::Q5_1>();
   add.operator()<Type::Q8_0>();
+  add.operator()<Type::Q2_K>();
+  add.operator()<Type::Q3_K>();
   add.operator()<Type::Q4_K>();
   add.operator()<Type::Q5_K>();
   add.operator()<Type::Q6_K>();

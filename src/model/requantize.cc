@@ -20,6 +20,8 @@ uint32_t file_type_of(tensor::Type t) {
     case tensor::Type::Q8_0: return 7;
     case tensor::Type::Q5_0: return 8;
     case tensor::Type::Q5_1: return 9;
+    case tensor::Type::Q2_K: return 10;
+    case tensor::Type::Q3_K: return 11;  // Q3_K_S
     case tensor::Type::Q4_K: return 14;  // Q4_K_S
     case tensor::Type::Q5_K: return 16;  // Q5_K_S
     case tensor::Type::Q6_K: return 18;
@@ -30,6 +32,8 @@ uint32_t file_type_of(tensor::Type t) {
 
 tensor::Type fallback(tensor::Type t) {
   switch (t) {
+    case tensor::Type::Q2_K:  // llama.cpp's fallbacks for rows not in 256s
+    case tensor::Type::Q3_K: return tensor::Type::Q4_0;
     case tensor::Type::Q4_K: return tensor::Type::Q5_0;
     case tensor::Type::Q5_K: return tensor::Type::Q5_1;
     case tensor::Type::Q6_K: return tensor::Type::Q8_0;

@@ -278,6 +278,8 @@ void dequantize_row(Type t, const void* src, float* dst, int64_t n) {
     case Type::Q5_1: dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n); return;
     case Type::Q8_0: dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n); return;
     case Type::Q8_1: dequantize_q8_1(static_cast<const BlockQ8_1*>(src), dst, n); return;
+    case Type::Q2_K: detail::dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, n); return;
+    case Type::Q3_K: detail::dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, n); return;
     case Type::Q4_K: detail::dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); return;
     case Type::Q5_K: detail::dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); return;
     case Type::Q6_K: detail::dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); return;
@@ -299,6 +301,8 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n) {
     case Type::Q5_1: quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n); return;
     case Type::Q8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n); return;
     case Type::Q8_1: quantize_q8_1(src, static_cast<BlockQ8_1*>(dst), n); return;
+    case Type::Q2_K: detail::quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), n); return;
+    case Type::Q3_K: detail::quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), n); return;
     case Type::Q4_K: detail::quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n); return;
     case Type::Q5_K: detail::quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n); return;
     case Type::Q6_K: detail::quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n); return;

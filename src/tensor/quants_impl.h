@@ -17,11 +17,21 @@ inline int nearest_int(float f) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
-// K-quants (quants_k.cc). n is a multiple of kQK_K; x has n floats.
+// ggml's make_qkx2_quants (quants_k.cc): fits x[0..n) ~ scale * L - the_min, L in [0, nmax],
+// weighted least squares over nstep+1 stretched grids; returns the scale. Q2_K..Q5_K use it.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
+                       bool use_mad);
+
+// K-quants (quants_k.cc, Q2_K / Q3_K in quants_k23.cc). n is a multiple of kQK_K; x has n floats.
+void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t n);
+void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t n);
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t n);
 void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t n);
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t n);
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+void dequantize_q2_k(const BlockQ2_K* x, float* y, int64_t n);
+void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t n);
 void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t n);
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t n);

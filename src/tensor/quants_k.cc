@@ -4,7 +4,7 @@
 // (make_qkx2_quants / make_qx_quants searches, nearest_int rounding, the same float
 // expression order), so our bytes equal ggml's reference bytes; the dequantizers follow
 // dequantize_row_*. Deliberately not here: imatrix-weighted quantization
-// (quantize_row_*_impl with quant_weights), Q2_K / Q3_K, SIMD, dot products.
+// (quantize_row_*_impl with quant_weights), Q2_K / Q3_K (quants_k23.cc), SIMD, dot products.
 // Like quants.cc, this file forbids FMA contraction (bit-exactness with ggml and numpy).
 //
 // Super-block layouts (256 elements):
@@ -40,6 +40,8 @@ using util::f32_to_fp16;
 using util::fp16_to_f32;
 
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
+
+}  // namespace
 
 // Fits x[0..n) ~ scale * L - the_min with L in [0, nmax] (ggml's make_qkx2_quants):
 // starts from the min/max fit, then tries nstep+1 stretched grids and keeps the
@@ -115,6 +117,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   *the_min = -min;
   return scale;
 }
+
+namespace {
 
 // Fits x[0..n) ~ scale * (L - nmax) with L in [0, 2*nmax), weights x^2 (ggml's
 // make_qx_quants with rmse_type 1 and no quant weights, the only case Q6_K uses).

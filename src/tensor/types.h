@@ -26,6 +26,11 @@ struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
 struct BlockQ5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
 struct BlockQ8_0 { uint16_t d; int8_t qs[kQK]; };
 struct BlockQ8_1 { uint16_t d, s; int8_t qs[kQK]; };  // s = d * sum(qs)
+// Q2_K: 16 sub-blocks of 16; scales[j] = 4-bit scale | 4-bit min << 4; 2-bit quants.
+struct BlockQ2_K { uint8_t scales[kQK_K / 16]; uint8_t qs[kQK_K / 4]; uint16_t d, dmin; };
+// Q3_K: 16 sub-blocks of 16; 6-bit signed (+32) scales packed in 12 bytes; 2 low bits in
+// qs, the third in hmask (set means no -4).
+struct BlockQ3_K { uint8_t hmask[kQK_K / 8]; uint8_t qs[kQK_K / 4]; uint8_t scales[kKScaleSize]; uint16_t d; };
 struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[kKScaleSize]; uint8_t qs[kQK_K / 2]; };
 struct BlockQ5_K {
   uint16_t d, dmin; uint8_t scales[kKScaleSize]; uint8_t qh[kQK_K / 8]; uint8_t qs[kQK_K / 2];
@@ -39,6 +44,8 @@ static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -26,7 +26,7 @@ from gguf.quants import dequantize, quantize
 
 MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 QUANTIZABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
-DECODABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"]
+DECODABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 
 # gguf's GGML_QUANT_SIZES still lists Q8_1 as 40 bytes (the old f32 d and s layout);
 # ggml-common.h's block_q8_1 is two fp16 and 32 int8 = 36 bytes, as is ours.
@@ -217,6 +217,11 @@ def random_blocks(rng, name, n_blocks):
         raw[:, 2:4] = finite_f16(n_blocks)
     elif name == "Q6_K":
         raw[:, 208:210] = finite_f16(n_blocks)
+    elif name == "Q2_K":  # scales[16], qs[64], d, dmin
+        raw[:, 80:82] = finite_f16(n_blocks)
+        raw[:, 82:84] = finite_f16(n_blocks)
+    elif name == "Q3_K":  # hmask[32], qs[64], scales[12], d
+        raw[:, 108:110] = finite_f16(n_blocks)
     elif name == "Q8_K":
         raw[:, 0:4] = (rng.standard_normal((n_blocks, 1)) * 1e-2).astype(np.float32).view(np.uint8)
     return raw

@@ -25,7 +25,7 @@ using tensor::Type;
 
 const Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
                              Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
-                             Type::Q4_K, Type::Q5_K, Type::Q6_K};
+                             Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out{Isa::kScalar};
@@ -107,6 +107,13 @@ std::vector<uint8_t> random_row(std::mt19937& rng, Type t, int64_t n) {
           k.bsums[j] = static_cast<int16_t>(s);
         }
       } break;
+    case Type::Q2_K: for (int64_t b = 0; b < nb; ++b) {
+        auto& k = reinterpret_cast<tensor::BlockQ2_K*>(row.data())[b];
+        k.d = rand_half(rng, 0.0001f, 0.002f); k.dmin = rand_half(rng, 0.0001f, 0.002f);
+      } break;
+    case Type::Q3_K: for (int64_t b = 0; b < nb; ++b)
+        reinterpret_cast<tensor::BlockQ3_K*>(row.data())[b].d = rand_half(rng, -0.002f, 0.002f);
+      break;
     case Type::Q4_K: for (int64_t b = 0; b < nb; ++b) {
         auto& k = reinterpret_cast<tensor::BlockQ4_K*>(row.data())[b];
         k.d = rand_half(rng, 0.0001f, 0.002f); k.dmin = rand_half(rng, 0.0001f, 0.002f);
@@ -511,7 +518,7 @@ TEST(KernelsDispatchDeathTest, UnsupportedTypeNamesIt) {
   std::vector<uint8_t> buf(4096);
   float y = 0;
   EXPECT_DEATH(matmul(Type::Q8_1, 32, buf.data(), 36, 0, 1, buf.data(), 36, 1, &y, 1), "Q8_1");
-  EXPECT_DEATH(vec_dot(Type::Q2_K, 256, buf.data(), buf.data()), "Q2_K");
+  EXPECT_DEATH(vec_dot(static_cast<Type>(16), 256, buf.data(), buf.data()), "IQ2_XXS");
   EXPECT_DEATH(quantize_activation(Type::Q4_0, reinterpret_cast<const float*>(buf.data()), buf.data(), 32),
                "Q4_0");
 }

@@ -22,8 +22,8 @@ namespace tensor {
 namespace {
 
 const Type kAllTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1,
-                          Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q8_1, Type::Q4_K,
-                          Type::Q5_K, Type::Q6_K, Type::Q8_K};
+                          Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q8_1, Type::Q2_K,
+                          Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_K};
 const int kBlockCounts[] = {1, 3, 31, 33, 257};
 
 // Largest allowed |x - dequant(quant(x))| for an element of a block whose max|x| is amax
@@ -40,6 +40,9 @@ const int kBlockCounts[] = {1, 3, 31, 33, 257};
 //              (Q6_K); the 6/8-bit quantized sub-scales and mins can shift the grid by up to
 //              one more step at the clamped end, so we allow 1.5 steps (Q6_K: 1 step + a
 //              rounding of the scale at the clamp: amax/31 + amax/256).
+//   Q2_K:      4 levels with a min: step <= 2*amax/3, 1.5 steps (4-bit sub-scales and mins).
+//   Q3_K:      levels -4..3 of a signed scale: the end opposite the max clamps at one step
+//              (amax/4), plus the 6-bit rounding of the sub-scale (4 * amax/4 / 64) at 1.5x.
 // Plus, for fp16 scales, the absolute rounding of a subnormal fp16 (2^-25) times the
 // largest multiplier of the scale (Q6_K's d is often subnormal for small weights).
 double block_bound(Type t, double amax) {
@@ -53,6 +56,8 @@ double block_bound(Type t, double amax) {
     case Type::Q5_0: return amax * (1.0 / 16 + e16) * 1.0001 + 16 * sub;
     case Type::Q4_1: return amax * (1.0 / 15 + 3 * e16) * 1.0001 + 16 * sub;
     case Type::Q5_1: return amax * (1.0 / 31 + 3 * e16) * 1.0001 + 32 * sub;
+    case Type::Q2_K: return amax * 1.5 * 2.0 / 3 + (3 + 1) * 15 * sub;
+    case Type::Q3_K: return amax * 1.5 * (1.0 / 4 + 1.0 / 16) + 4 * 32 * sub;
     case Type::Q4_K: return amax * 1.5 * 2.0 / 15 + (15 + 1) * 63 * sub;
     case Type::Q5_K: return amax * 1.5 * 2.0 / 31 + (31 + 1) * 63 * sub;
     case Type::Q6_K: return amax * (1.0 / 31 + 1.0 / 256) + 32 * 127 * sub;
@@ -375,6 +380,48 @@ TEST(TensorDequant, Q6_KLayout) {
   EXPECT_EQ(y[67], 0.125f * (4 - 8) * ((6 | 3 << 4) - 32));
   EXPECT_EQ(y[99], 0.125f * (6 - 8) * ((8 | 0 << 4) - 32));
   EXPECT_EQ(y[128 + 3], 0.125f * (8 - 8) * (0 - 32));  // second half uses scales 8..15
+}
+
+TEST(TensorDequant, Q2_KLayout) {
+  // Sub-block s: scale s % 16, min 15 - s; element 128h + 32k + l from bits 2k of qs[32h + l].
+  BlockQ2_K b{};
+  b.d = util::f32_to_fp16(0.5f);
+  b.dmin = util::f32_to_fp16(0.25f);
+  for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<uint8_t>(s | (15 - s) << 4);
+  b.qs[5] = 1 | 2 << 2 | 3 << 4 | 0 << 6;  // elements 5, 37, 69, 101
+  b.qs[32 + 20] = 3 << 6;                  // element 128 + 96 + 20 = 244
+  std::vector<float> y(256);
+  dequantize_row(Type::Q2_K, &b, y.data(), 256);
+  auto want = [](int s, int q) { return 0.5f * s * q - 0.25f * (15 - s); };
+  EXPECT_EQ(y[5], want(0, 1));
+  EXPECT_EQ(y[37], want(2, 2));
+  EXPECT_EQ(y[69], want(4, 3));
+  EXPECT_EQ(y[101], want(6, 0));
+  EXPECT_EQ(y[244], want(15, 3));
+  EXPECT_EQ(y[243], want(15, 0));
+}
+
+TEST(TensorDequant, Q3_KLayout) {
+  // Sub-block s gets the 6-bit scale 2s + 1 (values >= 16 exercise the high 2 bits in
+  // scales[8..11]); element e's high bit is bit e / 32 of hmask[e % 32] (set: no -4).
+  BlockQ3_K b{};
+  b.d = util::f32_to_fp16(0.25f);
+  for (int s = 0; s < 16; ++s) {
+    const int v = 2 * s + 1;
+    if (s < 8) b.scales[s] = static_cast<uint8_t>(b.scales[s] | (v & 0xF));
+    else b.scales[s - 8] = static_cast<uint8_t>(b.scales[s - 8] | (v & 0xF) << 4);
+    b.scales[8 + s % 4] = static_cast<uint8_t>(b.scales[8 + s % 4] | (v >> 4) << (2 * (s / 4)));
+  }
+  b.qs[7] = 3 | 1 << 2;       // element 7: q 3, element 39: q 1
+  b.hmask[7] = 1 | 1 << 5;    // high bit of elements 7 and 5*32 + 7 = 167
+  std::vector<float> y(256);
+  dequantize_row(Type::Q3_K, &b, y.data(), 256);
+  auto want = [](int s, int q) { return 0.25f * (2 * s + 1 - 32) * q; };
+  EXPECT_EQ(y[7], want(0, 3));
+  EXPECT_EQ(y[39], want(2, 1 - 4));
+  EXPECT_EQ(y[167], want(10, 0));
+  EXPECT_EQ(y[168], want(10, -4));
+  EXPECT_EQ(y[255], want(15, -4));
 }
 
 }  // namespace

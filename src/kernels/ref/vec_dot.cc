@@ -222,6 +222,63 @@ float dot_q6_k(int64_t n, const BlockQ6_K* x, const BlockQ8_K* y) {
   return acc.total(0.0f);
 }
 
+// Q2_K: per super-block one integer sum of sc_s * (int dot of sub-block s) and one of
+// m_s * bsums[s], then sumf += dall * isum - dmin * summs (ggml_vec_dot_q2_K_q8_K_generic).
+float dot_q2_k(int64_t n, const BlockQ2_K* x, const BlockQ8_K* y) {
+  const int64_t nb = n / kQK_K;
+  float sumf = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q2 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    const uint8_t* sc = x[i].scales;
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
+    const float dall = y[i].d * fp16_to_f32(x[i].d);
+    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    int isum = 0;
+    int is = 0;
+    for (int k = 0; k < kQK_K / 128; ++k, q2 += 32) {
+      for (int shift = 0; shift < 8; shift += 2, q8 += 32) {
+        for (int half = 0; half < 2; ++half) {
+          const int d = sc[is++] & 0xF;
+          int isuml = 0;
+          for (int l = 16 * half; l < 16 * half + 16; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
+          isum += d * isuml;
+        }
+      }
+    }
+    sumf += dall * isum - dmin * summs;
+  }
+  return sumf;
+}
+
+// Q3_K: the 256 quants in -4..3 and the 16 scales - 32, through KAccum's 8 lanes
+// (ggml_vec_dot_q3_K_q8_K_generic).
+float dot_q3_k(int64_t n, const BlockQ3_K* x, const BlockQ8_K* y) {
+  const int64_t nb = n / kQK_K;
+  KAccum acc;
+  for (int64_t i = 0; i < nb; ++i) {
+    int8_t aux8[kQK_K];
+    const uint8_t* q3 = x[i].qs;
+    const uint8_t* hm = x[i].hmask;
+    int8_t* a = aux8;
+    uint8_t m = 1;
+    for (int j = 0; j < kQK_K; j += 128, q3 += 32) {
+      for (int shift = 0; shift < 8; shift += 2, a += 32, m = static_cast<uint8_t>(m << 1))
+        for (int l = 0; l < 32; ++l)
+          a[l] = static_cast<int8_t>(((q3[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+    }
+    int scale_of_16[16];
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t* s = x[i].scales;
+      const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+      scale_of_16[j] = (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    }
+    acc.add(aux8, y[i].qs, scale_of_16, fp16_to_f32(x[i].d) * y[i].d);
+  }
+  return acc.total(0.0f);
+}
+
 }  // namespace
 
 float vec_dot(Type wt, int64_t n, const void* w, const void* xq) {
@@ -242,6 +299,10 @@ float vec_dot(Type wt, int64_t n, const void* w, const void* xq) {
       return dot_q5_1(n, static_cast<const BlockQ5_1*>(w), static_cast<const BlockQ8_1*>(xq));
     case Type::Q8_0:
       return dot_q8_0(n, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(xq));
+    case Type::Q2_K:
+      return dot_q2_k(n, static_cast<const BlockQ2_K*>(w), static_cast<const BlockQ8_K*>(xq));
+    case Type::Q3_K:
+      return dot_q3_k(n, static_cast<const BlockQ3_K*>(w), static_cast<const BlockQ8_K*>(xq));
     case Type::Q4_K:
       return dot_q45_k(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(xq), false);
     case Type::Q5_K:
