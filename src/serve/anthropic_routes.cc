@@ -11,13 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void send(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.status == 429) res.set_header("Retry-After", "1");
-  res.set_content(dump(anthropic_error_json(e)), "application/json");
-}
+void send(httplib::Response& res, const ApiError& e) { send_error(res, e, anthropic_error_json(e)); }
 
 json tool_use(const ToolCall& c) {
   json input = json::parse(c.arguments, nullptr, false);

@@ -183,4 +183,14 @@ bool ClientWatch::still_there() {
   return peer_connected(fd_);
 }
 
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void send_error(httplib::Response& res, const ApiError& e, const nlohmann::json& body) {
+  res.status = e.status;
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  res.set_content(dump(body), "application/json");
+}
+
 }  // namespace serve

@@ -19,6 +19,7 @@
 
 namespace httplib {
 struct Request;
+struct Response;
 }
 
 namespace serve {
@@ -81,5 +82,10 @@ ApiError api_error(int status, std::string message, std::string type, std::strin
 // "chatcmpl-" + 16 hex digits, etc.
 std::string random_id(const char* prefix);
 long long unix_now();
+
+// A JSON body as sent (invalid UTF-8 replaced, never thrown on).
+std::string dump(const nlohmann::json& j);
+// e as a reply: its status, Retry-After on 429, and body, the error in the API's own shape.
+void send_error(httplib::Response& res, const ApiError& e, const nlohmann::json& body);
 
 }  // namespace serve

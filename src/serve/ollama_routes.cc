@@ -27,13 +27,7 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void send(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.status == 429) res.set_header("Retry-After", "1");
-  res.set_content(dump(ollama_error_json(e)), "application/json");
-}
+void send(httplib::Response& res, const ApiError& e) { send_error(res, e, ollama_error_json(e)); }
 
 // The served model as Ollama describes one.
 json details(const ServerOptions& o) {

@@ -33,13 +33,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.status == 429) res.set_header("Retry-After", "1");
-  res.set_content(dump(error_json(e)), "application/json");
-}
+void send_error(httplib::Response& res, const ApiError& e) { serve::send_error(res, e, error_json(e)); }
 
 // An error answered before a route's own handler (401, 404, 405, 411, 413): in the error
 // shape of the API the path belongs to.
