@@ -49,6 +49,9 @@ Runner add_serve(CLI::App& app) {
                   "let browser pages from these origins call the API (e.g. https://app.example.com, or '*')")
       ->delimiter(',');
   cmd->add_option("--access-log", so->access_log, "one line per request to this file ('-': stderr)");
+  cmd->add_option("--responses-store", so->responses_store,
+                  "responses of /v1/responses kept for previous_response_id (least recently used dropped; 0: none)")
+      ->capture_default_str()->check(CLI::Range(size_t(0), size_t(1) << 20));
   add_sampler_options(cmd, &so->defaults);
   return [=]() {
     if (so->api_key.empty())

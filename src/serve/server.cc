@@ -24,6 +24,7 @@
 #include "serve/anthropic.h"
 #include "serve/ollama.h"
 #include "serve/page.h"
+#include "serve/responses.h"
 #include "serve/tls.h"
 #include "util/log.h"
 
@@ -81,7 +82,7 @@ const Route kRoutes[] = {{"/", false, false},          {"/health", false, false}
                          {"/api/generate", true, true}, {"/api/show", true, true},
                          {"/api/tags", false, true},   {"/api/ps", false, true},
                          {"/api/version", false, true}, {"/v1/messages", true, true},
-                         {"/v1/messages/count_tokens", true, true}};
+                         {"/v1/messages/count_tokens", true, true}, {"/v1/responses", true, true}};
 
 void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
   res.set_header("Allow", post ? "POST" : "GET");
@@ -93,7 +94,7 @@ void not_found(const httplib::Request& req, httplib::Response& res) {
   send_error(req, res, api_error(404, "no route " + req.method + " " + req.path +
                                      "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
                                      "/props, /health, /metrics, /api/chat, /api/generate, /api/tags, /api/show, "
-                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens",
+                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens, /v1/responses",
                             "invalid_request_error", "unknown_url"));
 }
 
@@ -467,6 +468,32 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.set_read_timeout(30);
   svr.set_write_timeout(10);
 
+  // The API key (bearer or x-api-key) where the path needs one; false once the 401 is sent.
+  auto authorized = [&](const httplib::Request& req, httplib::Response& res) {
+    if (o.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS") return true;
+    // Anthropic's clients send the key as x-api-key, the others as a bearer token.
+    if (req.has_header("x-api-key")) {
+      if (same_secret(req.get_header_value("x-api-key"), o.api_key)) return true;
+      send_error(req, res, api_error(401, "incorrect API key in the x-api-key header", "invalid_request_error",
+                                     "invalid_api_key"));
+      return false;
+    }
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.empty()) {
+      send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: "
+                                     "KEY' (the server was started with --api-key)", "invalid_request_error",
+                                     "invalid_api_key"));
+      return false;
+    }
+    if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
+      send_error(req, res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
+                                "invalid_api_key"));
+      return false;
+    }
+    return true;
+  };
+  RouteHook responses_hook;  // set below, with the Responses routes
   // Before the body is read: CORS, a body without a length, the API key.
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
     AccessLog::started();
@@ -475,8 +502,11 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
       cors.preflight(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (expects_body(req.method) && !req.has_header("Content-Length") &&
-        req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos) {
+    const bool bodiless = expects_body(req.method) && !req.has_header("Content-Length") &&
+                          req.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos;
+    // DELETE /v1/responses/{id} takes no body: answered here, as the router would read one.
+    const bool bodiless_route = bodiless && req.method == "DELETE" && req.path.rfind("/v1/responses/", 0) == 0;
+    if (bodiless && !bodiless_route) {
       res.set_header("Connection", "close");
       // Only POST routes take a body: other methods are answered as they would be after it.
       const Route* r = find_route(req.path);
@@ -489,29 +519,9 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
                                      "e.g. curl -d '{...}'", "invalid_request_error", "missing_body"));
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (o.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS")
-      return httplib::Server::HandlerResponse::Unhandled;
-    // Anthropic's clients send the key as x-api-key, the others as a bearer token.
-    if (req.has_header("x-api-key")) {
-      if (same_secret(req.get_header_value("x-api-key"), o.api_key)) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(req, res, api_error(401, "incorrect API key in the x-api-key header", "invalid_request_error",
-                                     "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.empty()) {
-      send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: "
-                                     "KEY' (the server was started with --api-key)", "invalid_request_error",
-                                     "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
-      send_error(req, res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
-                                "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    if (!authorized(req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (bodiless_route && !responses_hook(req, res)) not_found(req, res);
+    return bodiless_route ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
 
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
@@ -547,6 +557,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.Get("/props", [&](const httplib::Request&, httplib::Response& res) { h.props(res); });
   add_ollama_routes(svr, gen);
   add_anthropic_routes(svr, gen);
+  responses_hook = add_responses_routes(svr, gen, o.responses_store);
   // Known routes with the wrong method: 405 naming the right one.
   for (const Route& route : kRoutes) {
     const bool post = route.post;

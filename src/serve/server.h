@@ -3,7 +3,7 @@
 // /v1/models, /health, /metrics (Prometheus text), the chat page at "/" with its libraries
 // at /assets/ (serve/assets.h), and llama-server's
 // POST /tokenize, /detokenize and GET /props; Ollama's /api/ routes (ollama.h) and Anthropic's
-// /v1/messages (anthropic.h). Every error is an OpenAI-style error object (on /api/ and
+// /v1/messages (anthropic.h), OpenAI's /v1/responses (responses.h). Every error is an OpenAI-style error object (on /api/ and
 // /v1/messages, that API's own shape) with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401 (bearer or x-api-key; on /v1/, /api/,
 // /tokenize, /detokenize and /props), unknown routes 404, wrong methods 405, a POST without
 // a body length 411 (answered at once, not after the read timeout), a body over --max-body
@@ -39,6 +39,7 @@ struct ServerOptions {
   std::string tls_cert, tls_key;     // both or neither: HTTPS (serve/tls.h)
   std::vector<std::string> cors_origins;  // "*": any origin
   std::string access_log;            // "": none, "-": stderr, else a file appended to
+  size_t responses_store = 256;      // /v1/responses kept for previous_response_id (LRU; 0: none)
 };
 
 // Binds, calls on_listening("http(s)://host:port"), and serves until the process ends.

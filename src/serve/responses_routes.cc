@@ -1,0 +1,201 @@
+// responses_routes.cc: the Responses API's routes and replies (see responses.h): a
+// response object with message and function_call items, or its server-sent events, and
+// the stored responses by id.
+#include <httplib.h>
+
+#include <regex>
+
+#include "serve/generation.h"
+#include "serve/responses.h"
+
+namespace serve {
+
+using nlohmann::json;
+
+namespace {
+
+void send(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
+
+// A finished reply's output items (the message when there is text or no call) and the
+// conversation to store: history, then the assistant's turn as a chat message.
+struct Outcome {
+  json output = json::array();
+  nlohmann::ordered_json turn;
+};
+
+Outcome outcome(const std::string& msg_id, const std::string& text, const std::vector<ToolCall>& calls,
+                const std::vector<std::string>& call_ids) {
+  Outcome o;
+  if (!text.empty() || calls.empty()) o.output.push_back(message_item(msg_id, text, "completed"));
+  nlohmann::ordered_json tcs = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    o.output.push_back(function_call_item(call_ids[k], calls[k], "completed"));
+    tcs.push_back({{"id", calls[k].id}, {"type", "function"},
+                   {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}});
+  }
+  o.turn = {{"role", "assistant"}, {"content", text}};
+  if (!calls.empty()) o.turn["tool_calls"] = std::move(tcs);
+  return o;
+}
+
+std::vector<std::string> item_ids(size_t n) {
+  std::vector<std::string> ids;
+  for (size_t k = 0; k < n; ++k) ids.push_back(random_id("fc_"));
+  return ids;
+}
+
+class Handler {
+ public:
+  Handler(const Generator& g, size_t capacity) : g_(g), store_(capacity) {}
+
+  void create(const httplib::Request& req, httplib::Response& res) {
+    const ServerOptions& o = g_.options();
+    ResponsesRequest r;
+    if (auto e = parse_responses(req.body, g_.engine().ctx(), o.defaults, store_, &r)) return send(res, *e);
+    if (r.chat.model.empty()) r.chat.model = o.model_name;
+    Job job;
+    if (auto e = g_.prepare(r.chat, &job)) return send(res, *e);
+    const std::string id = random_id("resp_"), msg_id = random_id("msg_");
+    const long long created = unix_now();
+    if (!r.chat.stream) {
+      ClientWatch client(req);
+      std::string text;
+      Reply out = g_.run(job, 0, [&](const std::string& t) {
+        text += t;
+        return client.still_there();
+      });
+      if (out.cancelled()) return send(res, api_error(499, "the client went away", "cancelled"));
+      if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
+      text += out.tail.content;
+      Outcome oc = outcome(msg_id, text, out.tail.calls, item_ids(out.tail.calls.size()));
+      json resp = response_object(r, id, created, status_of(out), oc.output, out.out.usage);
+      keep(r, id, oc, resp);
+      res.set_content(dump(resp), "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider("text/event-stream", [this, job, r, id, msg_id, created](size_t,
+                                                                                            httplib::DataSink& sink) {
+      int seq = 0;
+      auto event = [&](const char* name, json data) {
+        json typed = {{"type", name}, {"sequence_number", seq++}};
+        typed.update(data);
+        const std::string s = std::string("event: ") + name + "\ndata: " + dump(typed) + "\n\n";
+        return sink.write(s.data(), s.size());
+      };
+      const json started = response_object(r, id, created, "in_progress", json::array(), Usage{});
+      event("response.created", {{"response", started}});
+      event("response.in_progress", {{"response", started}});
+      int index = 0;  // the next output item's
+      bool text_open = false;
+      std::string text;
+      const json part0 = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
+      auto where = [&] { return json{{"item_id", msg_id}, {"output_index", index}, {"content_index", 0}}; };
+      auto open_text = [&] {
+        if (text_open) return;
+        event("response.output_item.added", {{"output_index", index}, {"item", message_item(msg_id, "", "in_progress")}});
+        json w = where();
+        w["part"] = part0;
+        event("response.content_part.added", w);
+        text_open = true;
+      };
+      auto delta = [&](const std::string& t) {
+        open_text();
+        text += t;
+        json w = where();
+        w["delta"] = t;
+        w["logprobs"] = json::array();
+        return event("response.output_text.delta", w);
+      };
+      Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : delta(t); },
+                         [&] { return sink.is_writable(); });
+      if (out.cancelled()) return false;
+      if (!out.out.status.ok()) {
+        event("error", {{"code", "server_error"}, {"message", "generation failed: " + out.out.status.message()},
+                        {"param", nullptr}});
+        sink.done();
+        return true;
+      }
+      if (!out.tail.content.empty()) delta(out.tail.content);
+      if (!text_open && out.tail.calls.empty()) open_text();
+      const std::vector<std::string> call_ids = item_ids(out.tail.calls.size());
+      Outcome oc = outcome(msg_id, text, out.tail.calls, call_ids);
+      if (text_open) {
+        json w = where();
+        w["text"] = text;
+        w["logprobs"] = json::array();
+        event("response.output_text.done", w);
+        w = where();
+        w["part"] = oc.output[0]["content"][0];
+        event("response.content_part.done", w);
+        event("response.output_item.done", {{"output_index", index}, {"item", oc.output[0]}});
+        ++index;
+      }
+      for (size_t k = 0; k < out.tail.calls.size(); ++k, ++index) {
+        const ToolCall& c = out.tail.calls[k];
+        const json at = {{"item_id", call_ids[k]}, {"output_index", index}};
+        event("response.output_item.added", {{"output_index", index}, {"item", function_call_item(call_ids[k], c, "in_progress")}});
+        json d = at;
+        d["delta"] = c.arguments;
+        event("response.function_call_arguments.delta", d);
+        d = at;
+        d["name"] = c.name;
+        d["arguments"] = c.arguments;
+        event("response.function_call_arguments.done", d);
+        event("response.output_item.done", {{"output_index", index}, {"item", function_call_item(call_ids[k], c, "completed")}});
+      }
+      const std::string status = status_of(out);
+      json resp = response_object(r, id, created, status, oc.output, out.out.usage);
+      keep(r, id, oc, resp);
+      event(status == "completed" ? "response.completed" : "response.incomplete", {{"response", resp}});
+      sink.done();
+      return true;
+    });
+  }
+
+  void retrieve(const std::string& id, httplib::Response& res) {
+    if (auto e = store_.get(id)) return res.set_content(dump(e->response), "application/json");
+    send(res, not_found(id));
+  }
+
+  void remove(const std::string& id, httplib::Response& res) {
+    if (!store_.erase(id)) return send(res, not_found(id));
+    res.set_content(dump({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), "application/json");
+  }
+
+ private:
+  static std::string status_of(const Reply& out) { return out.finish_reason == "length" ? "incomplete" : "completed"; }
+  static ApiError not_found(const std::string& id) {
+    return api_error(404, "Response with id '" + id + "' not found (not stored, deleted, or dropped from the server's "
+                     "store of recent responses)", "invalid_request_error", "not_found");
+  }
+
+  void keep(const ResponsesRequest& r, const std::string& id, const Outcome& oc, const json& resp) {
+    if (!r.store) return;
+    ResponseStore::Entry e{r.history, resp};
+    e.messages.push_back(oc.turn);
+    store_.put(id, std::move(e));
+  }
+
+  const Generator& g_;
+  ResponseStore store_;
+};
+
+}  // namespace
+
+RouteHook add_responses_routes(httplib::Server& svr, const Generator& gen, size_t store_capacity) {
+  auto h = std::make_shared<Handler>(gen, store_capacity);
+  svr.Post("/v1/responses", [h](const httplib::Request& req, httplib::Response& res) { h->create(req, res); });
+  const char* by_id = R"(/v1/responses/([A-Za-z0-9_-]+))";
+  svr.Get(by_id, [h](const httplib::Request& req, httplib::Response& res) { h->retrieve(req.matches[1], res); });
+  svr.Delete(by_id, [h](const httplib::Request& req, httplib::Response& res) { h->remove(req.matches[1], res); });
+  return [h, re = std::regex(by_id)](const httplib::Request& req, httplib::Response& res) {
+    std::smatch m;
+    if (req.method != "DELETE" || !std::regex_match(req.path, m, re)) return false;
+    h->remove(m[1], res);
+    return true;
+  };
+}
+
+}  // namespace serve
