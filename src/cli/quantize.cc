@@ -16,7 +16,7 @@ Runner add_quantize(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto type_name = std::make_shared<std::string>();
   auto threads = std::make_shared<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* kTypes = "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K";
+  const char* kTypes = "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4";
   cmd->add_option("input", *in, "input GGUF")->required()->check(CLI::ExistingFile);
   cmd->add_option("output", *out, "output GGUF")->required();
   cmd->add_option("type", *type_name, kTypes)->required();

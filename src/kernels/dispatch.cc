@@ -26,7 +26,8 @@ using tensor::Type;
 
 constexpr Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
                                  Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
-                                 Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+                                 Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K,
+                                 Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4};
 constexpr Type kActivationTypes[] = {Type::F32, Type::F16, Type::BF16,
                                      Type::Q8_0, Type::Q8_1, Type::Q8_K};
 
@@ -66,6 +67,9 @@ KernelTable make_scalar_table() {
   add.operator()<Type::Q4_K>();
   add.operator()<Type::Q5_K>();
   add.operator()<Type::Q6_K>();
+  add.operator()<Type::IQ4_NL>();
+  add.operator()<Type::IQ4_XS>();
+  add.operator()<Type::MXFP4>();
   auto addq = [&t]<Type kType>() { t.quantize[slot(kType)] = ref_quantize<kType>; };
   addq.operator()<Type::F32>();
   addq.operator()<Type::F16>();

@@ -26,6 +26,9 @@ uint32_t file_type_of(tensor::Type t) {
     case tensor::Type::Q5_K: return 16;  // Q5_K_S
     case tensor::Type::Q6_K: return 18;
     case tensor::Type::BF16: return 32;
+    case tensor::Type::IQ4_NL: return 25;
+    case tensor::Type::IQ4_XS: return 30;
+    case tensor::Type::MXFP4: return 38;  // MXFP4_MOE
     default: return 0;
   }
 }
@@ -37,6 +40,7 @@ tensor::Type fallback(tensor::Type t) {
     case tensor::Type::Q4_K: return tensor::Type::Q5_0;
     case tensor::Type::Q5_K: return tensor::Type::Q5_1;
     case tensor::Type::Q6_K: return tensor::Type::Q8_0;
+    case tensor::Type::IQ4_XS: return tensor::Type::IQ4_NL;  // as llama-quantize
     default: return t;
   }
 }

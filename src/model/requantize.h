@@ -1,7 +1,7 @@
 // requantize.h: rewrites a GGUF model's 2-D weight matrices in another type (the core of
 // `shardlm quantize`). 1-D tensors (norms, biases) are copied as they are. A matrix whose
 // rows do not fit the type's 256-element super-blocks falls back as llama.cpp does
-// (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), and the fallback is reported.
+// (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL), and the fallback is reported.
 #pragma once
 #include <string>
 

@@ -41,7 +41,7 @@ class Binder {
     if (!tr.supported)
       return util::Status::error("tensor '" + name + "' has type " + tr.name +
                                  ", which shardlm does not support; requantize the model to one of "
-                                 "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K");
+                                 "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4");
     out->type = t->type;
     out->cols = cols;
     out->rows = rows * std::max<int64_t>(n_stack, 1);

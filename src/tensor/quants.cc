@@ -3,7 +3,8 @@
 // Each function follows ggml's quantize_row_*_ref / dequantize_row_* step by step
 // (same float operations in the same order, same rounding: roundf for Q8_0/Q8_1,
 // truncating casts after +0.5 / +8.5 / +16.5 for Q4/Q5), so the bytes we write equal
-// ggml's reference quantizer's bytes. The K-quants live in quants_k.cc.
+// ggml's reference quantizer's bytes. The K-quants live in quants_k.cc, the codebook
+// types (IQ4_NL, IQ4_XS, MXFP4) in quants_iq4.cc.
 // Deliberately not here: SIMD, threading, importance-weighted (imatrix) quantization,
 // dot products (kernels/).
 //
@@ -284,6 +285,9 @@ void dequantize_row(Type t, const void* src, float* dst, int64_t n) {
     case Type::Q5_K: detail::dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); return;
     case Type::Q6_K: detail::dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); return;
     case Type::Q8_K: detail::dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n); return;
+    case Type::IQ4_NL: detail::dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); return;
+    case Type::IQ4_XS: detail::dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); return;
+    case Type::MXFP4: detail::dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); return;
     default: break;
   }
   CHECK_MSG(false, "dequantize_row: unsupported type");
@@ -307,6 +311,9 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n) {
     case Type::Q5_K: detail::quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), n); return;
     case Type::Q6_K: detail::quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n); return;
     case Type::Q8_K: detail::quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n); return;
+    case Type::IQ4_NL: detail::quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); return;
+    case Type::IQ4_XS: detail::quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); return;
+    case Type::MXFP4: detail::quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); return;
     default: break;
   }
   CHECK_MSG(false, "quantize_row: unsupported type");

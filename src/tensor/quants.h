@@ -10,7 +10,8 @@ namespace tensor {
 
 // dst[0..n) = value of each element of a row stored as type t.
 void dequantize_row(Type t, const void* src, float* dst, int64_t n);
-// Encodes n floats as type t (F32, F16, BF16, Q4_0 ... Q6_K, and Q8_1 / Q8_K).
+// Encodes n floats as type t (F32, F16, BF16, Q4_0 ... Q6_K, IQ4_NL, IQ4_XS, MXFP4, and
+// Q8_1 / Q8_K).
 void quantize_row(Type t, const float* src, void* dst, int64_t n);
 
 }  // namespace tensor

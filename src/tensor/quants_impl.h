@@ -37,4 +37,12 @@ void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t n);
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_q8_k(const BlockQ8_K* x, float* y, int64_t n);
 
+// Codebook types (quants_iq4.cc). n is a multiple of the type's block size.
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
+void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
+void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t n);
+void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n);
+void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
+void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t n);
+
 }  // namespace tensor::detail

@@ -25,15 +25,16 @@ const Entry kTable[] = {
     {13, {"Q5_K", kQK_K, sizeof(BlockQ5_K), true, Type::Q8_K}},
     {14, {"Q6_K", kQK_K, sizeof(BlockQ6_K), true, Type::Q8_K}},
     {15, {"Q8_K", kQK_K, sizeof(BlockQ8_K), false, Type::Q8_K}},
-    // IQ types: known sizes (so a file holding them can be parsed and reported), unsupported.
+    // Other IQ types: known sizes (so a file holding them can be parsed and reported),
+    // unsupported; IQ4_NL, IQ4_XS and MXFP4 are supported.
     {16, {"IQ2_XXS", kQK_K, 66, false, Type::Q8_K}},
     {17, {"IQ2_XS", kQK_K, 74, false, Type::Q8_K}},
     {18, {"IQ3_XXS", kQK_K, 98, false, Type::Q8_K}},
     {19, {"IQ1_S", kQK_K, 50, false, Type::Q8_K}},
-    {20, {"IQ4_NL", kQK, 18, false, Type::Q8_0}},
+    {20, {"IQ4_NL", kQK, sizeof(BlockIQ4_NL), true, Type::Q8_0}},
     {21, {"IQ3_S", kQK_K, 110, false, Type::Q8_K}},
     {22, {"IQ2_S", kQK_K, 82, false, Type::Q8_K}},
-    {23, {"IQ4_XS", kQK_K, 136, false, Type::Q8_K}},
+    {23, {"IQ4_XS", kQK_K, sizeof(BlockIQ4_XS), true, Type::Q8_K}},
     {24, {"I8", 1, 1, false, Type::F32}},
     {25, {"I16", 1, 2, false, Type::F32}},
     {26, {"I32", 1, 4, false, Type::F32}},
@@ -43,7 +44,7 @@ const Entry kTable[] = {
     {30, {"BF16", 1, 2, true, Type::BF16}},
     {34, {"TQ1_0", kQK_K, 54, false, Type::Q8_K}},
     {35, {"TQ2_0", kQK_K, 66, false, Type::Q8_K}},
-    {39, {"MXFP4", kQK, 17, false, Type::Q8_0}},
+    {39, {"MXFP4", kQK, sizeof(BlockMXFP4), true, Type::Q8_0}},
 };
 }  // namespace
 

@@ -14,6 +14,7 @@ namespace tensor {
 enum class Type : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
   Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
+  IQ4_NL = 20, IQ4_XS = 23, MXFP4 = 39,  // the 4-bit codebook types (tensor/quants_iq4.cc)
 };
 
 constexpr int kQK = 32;    // block size of the 32-element types
@@ -37,6 +38,10 @@ struct BlockQ5_K {
 };
 struct BlockQ6_K { uint8_t ql[kQK_K / 2]; uint8_t qh[kQK_K / 4]; int8_t scales[kQK_K / 16]; uint16_t d; };
 struct BlockQ8_K { float d; int8_t qs[kQK_K]; int16_t bsums[kQK_K / 16]; };
+// Codebook types: a 4-bit index into a table of 16 int8 values (tensor/quants_iq4.cc).
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[kQK / 2]; };
+struct BlockIQ4_XS { uint16_t d, scales_h; uint8_t scales_l[kQK_K / 64]; uint8_t qs[kQK_K / 2]; };
+struct BlockMXFP4 { uint8_t e; uint8_t qs[kQK / 2]; };  // e: E8M0 exponent
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -50,6 +55,9 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 
 struct TypeTraits {
   const char* name;

@@ -7,7 +7,11 @@ numpy implementation of ggml's formats), through tests/tools/quant_tool.
   (b) every type gguf can quantize (F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): random rows
       with odd numbers of blocks, quantized by us == gguf.quants.quantize, byte for byte;
   (c) random blocks of every type we decode: our dequantize == gguf's (Q8_1 and Q8_K,
-      which gguf cannot decode, against their one-line formula).
+      which gguf cannot decode, against their one-line formula), extreme scales included;
+  (d) the types gguf cannot quantize (Q2_K, Q3_K, IQ4_NL, IQ4_XS; MXFP4 too): our bytes ==
+      ggml's own ggml_quantize_chunk without an importance matrix (what llama-quantize
+      writes), called through ctypes from llama.cpp's libggml-base.so (SHARDLM_GGML_LIB,
+      default /work/llama.cpp/build/bin/libggml-base.so; skipped, and says so, without it).
 
 Not here: the error bounds and edge cases of the round trip (tests/unit/tensor_test.cc).
 Environment: SHARDLM_BUILD_DIR (finds quant_tool), SHARDLM_MODEL (the GGUF file; when it
@@ -25,8 +29,11 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T, GGUFReader
 from gguf.quants import dequantize, quantize
 
 MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-QUANTIZABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
-DECODABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+QUANTIZABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4"]
+DECODABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+             "IQ4_NL", "IQ4_XS", "MXFP4"]
+GGML_QUANTIZABLE = ["Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "MXFP4"]
+GGML_LIB_DEFAULT = "/work/llama.cpp/build/bin/libggml-base.so"
 
 # gguf's GGML_QUANT_SIZES still lists Q8_1 as 40 bytes (the old f32 d and s layout);
 # ggml-common.h's block_q8_1 is two fp16 and 32 int8 = 36 bytes, as is ours.
@@ -222,8 +229,23 @@ def random_blocks(rng, name, n_blocks):
         raw[:, 82:84] = finite_f16(n_blocks)
     elif name == "Q3_K":  # hmask[32], qs[64], scales[12], d
         raw[:, 108:110] = finite_f16(n_blocks)
+    elif name in ("IQ4_NL", "IQ4_XS"):  # IQ4_XS: d, scales_h, scales_l[4], qs[128]
+        raw[:, 0:2] = finite_f16(n_blocks)
     elif name == "Q8_K":
         raw[:, 0:4] = (rng.standard_normal((n_blocks, 1)) * 1e-2).astype(np.float32).view(np.uint8)
+    # MXFP4's E8M0 exponent byte is left random: every code decodes (255 as 2^127).
+    # Extreme scales in the first blocks: fp16 max, -max, the smallest subnormals; E8M0
+    # 0, 1 (subnormal halves), 254, 255.
+    extremes = {"IQ4_NL": (0, [0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000]),
+                "IQ4_XS": (0, [0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x0000]),
+                "Q4_0": (0, [0x7BFF, 0x0001]), "Q8_0": (0, [0x7BFF, 0x0001])}
+    if name in extremes:
+        off, vals = extremes[name]
+        for i, v in enumerate(vals[:n_blocks]):
+            raw[i, off:off + 2] = np.array([v], dtype=np.uint16).view(np.uint8)
+    if name == "MXFP4":
+        for i, e in enumerate([0, 1, 2, 254, 255][:n_blocks]):
+            raw[i, 0] = e
     return raw
 
 
@@ -231,7 +253,8 @@ def test_dequantize_blocks(rng):
     for name in DECODABLE:
         for n_blocks in (1, 3, 31, 33, 257):
             raw = random_blocks(rng, name, n_blocks)
-            ref = dequantize(raw.reshape(1, -1), T[name]).reshape(-1).astype(np.float32)
+            with np.errstate(over="ignore"):  # MXFP4's e = 255 times 12 overflows to inf, as in ggml
+                ref = dequantize(raw.reshape(1, -1), T[name]).reshape(-1).astype(np.float32)
             ours = ours_dequantize_raw(name, raw.reshape(-1))
             eq, n_diff, max_ulp = bits_equal(ours, ref)
             if not eq:
@@ -248,11 +271,52 @@ def test_dequantize_blocks(rng):
             check(bits_equal(ours, ref)[0], "(c) %s x%d: dequantization differs from d*q" % (name, n_blocks))
 
 
+# ---- (d) quantization byte for byte against ggml itself ----
+
+def load_ggml():
+    import ctypes
+    path = os.environ.get("SHARDLM_GGML_LIB", GGML_LIB_DEFAULT)
+    if not os.path.isfile(path):
+        return None, path
+    lib = ctypes.CDLL(path)
+    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
+    lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    return lib, path
+
+
+def test_quantize_vs_ggml(rng):
+    lib, path = load_ggml()
+    if lib is None:
+        notes.append("(d) SKIPPED: %s not found (set SHARDLM_GGML_LIB)" % path)
+        return
+    kinds = ["gaussian", "uniform", "positive", "outliers", "zero_blocks", "ties", "tiny"]
+    for name in GGML_QUANTIZABLE:
+        qtype = T[name]
+        block, size = GGML_QUANT_SIZES[qtype]
+        for kind in kinds:
+            for n_blocks in (1, 3, 33):
+                n_rows = 3
+                x = np.ascontiguousarray(random_rows(rng, block, n_blocks, n_rows, kind))
+                row_len = x.shape[1]
+                ref = np.zeros(n_rows * n_blocks * size, dtype=np.uint8)
+                wrote = lib.ggml_quantize_chunk(int(qtype), x.ctypes.data, ref.ctypes.data, 0, n_rows, row_len, None)
+                check(wrote == ref.size, "(d) %s: ggml wrote %d bytes, expected %d" % (name, wrote, ref.size))
+                ours = ours_quantize(name, x, row_len)
+                same = ours.size == ref.size and np.array_equal(ours, ref)
+                if not same and ours.size == ref.size:
+                    notes.append("(d) %s %s x%d: %d of %d bytes differ" %
+                                 (name, kind, n_blocks, int((ours != ref).sum()), ref.size))
+                check(same, "(d) %s %s with %d blocks: bytes differ from ggml_quantize_chunk" % (name, kind, n_blocks))
+    notes.append("(d) %s compared with %s" % (", ".join(GGML_QUANTIZABLE), path))
+
+
 def main():
     rng = np.random.default_rng(20240601)
     test_model_tensors()
     test_quantize_bytes(rng)
     test_dequantize_blocks(rng)
+    test_quantize_vs_ggml(rng)
     for n in notes:
         print(n)
     print("%d passed, %d failed" % (passed, failed))

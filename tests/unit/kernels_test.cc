@@ -25,7 +25,8 @@ using tensor::Type;
 
 const Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
                              Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
-                             Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+                             Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K,
+                             Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4};
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out{Isa::kScalar};
@@ -127,6 +128,15 @@ std::vector<uint8_t> random_row(std::mt19937& rng, Type t, int64_t n) {
         k.d = rand_half(rng, -0.0005f, 0.0005f);
         for (auto& s : k.scales) s = i8();
       } break;
+    case Type::IQ4_NL: for (int64_t b = 0; b < nb; ++b)
+        reinterpret_cast<tensor::BlockIQ4_NL*>(row.data())[b].d = rand_half(rng, -0.02f, 0.02f);
+      break;
+    case Type::IQ4_XS: for (int64_t b = 0; b < nb; ++b)  // random 6-bit sub-scales
+        reinterpret_cast<tensor::BlockIQ4_XS*>(row.data())[b].d = rand_half(rng, -0.0005f, 0.0005f);
+      break;
+    case Type::MXFP4: for (int64_t b = 0; b < nb; ++b)  // 2^(e - 128) around 2^-8
+        reinterpret_cast<tensor::BlockMXFP4*>(row.data())[b].e = static_cast<uint8_t>(112 + rng() % 16);
+      break;
     default: ADD_FAILURE() << "no random generator for " << tensor::type_name(t);
   }
   return row;
@@ -197,6 +207,31 @@ TEST_P(KernelsPerType, VecDotRandomBlocksMatchesRef) {
     const auto w = random_row(rng, wt, n);
     const auto x = random_row(rng, act_type(wt), n);
     check_vec_dot(wt, n, w, x, "random blocks");
+  }
+}
+
+// The reference itself: ref::vec_dot = the dot product of the dequantized rows, summed in
+// double, within kRelTol of the magnitude (the reference's integer block sums are exact;
+// only its float products and block-order summation round). Q4_1 / Q5_1 are left out:
+// their min term uses Q8_1's fp16 s, which is d * sum(q) rounded (2^-11 relative), not
+// the dequantized sum.
+TEST_P(KernelsPerType, RefVecDotEqualsDequantizedDot) {
+  const Type wt = GetParam();
+  if (wt == Type::Q4_1 || wt == Type::Q5_1) GTEST_SKIP() << "min term through Q8_1's fp16 s";
+  std::mt19937 rng(555 + static_cast<int>(wt));
+  for (int64_t n : sizes_for(wt)) {
+    for (bool random : {true, false}) {
+      const auto w = random ? random_row(rng, wt, n) : quantized_row(rng, wt, n, false);
+      const auto x = random ? random_row(rng, act_type(wt), n) : quantized_row(rng, act_type(wt), n, true);
+      std::vector<float> fw(n), fx(n);
+      tensor::dequantize_row(wt, w.data(), fw.data(), n);
+      tensor::dequantize_row(act_type(wt), x.data(), fx.data(), n);
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += double(fw[i]) * fx[i];
+      const double tol = kRelTol * magnitude(wt, n, w.data(), x.data()) + 1e-30;
+      EXPECT_NEAR(ref::vec_dot(wt, n, w.data(), x.data()), want, tol)
+          << tensor::type_name(wt) << " n=" << n << (random ? " random blocks" : " quantized data");
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/codebook.h"
 #include "tensor/quants.h"
 #include "tensor/types.h"
 #include "util/fp16.h"
@@ -23,7 +24,8 @@ namespace {
 
 const Type kAllTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1,
                           Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q8_1, Type::Q2_K,
-                          Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_K};
+                          Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_K,
+                          Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4};
 const int kBlockCounts[] = {1, 3, 31, 33, 257};
 
 // Largest allowed |x - dequant(quant(x))| for an element of a block whose max|x| is amax
@@ -43,6 +45,13 @@ const int kBlockCounts[] = {1, 3, 31, 33, 257};
 //   Q2_K:      4 levels with a min: step <= 2*amax/3, 1.5 steps (4-bit sub-scales and mins).
 //   Q3_K:      levels -4..3 of a signed scale: the end opposite the max clamps at one step
 //              (amax/4), plus the 6-bit rounding of the sub-scale (4 * amax/4 / 64) at 1.5x.
+//   IQ4_NL:    d ~ amax/127 on the codebook -127..113 (gaps up to 24): the searched scale
+//              is within 7/127 of that, so half the widest gap plus the clamp of the short
+//              (+113) end: one widest gap, 24 steps of amax/120.
+//   IQ4_XS:    IQ4_NL per sub-block, plus the 6-bit rounding of the sub-block's scale
+//              (half of max_scale/32, times the largest value 127 = amax/64).
+//   MXFP4:     E2M1 values x 2^(floor(log2 amax) - 2): amax/s in [4, 8) clamps to 6, so
+//              up to 2 s <= amax/2 (the gaps are at most 2 s as well).
 // Plus, for fp16 scales, the absolute rounding of a subnormal fp16 (2^-25) times the
 // largest multiplier of the scale (Q6_K's d is often subnormal for small weights).
 double block_bound(Type t, double amax) {
@@ -61,6 +70,9 @@ double block_bound(Type t, double amax) {
     case Type::Q4_K: return amax * 1.5 * 2.0 / 15 + (15 + 1) * 63 * sub;
     case Type::Q5_K: return amax * 1.5 * 2.0 / 31 + (31 + 1) * 63 * sub;
     case Type::Q6_K: return amax * (1.0 / 31 + 1.0 / 256) + 32 * 127 * sub;
+    case Type::IQ4_NL: return amax * 24.0 / 120 + 127 * sub;
+    case Type::IQ4_XS: return amax * (24.0 / 120 + 1.0 / 64) + 32 * 127 * sub;
+    case Type::MXFP4: return amax * 0.5;
     default: return 0;
   }
 }
@@ -227,6 +239,12 @@ std::vector<float> representable_row(Type t, int blocks, uint32_t seed) {
         xb[irand(bs / 2, bs - 1)] = std::fabs(d) * nmax + m;            // q = nmax present
         break;
       }
+      case Type::MXFP4: {  // s times E2M1 values; one element of magnitude 4s or 6s sets e
+        const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+        for (int j = 0; j < bs; ++j) xb[j] = d * (irand(0, 1) ? 1 : -1) * e2m1[irand(0, 7)];
+        xb[irand(0, bs - 1)] = d * (irand(0, 1) ? 4.0f : -6.0f);
+        break;
+      }
       default: break;
     }
   }
@@ -234,10 +252,10 @@ std::vector<float> representable_row(Type t, int blocks, uint32_t seed) {
 }
 
 TEST(TensorQuants, RepresentableValuesAreExact) {
-  // K-quants are left out: their least-squares search may pick another (equally good or
+  // K-quants and IQ4_NL / IQ4_XS are left out: their least-squares search may pick another (equally good or
   // better-in-its-metric) grid, so exactness is not promised by the format.
   for (Type t : {Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q8_1, Type::Q8_K,
-                 Type::Q4_0, Type::Q5_0, Type::Q4_1, Type::Q5_1}) {
+                 Type::Q4_0, Type::Q5_0, Type::Q4_1, Type::Q5_1, Type::MXFP4}) {
     for (int blocks : kBlockCounts) {
       const std::vector<float> x = representable_row(t, blocks, 5u * blocks);
       const std::vector<float> y = round_trip(t, x);
@@ -254,7 +272,8 @@ TEST(TensorQuants, RequantizeIsStable) {
   // second round trip only has to stay within the bound of the first.
   for (Type t : kAllTypes) {
     const bool exact = t == Type::F32 || t == Type::F16 || t == Type::BF16 ||
-                       t == Type::Q8_0 || t == Type::Q8_1 || t == Type::Q4_0 || t == Type::Q5_0;
+                       t == Type::Q8_0 || t == Type::Q8_1 || t == Type::Q4_0 || t == Type::Q5_0 ||
+                       t == Type::MXFP4;  // the rounded max stays in [4s, 6s]: same exponent
     for (int blocks : kBlockCounts) {
       const std::vector<float> x = gaussian(row_len(t, blocks), 2.0f, 31u * blocks);
       const std::vector<float> y = round_trip(t, x);
@@ -422,6 +441,92 @@ TEST(TensorDequant, Q3_KLayout) {
   EXPECT_EQ(y[167], want(10, 0));
   EXPECT_EQ(y[168], want(10, -4));
   EXPECT_EQ(y[255], want(15, -4));
+}
+
+TEST(TensorDequant, IQ4_NLCodebookAndExtremeScales) {
+  // Element j < 16 from the low nibble of qs[j], j + 16 from its high nibble; value table
+  // ggml's kvalues_iq4nl. Scales: fp16 max, the smallest subnormal, negative, zero.
+  for (float d : {0.5f, 65504.0f, std::ldexp(1.0f, -24), -3.0f, 0.0f}) {
+    BlockIQ4_NL b{};
+    b.d = util::f32_to_fp16(d);
+    ASSERT_EQ(util::fp16_to_f32(b.d), d);
+    for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
+    float y[32];
+    dequantize_row(Type::IQ4_NL, &b, y, 32);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[j], d * float(kIQ4NLValues[j])) << d << " " << j;
+      EXPECT_EQ(y[j + 16], d * float(kIQ4NLValues[15 - j])) << d << " " << j;
+    }
+    EXPECT_EQ(y[0], d * -127.0f);
+    EXPECT_EQ(y[15], d * 113.0f);
+  }
+}
+
+TEST(TensorDequant, IQ4_XSScalePacking) {
+  // Sub-block ib: 6-bit ls = (scales_l[ib / 2] nibble ib % 2) | (scales_h bits 2ib..2ib+1)
+  // << 4, element = d * (ls - 32) * value. ls runs over 0 (-32), 63 (+31) and 32 (0).
+  const int ls[8] = {0, 63, 32, 1, 17, 48, 33, 31};
+  BlockIQ4_XS b{};
+  b.d = util::f32_to_fp16(0.25f);
+  for (int ib = 0; ib < 8; ++ib) {
+    b.scales_l[ib / 2] = static_cast<uint8_t>(b.scales_l[ib / 2] | (ls[ib] & 0xF) << 4 * (ib % 2));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | (ls[ib] >> 4) << 2 * ib);
+  }
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>((i % 16) | (15 - i % 16) << 4);
+  std::vector<float> y(256);
+  dequantize_row(Type::IQ4_XS, &b, y.data(), 256);
+  for (int ib = 0; ib < 8; ++ib)
+    for (int j = 0; j < 16; ++j) {
+      const float dl = 0.25f * float(ls[ib] - 32);
+      EXPECT_EQ(y[32 * ib + j], dl * kIQ4NLValues[j]) << ib << " " << j;
+      EXPECT_EQ(y[32 * ib + 16 + j], dl * kIQ4NLValues[15 - j]) << ib << " " << j;
+    }
+  // fp16 max with the largest multipliers: -32 * -127 * 65504 is finite in f32.
+  b.d = util::f32_to_fp16(65504.0f);
+  dequantize_row(Type::IQ4_XS, &b, y.data(), 256);
+  EXPECT_EQ(y[0], 65504.0f * -32.0f * -127.0f);
+  EXPECT_EQ(y[32 + 15], 65504.0f * 31.0f * 113.0f);
+}
+
+TEST(TensorDequant, MXFP4ExponentsAndValues) {
+  // element = 2^(e - 128) * doubled E2M1 value; e < 2 subnormal, e = 255 (E8M0's NaN code)
+  // decodes as 2^127 as in ggml, so 12 * 2^127 overflows to inf.
+  const int8_t e2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int e : {0, 1, 2, 100, 127, 128, 254, 255}) {
+    BlockMXFP4 b{};
+    b.e = static_cast<uint8_t>(e);
+    for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
+    float y[32];
+    dequantize_row(Type::MXFP4, &b, y, 32);
+    const float s = std::ldexp(1.0f, e - 128);
+    ASSERT_NE(s, 0.0f);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[j], s * e2m1x2[j]) << "e=" << e << " j=" << j;
+      EXPECT_EQ(y[j + 16], s * e2m1x2[15 - j]) << "e=" << e << " j=" << j;
+    }
+  }
+  EXPECT_EQ(e8m0_to_fp32_half(128), 1.0f);
+  EXPECT_EQ(e8m0_to_fp32_half(0), std::ldexp(1.0f, -128));
+  BlockMXFP4 inf_block{};
+  inf_block.e = 255;
+  inf_block.qs[0] = 7;  // 12 * 2^127
+  float y[32];
+  dequantize_row(Type::MXFP4, &inf_block, y, 32);
+  EXPECT_EQ(y[0], INFINITY);
+}
+
+TEST(TensorQuants, MXFP4ExponentFromMax) {
+  // e = floor(log2(amax)) - 2 + 127; amax 6 -> e 127 (s = 1); 8 -> e 128 and 8 is 4 s;
+  // a block of 7s clamps to 6.
+  for (auto [amax, e] : {std::pair<float, int>{6.0f, 127}, {8.0f, 128}, {7.0f, 127}, {0.75f, 124}}) {
+    std::vector<float> x(32, 0.0f);
+    x[3] = -amax;
+    std::vector<uint8_t> q;
+    const std::vector<float> y = round_trip(Type::MXFP4, x, &q);
+    EXPECT_EQ(reinterpret_cast<const BlockMXFP4*>(q.data())->e, e) << amax;
+    if (amax == 7.0f) EXPECT_EQ(y[3], -6.0f);
+    else EXPECT_EQ(y[3], -amax);
+  }
 }
 
 }  // namespace

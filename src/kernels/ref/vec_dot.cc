@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "kernels/ref/vec_dot_iq4.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -309,6 +310,12 @@ float vec_dot(Type wt, int64_t n, const void* w, const void* xq) {
       return dot_q45_k(n, static_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(xq), true);
     case Type::Q6_K:
       return dot_q6_k(n, static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(xq));
+    case Type::IQ4_NL:
+      return dot_iq4_nl(n, static_cast<const BlockIQ4_NL*>(w), static_cast<const BlockQ8_0*>(xq));
+    case Type::IQ4_XS:
+      return dot_iq4_xs(n, static_cast<const BlockIQ4_XS*>(w), static_cast<const BlockQ8_K*>(xq));
+    case Type::MXFP4:
+      return dot_mxfp4(n, static_cast<const BlockMXFP4*>(w), static_cast<const BlockQ8_0*>(xq));
     default: break;
   }
   CHECK_MSG(false, type_name(wt));
