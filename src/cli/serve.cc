@@ -49,6 +49,11 @@ Runner add_serve(CLI::App& app) {
                   "let browser pages from these origins call the API (e.g. https://app.example.com, or '*')")
       ->delimiter(',');
   cmd->add_option("--access-log", so->access_log, "one line per request to this file ('-': stderr)");
+  auto reasoning = std::make_shared<std::string>("auto");
+  cmd->add_option("--reasoning-format", *reasoning,
+                  "a reply's <think>...</think>: none (left in the text), deepseek or auto (split off as "
+                  "reasoning_content, thinking blocks, reasoning items), deepseek-legacy (both)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "auto", "deepseek", "deepseek-legacy"}));
   cmd->add_option("--responses-store", so->responses_store,
                   "responses of /v1/responses kept for previous_response_id (least recently used dropped; 0: none)")
       ->capture_default_str()->check(CLI::Range(size_t(0), size_t(1) << 20));
@@ -64,6 +69,7 @@ Runner add_serve(CLI::App& app) {
     if (!so->tls_cert.empty())
       if (util::Status st = serve::check_tls_files(so->tls_cert, so->tls_key); !st.ok()) return fail(st.message());
     so->slots = *parallel;
+    so->reasoning_format = *serve::reasoning_format_from_name(*reasoning);
     Backend b;
     if (std::string e = open_backend(*o, *co, *spo, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
     so->model_path = o->model;

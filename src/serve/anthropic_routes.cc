@@ -13,6 +13,11 @@ namespace {
 
 void send(httplib::Response& res, const ApiError& e) { send_error(res, e, anthropic_error_json(e)); }
 
+// A thought (reasoning.h) as Anthropic's thinking block (no signature: nothing to verify).
+json thinking_block(const std::string& thought) {
+  return {{"type", "thinking"}, {"thinking", thought}, {"signature", ""}};
+}
+
 json tool_use(const ToolCall& c) {
   json input = json::parse(c.arguments, nullptr, false);
   return {{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", input.is_object() ? input : json::object()}};
@@ -51,6 +56,7 @@ class Handler {
       if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
       text += out.tail.content;
       json content = json::array();
+      if (!out.reasoning.empty()) content.push_back(thinking_block(out.reasoning));
       if (!text.empty() || out.tail.calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
       for (const ToolCall& c : out.tail.calls) content.push_back(tool_use(c));
       const auto [reason, seq] = stop_of(out, stops);
@@ -80,9 +86,23 @@ class Handler {
       start["usage"] = {{"input_tokens", prompt_tokens}, {"output_tokens", 0}};
       event("message_start", {{"message", start}});
       int index = 0;
-      bool text_open = false;
+      bool text_open = false, text_seen = false, thinking_open = false;
+      auto close_thinking = [&] {
+        if (!thinking_open) return;
+        event("content_block_stop", {{"index", index++}});
+        thinking_open = false;
+      };
+      auto thinking = [&](const std::string& t) {
+        if (!thinking_open) {
+          event("content_block_start", {{"index", index}, {"content_block", thinking_block("")}});
+          thinking_open = true;
+        }
+        return event("content_block_delta", {{"index", index}, {"delta", {{"type", "thinking_delta"}, {"thinking", t}}}});
+      };
       auto text = [&](const std::string& t) {
+        close_thinking();
         if (!text_open) {
+          text_seen = true;
           event("content_block_start", {{"index", index}, {"content_block", {{"type", "text"}, {"text", ""}}}});
           text_open = true;
         }
@@ -94,14 +114,15 @@ class Handler {
         text_open = false;
       };
       Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : text(t); },
-                         [&] { return sink.is_writable(); });
+                         [&] { return sink.is_writable(); }, {}, thinking);
       if (out.cancelled()) return false;
       if (!out.out.status.ok()) {
         event("error", anthropic_error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error")));
         sink.done();
         return true;
       }
-      if (!out.tail.content.empty() || (index == 0 && !text_open && out.tail.calls.empty())) text(out.tail.content);
+      if (!out.tail.content.empty() || (!text_seen && out.tail.calls.empty())) text(out.tail.content);
+      close_thinking();
       close_text();
       for (const ToolCall& c : out.tail.calls) {
         json block = tool_use(c);

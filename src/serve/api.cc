@@ -502,6 +502,13 @@ std::optional<ApiError> parse_request(std::string_view body_text, Endpoint ep, i
     r.max_guesses = int(v);
   }
   if (auto e = parse_stop(body, &r)) return e;
+  if (const json* f = field(body, "reasoning_format")) {
+    auto fmt = f->is_string() ? reasoning_format_from_name(f->get<std::string>()) : std::nullopt;
+    if (!fmt)
+      return bad_request("'reasoning_format' must be none, auto, deepseek or deepseek-legacy, not " + f->dump(),
+                         "reasoning_format", "invalid_value");
+    r.reasoning_format = fmt;
+  }
   if (auto e = boolean(body, "stream", &r.stream)) return e;
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
@@ -578,6 +585,7 @@ json response_json(Endpoint ep, const ResponseIds& ids, const std::vector<Choice
     json choice = {{"index", i}, {"finish_reason", finish(c.finish_reason)}, {"logprobs", c.logprobs}};
     if (ep == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) choice["message"]["content"] = nullptr;
         json calls = json::array();
@@ -615,6 +623,14 @@ json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, con
   json tc = {{"index", call_index}, {"id", call.id}, {"type", "function"},
              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
   json delta = {{"tool_calls", json::array({tc})}};
+  if (first) delta["role"] = "assistant";
+  r["choices"] = json::array({{{"index", index}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+  return r;
+}
+
+json reasoning_chunk_json(const ResponseIds& ids, int index, const std::string& text, bool first) {
+  json r = head(Endpoint::kChat, ids, true);
+  json delta = {{"reasoning_content", text}};
   if (first) delta["role"] = "assistant";
   r["choices"] = json::array({{{"index", index}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
   return r;

@@ -20,6 +20,7 @@
 
 #include "grammar/grammar.h"
 #include "sampler/sampler.h"
+#include "serve/reasoning.h"
 #include "serve/tools.h"
 #include "tokenizer/chat_template.h"
 
@@ -60,6 +61,9 @@ struct Request {
   // response_format json_object / json_schema, or "grammar" (GBNF): the output is a
   // sentence of it (grammar/); null: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // llama-server's "reasoning_format" (none, auto, deepseek, deepseek-legacy); unset: the
+  // server's --reasoning-format.
+  std::optional<ReasoningFormat> reasoning_format;
   // params.logit_bias (ids checked against the vocabulary by check_token_ids) and
   // params.top_logprobs: chat's logprobs + top_logprobs, completions' logprobs.
 };
@@ -108,6 +112,7 @@ struct TokenLogprobs {
 struct Choice {
   std::string text;
   std::vector<ToolCall> tool_calls;  // chat: content is then text, or null when text is empty
+  std::string reasoning;             // chat: message.reasoning_content when not empty
   std::string finish_reason;
   nlohmann::json logprobs;  // null, or logprobs_json's
 };
@@ -125,5 +130,7 @@ nlohmann::json logprobs_json(Endpoint ep, const std::vector<TokenLogprobs>& t, s
 nlohmann::json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call,
                                     bool first);
 nlohmann::json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u);
+// A streamed chat choice's piece of thought: {"delta": {"reasoning_content": TEXT}}.
+nlohmann::json reasoning_chunk_json(const ResponseIds& ids, int index, const std::string& text, bool first);
 
 }  // namespace serve

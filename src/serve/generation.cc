@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -74,6 +75,12 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
   } else {
     tokens = prompts_.completion(r.prompt);
   }
+  if (chat) {
+    j.reasoning = r.reasoning_format.value_or(o_.reasoning_format);
+    const size_t n = std::min<size_t>(tokens.size(), 8);
+    j.think_open = splits(j.reasoning) &&
+                   ends_in_open_think(prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true));
+  }
   j.gen.prompt = std::move(tokens);
   *job = std::move(j);
   return std::nullopt;
@@ -115,23 +122,40 @@ ToolFormat Generator::template_tool_format() const {
 }
 
 Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting,
-                     const LogprobSink& logprobs) const {
+                     const LogprobSink& logprobs, const TextSink& reasoning) const {
   GenerationRequest g = job.gen;
   g.params.seed += uint64_t(i);
   ToolStream tools(job.format, "");
+  // The reply: the thought split off first (reasoning.h), the rest through the tool-call
+  // stream; deepseek-legacy splits the thought off only to give it, the text keeps it.
+  ReasoningSplitter thought(job.think_open);
+  const bool split = splits(job.reasoning), legacy = job.reasoning == ReasoningFormat::kDeepseekLegacy;
   Reply r;
+  auto content = [&](const std::string& t) { return text(job.tools_on && !t.empty() ? tools.push(t) : t); };
   r.out = engine_.generate(
       g,
       [&](const std::string& t) {
-        if (t.empty() || !job.tools_on) return text(t);
-        const std::string shown = tools.push(t);
-        return text(shown);
+        if (t.empty() || !split) return content(t);
+        const ReasoningPiece p = thought.push(t);
+        r.reasoning += p.reasoning;
+        if (legacy) return content(t);
+        if (!p.reasoning.empty() && reasoning && !reasoning(p.reasoning)) return false;
+        return content(p.content);
       },
       waiting, logprobs);
   r.finish_reason = r.out.finish_reason;
+  const ReasoningPiece last = split ? thought.finish() : ReasoningPiece{};
+  r.reasoning += last.reasoning;
+  if (!last.reasoning.empty() && reasoning && !legacy) reasoning(last.reasoning);
+  const std::string held = legacy ? "" : last.content;
   if (job.tools_on) {
-    r.tail = tools.finish();
+    if (!held.empty()) r.tail.content = tools.push(held);
+    ToolReply rest = tools.finish();
+    r.tail.content += rest.content;
+    r.tail.calls = std::move(rest.calls);
     if (!r.tail.calls.empty()) r.finish_reason = "tool_calls";
+  } else {
+    r.tail.content = held;
   }
   return r;
 }

@@ -14,6 +14,7 @@
 #include "serve/api.h"
 #include "serve/engine.h"
 #include "serve/prompt.h"
+#include "serve/reasoning.h"
 #include "serve/server.h"
 #include "serve/tools.h"
 
@@ -29,6 +30,8 @@ struct Job {
   GenerationRequest gen;
   ToolFormat format = ToolFormat::kNone;
   bool tools_on = false;
+  ReasoningFormat reasoning = ReasoningFormat::kNone;  // chat: the request's, else --reasoning-format
+  bool think_open = false;  // the prompt ends in <think>: the reply starts inside the thought
 };
 
 // One choice's outcome: finish_reason "tool_calls" when the reply holds calls.
@@ -36,6 +39,7 @@ struct Reply {
   GenerationResult out;
   std::string finish_reason;
   ToolReply tail;  // the content not yet handed to the sink, and the calls
+  std::string reasoning;  // the thought split off (reasoning.h), all of it
   bool cancelled() const { return out.finish_reason == "cancelled"; }
 };
 
@@ -49,9 +53,10 @@ class Generator {
   // against the context or the queue (Anthropic's count_tokens).
   std::optional<ApiError> render(Request& r, Job* out) const;
   // Choice i (seed + i): shown text to `text` piece by piece, "" while waiting (a chance
-  // to say the client left by returning false).
+  // to say the client left by returning false); the thought's pieces to `reasoning` when
+  // given (not with deepseek-legacy, whose thought stays in the text, as llama-server streams it).
   Reply run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting = {},
-            const LogprobSink& logprobs = {}) const;
+            const LogprobSink& logprobs = {}, const TextSink& reasoning = {}) const;
 
   // The tool format requests get: the template's own, else kGeneric (tools.h).
   ToolFormat template_tool_format() const;

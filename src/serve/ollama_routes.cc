@@ -58,14 +58,17 @@ class Handler {
     Job job;
     if (auto e = g_.prepare(r, &job)) return send(res, *e);
     const std::string model = r.model.empty() ? o.model_name : r.model;
-    // A line of the reply: chat's message or generate's response.
-    auto line = [chat, model](const std::string& text, const std::vector<ToolCall>& calls) {
+    // A line of the reply: chat's message or generate's response (and its thinking).
+    auto line = [chat, model](const std::string& text, const std::vector<ToolCall>& calls,
+                              const std::string& thinking = "") {
       json j = {{"model", model}, {"created_at", rfc3339(std::chrono::system_clock::now())}};
       if (!chat) {
         j["response"] = text;
+        if (!thinking.empty()) j["thinking"] = thinking;
         return j;
       }
       j["message"] = {{"role", "assistant"}, {"content", text}};
+      if (!thinking.empty()) j["message"]["thinking"] = thinking;
       if (!calls.empty()) {
         json list = json::array();
         for (const ToolCall& c : calls)
@@ -95,7 +98,7 @@ class Handler {
       });
       if (out.cancelled()) return send(res, api_error(499, "the client went away", "cancelled"));
       if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
-      res.set_content(dump(done(line(text + out.tail.content, out.tail.calls), out)), "application/json");
+      res.set_content(dump(done(line(text + out.tail.content, out.tail.calls, out.reasoning), out)), "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -110,8 +113,13 @@ class Handler {
         j["done"] = false;
         return write(j);
       };
+      auto thought = [&](const std::string& t) {
+        json j = line("", {}, t);
+        j["done"] = false;
+        return write(j);
+      };
       Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : piece(t); },
-                         [&] { return sink.is_writable(); });
+                         [&] { return sink.is_writable(); }, {}, thought);
       if (out.cancelled()) return false;
       if (!out.out.status.ok()) {
         write(ollama_error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error")));

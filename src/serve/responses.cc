@@ -277,6 +277,12 @@ json message_item(const std::string& id, const std::string& text, const std::str
   return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
+json reasoning_item(const std::string& id, const std::string& text, const std::string& status) {
+  json content = json::array();
+  if (status == "completed") content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  return {{"type", "reasoning"}, {"id", id}, {"summary", json::array()}, {"content", content}, {"status", status}};
+}
+
 json function_call_item(const std::string& id, const ToolCall& c, const std::string& status) {
   return {{"type", "function_call"}, {"id", id}, {"call_id", c.id}, {"name", c.name},
           {"arguments", status == "completed" ? c.arguments : ""}, {"status", status}};

@@ -72,11 +72,13 @@ std::optional<ApiError> parse_responses(std::string_view body, int ctx, const sa
                                         ResponseStore& store, ResponsesRequest* out);
 
 // The response object: status completed, or incomplete (finish_reason "length") with
-// incomplete_details; output: its items (message, function_call).
+// incomplete_details; output: its items (reasoning, message, function_call).
 nlohmann::json response_object(const ResponsesRequest& r, const std::string& id, long long created,
                                const std::string& status, const nlohmann::json& output, const Usage& u);
 nlohmann::json message_item(const std::string& id, const std::string& text, const std::string& status);
 nlohmann::json function_call_item(const std::string& id, const ToolCall& c, const std::string& status);
+// A thought (reasoning.h): {type: "reasoning", summary: [], content: [reasoning_text]}.
+nlohmann::json reasoning_item(const std::string& id, const std::string& text, const std::string& status);
 
 // Answers a request the server's router cannot (true): DELETE /v1/responses/{id} without
 // a body length, which cpp-httplib would otherwise read a body for until the client closes.

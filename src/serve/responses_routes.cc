@@ -16,16 +16,18 @@ namespace {
 
 void send(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
 
-// A finished reply's output items (the message when there is text or no call) and the
-// conversation to store: history, then the assistant's turn as a chat message.
+// A finished reply's output items (the thought, the message when there is text or no
+// call, the calls) and the conversation to store: history, then the assistant's turn as a
+// chat message (without the thought, as chat shows earlier turns).
 struct Outcome {
   json output = json::array();
   nlohmann::ordered_json turn;
 };
 
-Outcome outcome(const std::string& msg_id, const std::string& text, const std::vector<ToolCall>& calls,
-                const std::vector<std::string>& call_ids) {
+Outcome outcome(const std::string& rs_id, const std::string& thought, const std::string& msg_id,
+                const std::string& text, const std::vector<ToolCall>& calls, const std::vector<std::string>& call_ids) {
   Outcome o;
+  if (!thought.empty()) o.output.push_back(reasoning_item(rs_id, thought, "completed"));
   if (!text.empty() || calls.empty()) o.output.push_back(message_item(msg_id, text, "completed"));
   nlohmann::ordered_json tcs = nlohmann::ordered_json::array();
   for (size_t k = 0; k < calls.size(); ++k) {
@@ -55,7 +57,7 @@ class Handler {
     if (r.chat.model.empty()) r.chat.model = o.model_name;
     Job job;
     if (auto e = g_.prepare(r.chat, &job)) return send(res, *e);
-    const std::string id = random_id("resp_"), msg_id = random_id("msg_");
+    const std::string id = random_id("resp_"), msg_id = random_id("msg_"), rs_id = random_id("rs_");
     const long long created = unix_now();
     if (!r.chat.stream) {
       ClientWatch client(req);
@@ -67,7 +69,7 @@ class Handler {
       if (out.cancelled()) return send(res, api_error(499, "the client went away", "cancelled"));
       if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
       text += out.tail.content;
-      Outcome oc = outcome(msg_id, text, out.tail.calls, item_ids(out.tail.calls.size()));
+      Outcome oc = outcome(rs_id, out.reasoning, msg_id, text, out.tail.calls, item_ids(out.tail.calls.size()));
       json resp = response_object(r, id, created, status_of(out), oc.output, out.out.usage);
       keep(r, id, oc, resp);
       res.set_content(dump(resp), "application/json");
@@ -75,7 +77,7 @@ class Handler {
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("text/event-stream", [this, job, r, id, msg_id, created](size_t,
+    res.set_chunked_content_provider("text/event-stream", [this, job, r, id, msg_id, rs_id, created](size_t,
                                                                                             httplib::DataSink& sink) {
       int seq = 0;
       auto event = [&](const char* name, json data) {
@@ -88,11 +90,32 @@ class Handler {
       event("response.created", {{"response", started}});
       event("response.in_progress", {{"response", started}});
       int index = 0;  // the next output item's
-      bool text_open = false;
-      std::string text;
+      bool text_open = false, thinking = false;
+      std::string text, thought;
+      // The thought, streamed as a reasoning item's reasoning_text deltas, closed by the text.
+      auto at_thought = [&] { return json{{"item_id", rs_id}, {"output_index", index}, {"content_index", 0}}; };
+      auto think = [&](const std::string& t) {
+        if (!thinking) {
+          event("response.output_item.added", {{"output_index", index}, {"item", reasoning_item(rs_id, "", "in_progress")}});
+          thinking = true;
+        }
+        thought += t;
+        json w = at_thought();
+        w["delta"] = t;
+        return event("response.reasoning_text.delta", w);
+      };
+      auto close_thought = [&] {
+        if (!thinking) return;
+        json w = at_thought();
+        w["text"] = thought;
+        event("response.reasoning_text.done", w);
+        event("response.output_item.done", {{"output_index", index++}, {"item", reasoning_item(rs_id, thought, "completed")}});
+        thinking = false;
+      };
       const json part0 = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
       auto where = [&] { return json{{"item_id", msg_id}, {"output_index", index}, {"content_index", 0}}; };
       auto open_text = [&] {
+        close_thought();
         if (text_open) return;
         event("response.output_item.added", {{"output_index", index}, {"item", message_item(msg_id, "", "in_progress")}});
         json w = where();
@@ -109,7 +132,7 @@ class Handler {
         return event("response.output_text.delta", w);
       };
       Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : delta(t); },
-                         [&] { return sink.is_writable(); });
+                         [&] { return sink.is_writable(); }, {}, think);
       if (out.cancelled()) return false;
       if (!out.out.status.ok()) {
         event("error", {{"code", "server_error"}, {"message", "generation failed: " + out.out.status.message()},
@@ -119,17 +142,19 @@ class Handler {
       }
       if (!out.tail.content.empty()) delta(out.tail.content);
       if (!text_open && out.tail.calls.empty()) open_text();
+      close_thought();
       const std::vector<std::string> call_ids = item_ids(out.tail.calls.size());
-      Outcome oc = outcome(msg_id, text, out.tail.calls, call_ids);
+      Outcome oc = outcome(rs_id, thought, msg_id, text, out.tail.calls, call_ids);  // the thought as streamed
       if (text_open) {
+        const json& item = oc.output[thought.empty() ? 0 : 1];
         json w = where();
         w["text"] = text;
         w["logprobs"] = json::array();
         event("response.output_text.done", w);
         w = where();
-        w["part"] = oc.output[0]["content"][0];
+        w["part"] = item["content"][0];
         event("response.content_part.done", w);
-        event("response.output_item.done", {{"output_index", index}, {"item", oc.output[0]}});
+        event("response.output_item.done", {{"output_index", index}, {"item", item}});
         ++index;
       }
       for (size_t k = 0; k < out.tail.calls.size(); ++k, ++index) {

@@ -315,6 +315,7 @@ class Handler {
         c.finish_reason = out.finish_reason;
         c.text += out.tail.content;
         c.tool_calls = std::move(out.tail.calls);
+        c.reasoning = std::move(out.reasoning);
         if (top_logprobs >= 0) c.logprobs = logprobs_json(ep, lps);
         add_usage(usage, out.out.usage, i == 0);
         choices.push_back(std::move(c));
@@ -360,9 +361,14 @@ class Handler {
               first = false;
               return ok;
             };
+            auto thought = [&](const std::string& t) {
+              const bool ok = event(dump(reasoning_chunk_json(ids, i, t, first)));
+              first = false;
+              return ok;
+            };
             Reply out = gen_.run(
                 job, i, [&](const std::string& t) { return t.empty() ? sink.is_writable() : content(t); }, waiting,
-                [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
+                [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); }, thought);
             if (out.cancelled()) return false;
             if (!out.out.status.ok()) {
               event(dump(error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error"))));
@@ -415,6 +421,7 @@ class Handler {
         {"chat_template", prompts_.template_source()},
         {"has_chat_template", prompts_.has_chat()},
         {"tool_format", tool_format_name(gen_.template_tool_format())},
+        {"reasoning_format", reasoning_format_name(o_.reasoning_format)},
         {"bos_token", tok.bos() >= 0 ? tok.piece(tok.bos(), true) : ""},
         {"eos_token", tok.eos() >= 0 ? tok.piece(tok.eos(), true) : ""},
         {"n_vocab", tok.n_vocab()},

@@ -21,6 +21,7 @@
 #include "sampler/sampler.h"
 #include "serve/engine.h"
 #include "serve/prompt.h"
+#include "serve/reasoning.h"
 #include "util/status.h"
 
 namespace serve {
@@ -39,6 +40,7 @@ struct ServerOptions {
   std::string tls_cert, tls_key;     // both or neither: HTTPS (serve/tls.h)
   std::vector<std::string> cors_origins;  // "*": any origin
   std::string access_log;            // "": none, "-": stderr, else a file appended to
+  ReasoningFormat reasoning_format = ReasoningFormat::kAuto;  // --reasoning-format (reasoning.h)
   size_t responses_store = 256;      // /v1/responses kept for previous_response_id (LRU; 0: none)
 };
 

@@ -1,0 +1,53 @@
+// reasoning.h: a reply's <think>...</think> (Qwen3, DeepSeek-R1 and their kin) split from
+// its content, as llama-server's --reasoning-format does:
+//   none             the thoughts stay in the content, tags and all;
+//   deepseek / auto  the thoughts go to each API's reasoning field (OpenAI chat's
+//                    reasoning_content, streamed as reasoning_content deltas; Anthropic's
+//                    thinking blocks; a Responses reasoning item), the content is the rest;
+//   deepseek-legacy  the content keeps the tags as none does, and the thoughts are also
+//                    given as reasoning_content (not streamed).
+// A reply thinks when it starts (after white space) with <think>, or when the prompt ends
+// with <think> (a template that opens the thought itself: "forced open"); only that first
+// block is split off. A thought never closed (max_tokens reached) is all reasoning. White
+// space around the thought is dropped, as llama-server's parser does. Streamed, text is
+// held only while it may still be the start of a tag (or trailing white space).
+#pragma once
+#include <optional>
+#include <string>
+
+namespace serve {
+
+enum class ReasoningFormat { kNone, kAuto, kDeepseek, kDeepseekLegacy };
+
+std::optional<ReasoningFormat> reasoning_format_from_name(const std::string& name);
+const char* reasoning_format_name(ReasoningFormat f);
+// Whether f splits thoughts off at all (everything but none).
+inline bool splits(ReasoningFormat f) { return f != ReasoningFormat::kNone; }
+
+// The rendered prompt ends with an open <think> (white space after it allowed).
+bool ends_in_open_think(const std::string& prompt_tail);
+
+struct ReasoningPiece {
+  std::string reasoning, content;
+};
+
+class ReasoningSplitter {
+ public:
+  explicit ReasoningSplitter(bool forced_open) : state_(forced_open ? kThinking : kStart) {}
+  // What may be shown now of the text pushed so far.
+  ReasoningPiece push(const std::string& text);
+  // The end of the reply: what was held.
+  ReasoningPiece finish();
+
+ private:
+  enum State { kStart, kThinking, kAfter, kContent };
+  void run(ReasoningPiece* out);
+  State state_;
+  std::string held_;
+  bool reasoning_started_ = false;
+};
+
+// The whole reply split at once (what push + finish give).
+ReasoningPiece split_reasoning(const std::string& text, bool forced_open);
+
+}  // namespace serve

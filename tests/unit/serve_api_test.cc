@@ -1,0 +1,152 @@
+// serve_api_test.cc: pieces of serve's other APIs without HTTP or a model: the <think>
+// splitter (reasoning.h) on crafted replies cut at every byte, the Responses API's store
+// (least recently used dropped) and its body translation onto the chat request.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "serve/reasoning.h"
+#include "serve/responses.h"
+
+namespace serve {
+namespace {
+
+// The reply pushed in pieces of n bytes (and, n = 0, at every split into two), summed.
+ReasoningPiece pushed(const std::string& text, bool open, size_t n) {
+  ReasoningSplitter s(open);
+  ReasoningPiece sum;
+  for (size_t i = 0; i < text.size(); i += n) {
+    ReasoningPiece p = s.push(text.substr(i, n));
+    sum.reasoning += p.reasoning;
+    sum.content += p.content;
+  }
+  ReasoningPiece p = s.finish();
+  sum.reasoning += p.reasoning;
+  sum.content += p.content;
+  return sum;
+}
+
+struct Case {
+  std::string text;
+  bool open;
+  std::string reasoning, content;
+};
+
+TEST(Reasoning, SplitsTheFirstThinkBlockAtAnyCut) {
+  const std::vector<Case> cases = {
+      {"<think>\nLet me see: 2+2.\n</think>\n\nIt is 4.", false, "Let me see: 2+2.", "It is 4."},
+      {"  <think>a</think>b", false, "a", "b"},
+      {"Plain answer, no thought.", false, "", "Plain answer, no thought."},
+      {"  leading space kept", false, "", "  leading space kept"},
+      {"<thinking is not a tag", false, "", "<thinking is not a tag"},
+      {"<thi", false, "", "<thi"},  // a cut-off prefix is content at the end
+      {"Still thinking when max_tokens ran out\n", true, "Still thinking when max_tokens ran out", ""},
+      {"<think>never closed </thi", false, "never closed </thi", ""},
+      {"forced open\n</think>\nanswer <think>x</think>", true, "forced open", "answer <think>x</think>"},
+      {"</think>only content", true, "", "only content"},
+      {"<think>a < b and c </ d</think>ok", false, "a < b and c </ d", "ok"},
+      {"<think>  \n  </think>  \n  ", false, "", ""},
+      {"<think>one\n\ntwo</think>", false, "one\n\ntwo", ""},
+      {"", false, "", ""},
+  };
+  for (const Case& c : cases) {
+    const ReasoningPiece whole = split_reasoning(c.text, c.open);
+    EXPECT_EQ(whole.reasoning, c.reasoning) << c.text;
+    EXPECT_EQ(whole.content, c.content) << c.text;
+    for (size_t n = 1; n <= c.text.size(); ++n) {
+      const ReasoningPiece p = pushed(c.text, c.open, n);
+      EXPECT_EQ(p.reasoning, c.reasoning) << c.text << " in pieces of " << n;
+      EXPECT_EQ(p.content, c.content) << c.text << " in pieces of " << n;
+    }
+  }
+}
+
+TEST(Reasoning, ShowsTextAsSoonAsItCannotBeATag) {
+  ReasoningSplitter s(false);
+  EXPECT_EQ(s.push("<th").content, "");  // may be <think>
+  EXPECT_EQ(s.push("ink>I wonder").reasoning, "I wonder");
+  ReasoningPiece p = s.push(" more </thi");
+  EXPECT_EQ(p.reasoning, " more");  // the space and the partial tag are held
+  p = s.push("nk> Done");
+  EXPECT_EQ(p.reasoning, "");
+  EXPECT_EQ(p.content, "Done");
+  ReasoningSplitter plain(false);
+  EXPECT_EQ(plain.push("Hello").content, "Hello");
+}
+
+TEST(Reasoning, FormatsAndForcedOpenPrompts) {
+  for (const char* name : {"none", "auto", "deepseek", "deepseek-legacy"})
+    EXPECT_STREQ(reasoning_format_name(*reasoning_format_from_name(name)), name);
+  EXPECT_FALSE(reasoning_format_from_name("r1"));
+  EXPECT_FALSE(splits(ReasoningFormat::kNone));
+  EXPECT_TRUE(splits(ReasoningFormat::kDeepseekLegacy));
+  EXPECT_TRUE(ends_in_open_think("<|im_start|>assistant\n<think>\n"));
+  EXPECT_TRUE(ends_in_open_think("<think>"));
+  EXPECT_FALSE(ends_in_open_think("<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(ends_in_open_think("assistant\n"));
+}
+
+TEST(ResponseStore, DropsTheLeastRecentlyUsed) {
+  ResponseStore s(2);
+  auto entry = [](const char* text) {
+    nlohmann::ordered_json m = {{"role", "user"}, {"content", text}};
+    return ResponseStore::Entry{nlohmann::ordered_json::array({m}), nlohmann::json::object()};
+  };
+  s.put("a", entry("1"));
+  s.put("b", entry("2"));
+  ASSERT_TRUE(s.get("a"));  // a used: b is now the least recent
+  s.put("c", entry("3"));
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_FALSE(s.get("b"));
+  EXPECT_EQ(s.get("a")->messages[0]["content"], "1");
+  EXPECT_TRUE(s.erase("c"));
+  EXPECT_FALSE(s.erase("c"));
+  ResponseStore none(0);
+  none.put("a", entry("1"));
+  EXPECT_FALSE(none.get("a"));
+}
+
+TEST(Responses, TranslatesItemsOntoTheChatRequest) {
+  ResponseStore store(4);
+  nlohmann::ordered_json turn = {{"role", "user"}, {"content", "earlier"}};
+  store.put("resp_1", {nlohmann::ordered_json::array({turn}), nlohmann::json::object()});
+  ResponsesRequest r;
+  const std::string body = R"({"model": "m", "instructions": "be terse", "previous_response_id": "resp_1",
+    "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"a\": 1}"},
+              {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "ok"}]},
+              {"role": "developer", "content": "and?"}],
+    "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+    "tool_choice": {"type": "function", "name": "f"}, "max_output_tokens": 7, "store": false})";
+  ASSERT_FALSE(parse_responses(body, 512, sampler::Params{}, store, &r));
+  const auto& m = r.chat.chat_messages;
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[1]["content"], "earlier");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"]["a"], 1);
+  EXPECT_EQ(m[3]["role"], "tool");
+  EXPECT_EQ(m[3]["content"], "ok");
+  EXPECT_EQ(m[4]["role"], "system");  // developer
+  EXPECT_EQ(r.history.size(), 4u);    // the instructions are not carried over
+  EXPECT_EQ(r.chat.max_tokens, 7);
+  EXPECT_EQ(r.chat.tool_choice, ToolChoice::kNamed);
+  EXPECT_FALSE(r.store);
+  EXPECT_EQ(r.echo["previous_response_id"], "resp_1");
+
+  auto refused = [&](const std::string& b, const std::string& param, int status = 400) {
+    ResponsesRequest x;
+    auto e = parse_responses(b, 512, sampler::Params{}, store, &x);
+    ASSERT_TRUE(e) << b;
+    EXPECT_EQ(e->param, param) << b;
+    EXPECT_EQ(e->status, status) << b;
+  };
+  refused(R"({"input": "x", "previous_response_id": "resp_2"})", "previous_response_id");
+  refused(R"({"input": "x", "max_output_tokens": 100000})", "max_output_tokens");
+  refused(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {"type": "string", "pattern": "^a+$"}}}})",
+          "text.format.schema");
+  refused(R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role");
+  refused(R"({"input": [{"type": "function_call_output", "output": "x"}]})", "input[0].call_id");
+}
+
+}  // namespace
+}  // namespace serve
