@@ -79,12 +79,12 @@ Expected<const uint8_t*> check_payload(const Message& m, const CHeader& want, co
     const bool known = op <= uint8_t(Op::kRingAg) && sync <= uint8_t(SyncType::kF32);
     return Status::error(peer + " sent all-reduce data (" + (known ? describe(got) : "unknown op") +
                          ") where this node expected (" + describe(want) +
-                         "): the nodes are out of step or configured differently");
+                         "): the nodes are out of step or configured differently", util::Status::Code::kProtocol);
   }
   if (r.remaining() != encoded_bytes(want.sync, want.count)) {
     return Status::error(peer + " sent all-reduce data of " + std::to_string(r.remaining()) +
                          " value bytes where " + std::to_string(encoded_bytes(want.sync, want.count)) +
-                         " were expected");
+                         " were expected", util::Status::Code::kProtocol);
   }
   return m.payload.data() + kCollectiveHeaderBytes;
 }
@@ -261,7 +261,7 @@ Status Collectives::all_gather_sum(std::span<float> x, SyncType sync) {
   for (int p = 0; p < n_nodes; ++p) {
     if (p == me) { enc[p] = mine.data() + kCollectiveHeaderBytes; continue; }
     auto v = check_payload(msgs[p], h, t_.peer_name(p));
-    if (!v.ok()) return v.status();
+    if (!v.ok()) return v.status().at_rank(p);
     enc[p] = *v;
   }
   // Sum the decoded encodings in rank order 0..N-1, own contribution included.
@@ -285,7 +285,7 @@ Status Collectives::star(std::span<float> x, SyncType sync) {
     const RecvItem r{0, MessageType::kAllReduce, &result};
     RETURN_IF_ERROR(t_.exchange({&s, 1}, {&r, 1}, opt_.timeout_s));
     auto v = check_payload(result, down, t_.peer_name(0));
-    if (!v.ok()) return v.status();
+    if (!v.ok()) return v.status().at_rank(0);
     decode_values(sync, *v, x);
     return {};
   }
@@ -299,7 +299,7 @@ Status Collectives::star(std::span<float> x, SyncType sync) {
   decode_values(sync, mine.data() + kCollectiveHeaderBytes, x);
   for (int p = 1; p < n_nodes; ++p) {
     auto v = check_payload(msgs[p], up, t_.peer_name(p));
-    if (!v.ok()) return v.status();
+    if (!v.ok()) return v.status().at_rank(p);
     decode_values(sync, *v, tmp_);
     for (size_t i = 0; i < x.size(); ++i) x[i] = x[i] + tmp_[i];
   }
@@ -333,7 +333,7 @@ Status Collectives::ring(std::span<float> x, SyncType sync) {
     const RecvItem ri{left, MessageType::kAllReduce, &in};
     RETURN_IF_ERROR(t_.exchange({&si, 1}, {&ri, 1}, opt_.timeout_s));
     auto v = check_payload(in, header(Op::kRingRs, s, rc), t_.peer_name(left));
-    if (!v.ok()) return v.status();
+    if (!v.ok()) return v.status().at_rank(left);
     std::span<float> dst = chunk(rc);
     tmp_.resize(dst.size());
     decode_values(sync, *v, tmp_);
@@ -350,7 +350,7 @@ Status Collectives::ring(std::span<float> x, SyncType sync) {
     const RecvItem ri{left, MessageType::kAllReduce, &in};
     RETURN_IF_ERROR(t_.exchange({&si, 1}, {&ri, 1}, opt_.timeout_s));
     auto v = check_payload(in, header(Op::kRingAg, s, rc), t_.peer_name(left));
-    if (!v.ok()) return v.status();
+    if (!v.ok()) return v.status().at_rank(left);
     decode_values(sync, *v, chunk(rc));
     fwd = std::move(in.payload);
   }
@@ -383,18 +383,18 @@ Status Collectives::all_gather_rows(uint8_t* buf, size_t n_rows, size_t row_byte
     uint8_t op = 0, unused = 0;
     uint16_t step = 0;
     uint32_t off = 0, n = 0;
-    RETURN_IF_ERROR(r.get_u8(&op));
-    RETURN_IF_ERROR(r.get_u8(&unused));
-    RETURN_IF_ERROR(r.get_u16(&step));
-    RETURN_IF_ERROR(r.get_u32(&off));
-    RETURN_IF_ERROR(r.get_u32(&n));
+    RETURN_IF_ERROR(r.get_u8(&op).at_rank(p));
+    RETURN_IF_ERROR(r.get_u8(&unused).at_rank(p));
+    RETURN_IF_ERROR(r.get_u16(&step).at_rank(p));
+    RETURN_IF_ERROR(r.get_u32(&off).at_rank(p));
+    RETURN_IF_ERROR(r.get_u32(&n).at_rank(p));
     if (op != uint8_t(Op::kGatherRows))
       return Status::error(peer + " sent other collective data where this node expected a row gather: the nodes "
-                           "are out of step or configured differently (--sync-type must match)");
+                           "are out of step or configured differently (--sync-type must match)", util::Status::Code::kProtocol, p);
     if (size_t(off) + n > row_bytes || r.remaining() != n_rows * size_t(n))
       return Status::error(peer + " sent a row gather segment [" + std::to_string(off) + ", +" + std::to_string(n) +
                            ") x " + std::to_string(r.remaining()) + " bytes that does not fit " +
-                           std::to_string(n_rows) + " rows of " + std::to_string(row_bytes) + " bytes");
+                           std::to_string(n_rows) + " rows of " + std::to_string(row_bytes) + " bytes", util::Status::Code::kProtocol, p);
     const uint8_t* src = msgs[p].payload.data() + kCollectiveHeaderBytes;
     for (size_t row = 0; row < n_rows; ++row) std::memcpy(buf + row * row_bytes + off, src + row * n, n);
     segs.emplace_back(off, n);

@@ -55,17 +55,17 @@ Status check_key_presence(const std::string& peer, const HandshakeOptions& opt, 
     if (my_clear == theirs.clear_links) return {};
     if (theirs.clear_links)
       return Status::error(peer + " runs with --link-encryption off but this " + me +
-                           " encrypts its links: start both the same way");
+                           " encrypts its links: start both the same way", util::Status::Code::kRefused);
     return Status::error(peer + " encrypts its links but this " + std::string(me) +
-                         " runs with --link-encryption off: start both the same way");
+                         " runs with --link-encryption off: start both the same way", util::Status::Code::kRefused);
   }
   if (mine == theirs.has_key) return {};
   if (mine) {
     return Status::error(peer + " was started without --cluster-key but this " + me +
-                         " has one: start both with the same --cluster-key");
+                         " has one: start both with the same --cluster-key", util::Status::Code::kRefused);
   }
   return Status::error(peer + " requires a cluster key but this " + std::string(me) +
-                       " has none: start both with the same --cluster-key");
+                       " has none: start both with the same --cluster-key", util::Status::Code::kRefused);
 }
 
 void send_error_quietly(Connection& c, ErrorCode code, const std::string& text, double timeout_s) {
@@ -141,10 +141,10 @@ Expected<Hello> parse_hello(std::span<const uint8_t> payload, std::string_view p
   if (h.protocol_version != kProtocolVersion) {
     return Status::error(std::string(peer) + " speaks protocol " + std::to_string(h.protocol_version) +
                          ", this shardlm speaks " + std::to_string(kProtocolVersion) +
-                         ": upgrade both to the same version");
+                         ": upgrade both to the same version", util::Status::Code::kRefused);
   }
   if (role > 1 || has_key > 2) {
-    return Status::error("hello from " + std::string(peer) + " has an invalid role or key flag");
+    return Status::error("hello from " + std::string(peer) + " has an invalid role or key flag", util::Status::Code::kProtocol);
   }
   h.role = static_cast<Role>(role);
   h.has_key = has_key != 0;
@@ -153,11 +153,13 @@ Expected<Hello> parse_hello(std::span<const uint8_t> payload, std::string_view p
   return h;
 }
 
+// A proof that does not parse shows no key: the peer is refused as for a wrong one.
 Expected<Proof> parse_proof(std::span<const uint8_t> payload, std::string_view peer) {
   Reader r(payload, "cluster key proof from " + std::string(peer));
   std::span<const uint8_t> b;
-  RETURN_IF_ERROR(r.get_bytes(kProofBytes, &b));
-  RETURN_IF_ERROR(r.finish());
+  Status st = r.get_bytes(kProofBytes, &b);
+  if (st.ok()) st = r.finish();
+  if (!st.ok()) return Status::error(st.message(), Status::Code::kRefused);
   Proof p{};
   std::memcpy(p.data(), b.data(), kProofBytes);
   return p;
@@ -193,7 +195,7 @@ Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& op
   if (!m.ok()) return m.status();
   if (m->type == MessageType::kError) {
     auto e = parse_error(m->payload, c.peer());
-    if (e.ok() && e->code == ErrorCode::kKeyMismatch) return Status::error(mismatch_text(c.peer()));
+    if (e.ok() && e->code == ErrorCode::kKeyMismatch) return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
     return peer_gave_up(c.peer(), m->payload);
   }
   if (m->type != MessageType::kAuthProof) return unexpected_type(c.peer(), m->type, MessageType::kAuthProof);
@@ -202,7 +204,7 @@ Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& op
   const Proof expected = compute_proof(opt.cluster_key, mine, theirs->nonce, kAcceptorLabel);
   if (CRYPTO_memcmp(expected.data(), their_proof->data(), kProofBytes) != 0) {
     send_error_quietly(c, ErrorCode::kKeyMismatch, "cluster key mismatch", opt.timeout_s);
-    return Status::error(mismatch_text(c.peer()));
+    return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
   }
   RETURN_IF_ERROR(c.send(MessageType::kAuthOk, {}, opt.timeout_s));
   info.sealed = start_sealing(c, opt, *hellos, mine, true);
@@ -229,7 +231,7 @@ Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt
   const Proof expected = compute_proof(opt.cluster_key, mine, theirs->nonce, kInitiatorLabel);
   if (CRYPTO_memcmp(expected.data(), their_proof->data(), kProofBytes) != 0) {
     send_error_quietly(c, ErrorCode::kKeyMismatch, "cluster key mismatch", opt.timeout_s);
-    return Status::error(mismatch_text(c.peer()));
+    return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
   }
   const Proof my_proof = compute_proof(opt.cluster_key, theirs->nonce, mine, kAcceptorLabel);
   RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
@@ -237,7 +239,7 @@ Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt
   if (!ok.ok()) return ok.status();
   if (ok->type == MessageType::kError) {
     auto e = parse_error(ok->payload, c.peer());
-    if (e.ok() && e->code == ErrorCode::kKeyMismatch) return Status::error(mismatch_text(c.peer()));
+    if (e.ok() && e->code == ErrorCode::kKeyMismatch) return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
     return peer_gave_up(c.peer(), ok->payload);
   }
   if (ok->type != MessageType::kAuthOk) return unexpected_type(c.peer(), ok->type, MessageType::kAuthOk);

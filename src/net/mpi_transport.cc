@@ -129,7 +129,7 @@ class MpiTransport final : public Transport {
       auto got = try_recv(peer, &m);
       if (!got.ok()) return got.status();
       if (*got) return m;
-      if (poll.expired()) return Status::error(timeout_message(peer_name(peer), timeout_s));
+      if (poll.expired()) return Status::error(timeout_message(peer_name(peer), timeout_s), Status::Code::kTimeout, peer);
       poll.wait();
     }
   }
@@ -170,8 +170,8 @@ class MpiTransport final : public Transport {
         if (!d.ok()) return d.status();
         if (!*d) continue;
         if (r.out->type != r.type) {
-          if (r.out->type == MessageType::kError) return peer_gave_up(peer_name(r.peer), r.out->payload);
-          return unexpected_type(peer_name(r.peer), r.out->type, r.type);
+          if (r.out->type == MessageType::kError) return peer_gave_up(peer_name(r.peer), r.out->payload).at_rank(r.peer);
+          return unexpected_type(peer_name(r.peer), r.out->type, r.type).at_rank(r.peer);
         }
         got[j] = true;
         --pending;
@@ -180,9 +180,12 @@ class MpiTransport final : public Transport {
       if (pending == 0 || progress) continue;
       if (poll.expired()) {
         for (size_t j = 0; j < recvs.size(); ++j)
-          if (!got[j]) return Status::error(timeout_message(peer_name(recvs[j].peer), timeout_s));
+          if (!got[j])
+            return Status::error(timeout_message(peer_name(recvs[j].peer), timeout_s), Status::Code::kTimeout, recvs[j].peer);
         for (size_t i = 0; i < sends.size(); ++i)
-          if (!sent[i]) return Status::error(send_timeout_message(peer_name(sends[i].peer), timeout_s));
+          if (!sent[i])
+            return Status::error(send_timeout_message(peer_name(sends[i].peer), timeout_s), Status::Code::kTimeout,
+                                 sends[i].peer);
       }
       // A large send moves only while this rank calls into MPI: short sleeps until it is out.
       poll.wait(std::find(sent.begin(), sent.end(), false) != sent.end());
@@ -266,7 +269,7 @@ class MpiTransport final : public Transport {
   }
   Status refuse(int peer, const std::string& why) {
     (void)send(peer, MessageType::kError, encode_error({ErrorCode::kOther, why}), 5.0);
-    return Status::error(why);
+    return Status::error(why, Status::Code::kRefused, peer);
   }
 
   MPI_Comm comm_;
@@ -294,7 +297,8 @@ Status MpiTransport::hello(const MpiOptions& o) {
     return Status::error(mine.has_key ? peer_name(peer) + " was started without a cluster key, this rank with one: "
                                                           "give every rank the same --cluster-key(-file)"
                                       : peer_name(peer) + " was started with a cluster key, this rank without: give "
-                                                          "every rank the same --cluster-key(-file)");
+                                                          "every rank the same --cluster-key(-file)",
+                         Status::Code::kRefused, peer);
   };
   if (rank_ != 0) {
     Message m;

@@ -62,7 +62,7 @@ Expected<bool> wait_fd(int fd, short events, double deadline, const std::string&
     const int r = ::poll(&p, 1, ms_left(deadline));
     if (r > 0) return true;
     if (r == 0) return false;
-    if (errno != EINTR) return Status::error("waiting for " + peer + " failed: " + errno_text(errno));
+    if (errno != EINTR) return Status::error("waiting for " + peer + " failed: " + errno_text(errno), util::Status::Code::kLostPeer);
   }
 }
 
@@ -82,7 +82,7 @@ std::string send_timeout_message(const std::string& peer, double timeout_s) {
 
 Status unexpected_type(const std::string& peer, MessageType got, MessageType want) {
   return Status::error(peer + " sent a " + type_name(got) + " message where a " + type_name(want) +
-                       " message was expected: the nodes are out of step");
+                       " message was expected: the nodes are out of step", util::Status::Code::kProtocol);
 }
 
 Status peer_gave_up(const std::string& peer, std::span<const uint8_t> payload) {
@@ -90,8 +90,9 @@ Status peer_gave_up(const std::string& peer, std::span<const uint8_t> payload) {
   if (!e.ok()) return e.status();
   if (e->code == ErrorCode::kIntegrity)
     return Status::error("integrity check failed on the link to " + peer + ": it refused a frame from this node as "
-                         "altered, replayed, reordered or dropped on the way, and ended the session");
-  return Status::error(peer + " gave up: " + e->text);
+                         "altered, replayed, reordered or dropped on the way, and ended the session",
+                         util::Status::Code::kIntegrity);
+  return Status::error(peer + " gave up: " + e->text, status_code(e->code));
 }
 
 // ---- HostPort ----
@@ -106,7 +107,7 @@ bool HostPort::loopback() const { return host == "localhost" || host.rfind("127.
 Expected<HostPort> parse_host_port(std::string_view s) {
   const std::string text(s);
   const auto bad = [&](const char* why) {
-    return Status::error("bad address \"" + text + "\": " + why + " (expected host:port, e.g. 10.0.0.2:9000)");
+    return Status::error("bad address \"" + text + "\": " + why + " (expected host:port, e.g. 10.0.0.2:9000)", util::Status::Code::kBadInput);
   };
   HostPort hp;
   std::string_view port_part;
@@ -172,7 +173,7 @@ Expected<Socket> connect_tcp(const HostPort& addr, double timeout_s, std::string
   addrinfo* res = nullptr;
   const std::string port = std::to_string(addr.port);
   const int gai = getaddrinfo(addr.host.c_str(), port.c_str(), &hints, &res);
-  if (gai != 0) return Status::error("cannot resolve " + peer + ": " + gai_strerror(gai));
+  if (gai != 0) return Status::error("cannot resolve " + peer + ": " + gai_strerror(gai), util::Status::Code::kLostPeer);
   const double deadline = util::now_seconds() + timeout_s;
   std::string last_error = "no address";
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
@@ -189,7 +190,7 @@ Expected<Socket> connect_tcp(const HostPort& addr, double timeout_s, std::string
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.1f", timeout_s);
         return Status::error("could not connect to " + peer + " within " + buf +
-                             " s: check the address and that no firewall drops the port");
+                             " s: check the address and that no firewall drops the port", util::Status::Code::kLostPeer);
       }
       int err = 0;
       socklen_t len = sizeof err;
@@ -202,7 +203,7 @@ Expected<Socket> connect_tcp(const HostPort& addr, double timeout_s, std::string
   }
   freeaddrinfo(res);
   return Status::error("could not connect to " + peer + ": " + last_error + " (is `shardlm worker --port " +
-                       std::to_string(addr.port) + "` running there?)");
+                       std::to_string(addr.port) + "` running there?)", util::Status::Code::kLostPeer);
 }
 
 Expected<Listener> Listener::listen(const std::string& host, uint16_t port) {
@@ -296,7 +297,7 @@ void Connection::start_frame(MessageType type, std::span<const uint8_t> payload,
 
 Status Connection::integrity_failure(const std::string& detail) {
   broken_ = Status::error("integrity check failed on a frame from " + peer() + " (" + detail +
-                          "): it was altered, replayed, reordered or dropped on the way; this link is given up");
+                          "): it was altered, replayed, reordered or dropped on the way; this link is given up", util::Status::Code::kIntegrity);
   if (sealer_ && !writing_ && valid()) {  // tell the peer, without blocking
     const auto text = encode_error({ErrorCode::kIntegrity, broken_.message()});
     OutFrame f;
@@ -328,8 +329,8 @@ Expected<bool> Connection::write_some(OutFrame* f) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      if (errno == EPIPE || errno == ECONNRESET) return Status::error(peer() + " closed the connection");
-      return Status::error("sending to " + peer() + " failed: " + errno_text(errno));
+      if (errno == EPIPE || errno == ECONNRESET) return Status::error(peer() + " closed the connection", util::Status::Code::kLostPeer);
+      return Status::error("sending to " + peer() + " failed: " + errno_text(errno), util::Status::Code::kLostPeer);
     }
     f->done += static_cast<size_t>(w);
     counters_.bytes_sent += static_cast<uint64_t>(w);
@@ -357,16 +358,16 @@ Expected<bool> Connection::read_some(InFrame* f) {
     if (r < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      if (errno == ECONNRESET) return Status::error(peer() + " closed the connection (connection reset)");
-      return Status::error("receiving from " + peer() + " failed: " + errno_text(errno));
+      if (errno == ECONNRESET) return Status::error(peer() + " closed the connection (connection reset)", util::Status::Code::kLostPeer);
+      return Status::error("receiving from " + peer() + " failed: " + errno_text(errno), util::Status::Code::kLostPeer);
     }
     if (r == 0) {
-      if (f->got == 0) return Status::error(peer() + " closed the connection");
+      if (f->got == 0) return Status::error(peer() + " closed the connection", util::Status::Code::kLostPeer);
       const uint64_t expected = kHeaderBytes + (f->have_header ? f->h.payload_bytes : 0);
       return Status::error(peer() + " closed the connection in the middle of a frame (got " +
                            std::to_string(f->got) + " of " +
                            (f->have_header ? std::to_string(expected) : std::string("at least 28")) +
-                           " bytes): it probably crashed or was stopped; check its log");
+                           " bytes): it probably crashed or was stopped; check its log", util::Status::Code::kLostPeer);
     }
     f->got += static_cast<size_t>(r);
     counters_.bytes_received += static_cast<uint64_t>(r);
@@ -382,12 +383,12 @@ Expected<bool> Connection::read_some(InFrame* f) {
                                    " is not sealed, on an encrypted link");
       } else if (h.ok() && h->flags != 0) {
         return Status::error(peer() + " sent an encrypted frame on a link without a cluster key: the two nodes "
-                             "run incompatible builds");
+                             "run incompatible builds", util::Status::Code::kRefused);
       }
       if (!h.ok()) return h.status();
       if (h->seq != recv_seq_) {
         return Status::error(peer() + " sent frame number " + std::to_string(h->seq) + " where " +
-                             std::to_string(recv_seq_) + " was expected: the stream is corrupt");
+                             std::to_string(recv_seq_) + " was expected: the stream is corrupt", util::Status::Code::kProtocol);
       }
       f->h = *h;
       f->have_header = true;
@@ -409,7 +410,7 @@ Expected<bool> Connection::read_some(InFrame* f) {
 
 Status Connection::send(MessageType type, std::span<const uint8_t> payload, double timeout_s) {
   if (!broken_.ok()) return broken_;
-  if (!valid()) return Status::error("the connection to " + peer() + " is closed");
+  if (!valid()) return Status::error("the connection to " + peer() + " is closed", util::Status::Code::kLostPeer);
   OutFrame& f = send_frame_;
   start_frame(type, payload, &f);
   const double deadline = util::now_seconds() + timeout_s;
@@ -419,7 +420,7 @@ Status Connection::send(MessageType type, std::span<const uint8_t> payload, doub
     if (*done) return {};
     auto ready = wait_fd(fd(), POLLOUT, deadline, peer());
     if (!ready.ok()) return ready.status();
-    if (!*ready) return Status::error(send_timeout_message(peer(), timeout_s));
+    if (!*ready) return Status::error(send_timeout_message(peer(), timeout_s), util::Status::Code::kTimeout);
   }
 }
 
@@ -431,7 +432,7 @@ Expected<Message> Connection::recv(double timeout_s) {
   for (;;) {
     auto ready = wait_fd(fd(), POLLIN, deadline, peer());
     if (!ready.ok()) return ready.status();
-    if (!*ready) return Status::error(timeout_message(peer(), timeout_s));
+    if (!*ready) return Status::error(timeout_message(peer(), timeout_s), util::Status::Code::kTimeout);
     auto done = read_some(&f);
     if (!done.ok()) return done.status();
     if (*done) return Message{f.h.type, std::move(f.payload)};

@@ -94,7 +94,7 @@ Expected<std::unique_ptr<TcpTransport>> TcpTransport::connect_root(const std::ve
   CHECK(RAND_bytes(reinterpret_cast<unsigned char*>(&t->session_), sizeof t->session_) == 1);
   auto fail = [&](int i, Status st) -> Status {
     if (failed) *failed = i - 1;
-    return st;
+    return st.at_rank(i);
   };
   Bootstrap b;
   b.session = t->session_;
@@ -109,7 +109,7 @@ Expected<std::unique_ptr<TcpTransport>> TcpTransport::connect_root(const std::ve
     auto info = handshake_initiator(c, handshake_options(opt, Role::kRoot));
     if (!info.ok()) return fail(i, info.status());
     if (info->role != Role::kWorker)
-      return fail(i, Status::error(c.peer() + " is a root, not a worker: give the root worker addresses only"));
+      return fail(i, Status::error(c.peer() + " is a root, not a worker: give the root worker addresses only", util::Status::Code::kRefused));
     t->links_[i] = std::move(c);
   }
   for (int i = 1; i < n; ++i) {
@@ -214,7 +214,7 @@ std::string TcpTransport::peer_name(int peer) const {
 }
 
 Status TcpTransport::send(int peer, MessageType type, std::span<const uint8_t> payload, double timeout_s) {
-  return link(peer).send(type, payload, timeout_s);
+  return link(peer).send(type, payload, timeout_s).at_rank(peer);
 }
 
 Expected<Message> TcpTransport::recv(int peer, double timeout_s) {
@@ -223,7 +223,9 @@ Expected<Message> TcpTransport::recv(int peer, double timeout_s) {
   pollfd p{c.fd(), POLLIN, 0};
   for (const double spin_end = util::now_seconds() + spin_s_; util::now_seconds() < spin_end; sched_yield())
     if (::poll(&p, 1, 0) != 0) break;
-  return c.recv(timeout_s);
+  auto m = c.recv(timeout_s);
+  if (!m.ok()) return m.status().at_rank(peer);
+  return m;
 }
 
 Status TcpTransport::exchange(std::span<const SendItem> sends, std::span<const RecvItem> recvs, double timeout_s) {
@@ -236,7 +238,7 @@ Status TcpTransport::exchange(std::span<const SendItem> sends, std::span<const R
     Connection& c = link(sends[i].peer);
     c.start_frame(sends[i].type, sends[i].payload, &outs_[i]);
     auto d = c.write_some(&outs_[i]);  // usually completes at once
-    if (!d.ok()) return d.status();
+    if (!d.ok()) return d.status().at_rank(sends[i].peer);
     done[i] = *d;
     pending += !*d;
   }
@@ -274,27 +276,29 @@ Status TcpTransport::exchange(std::span<const SendItem> sends, std::span<const R
       // Name a peer we were waiting for: a receive, if any is pending.
       for (size_t k = 0; k < which.size(); ++k) {
         if (which[k] >= sends.size())
-          return Status::error(timeout_message(peer_name(recvs[which[k] - sends.size()].peer), timeout_s));
+          return Status::error(timeout_message(peer_name(recvs[which[k] - sends.size()].peer), timeout_s),
+                               util::Status::Code::kTimeout, recvs[which[k] - sends.size()].peer);
       }
-      return Status::error(send_timeout_message(peer_name(sends[which[0]].peer), timeout_s));
+      return Status::error(send_timeout_message(peer_name(sends[which[0]].peer), timeout_s),
+                           util::Status::Code::kTimeout, sends[which[0]].peer);
     }
     for (size_t k = 0; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
       const size_t i = which[k];
       if (i < sends.size()) {
         auto d = links_[sends[i].peer].write_some(&outs_[i]);
-        if (!d.ok()) return d.status();
+        if (!d.ok()) return d.status().at_rank(sends[i].peer);
         if (*d) { done[i] = true; --pending; }
         continue;
       }
       const RecvItem& item = recvs[i - sends.size()];
       InFrame& f = ins_[i - sends.size()];
       auto d = links_[item.peer].read_some(&f);
-      if (!d.ok()) return d.status();
+      if (!d.ok()) return d.status().at_rank(item.peer);
       if (!*d) continue;
       if (f.h.type != item.type) {
-        if (f.h.type == MessageType::kError) return peer_gave_up(peer_name(item.peer), f.payload);
-        return unexpected_type(peer_name(item.peer), f.h.type, item.type);
+        if (f.h.type == MessageType::kError) return peer_gave_up(peer_name(item.peer), f.payload).at_rank(item.peer);
+        return unexpected_type(peer_name(item.peer), f.h.type, item.type).at_rank(item.peer);
       }
       item.out->type = f.h.type;
       item.out->payload = std::move(f.payload);

@@ -15,27 +15,27 @@ namespace net {
 
 Expected<Message> Transport::recv_expect(int peer, MessageType type, double timeout_s) {
   auto m = recv(peer, timeout_s);
-  if (!m.ok()) return m;
+  if (!m.ok()) return m.status().at_rank(peer);
   if (m->type == type) return m;
-  if (m->type == MessageType::kError) return peer_gave_up(peer_name(peer), m->payload);
-  return unexpected_type(peer_name(peer), m->type, type);
+  if (m->type == MessageType::kError) return peer_gave_up(peer_name(peer), m->payload).at_rank(peer);
+  return unexpected_type(peer_name(peer), m->type, type).at_rank(peer);
 }
 
 Status Transport::exchange(std::span<const SendItem> sends, std::span<const RecvItem> recvs, double timeout_s) {
   const double deadline = util::now_seconds() + timeout_s;
-  for (const SendItem& s : sends) RETURN_IF_ERROR(send(s.peer, s.type, s.payload, timeout_s));
+  for (const SendItem& s : sends) RETURN_IF_ERROR(send(s.peer, s.type, s.payload, timeout_s).at_rank(s.peer));
   for (const RecvItem& r : recvs) {
     const double left = std::max(0.0, deadline - util::now_seconds());
     auto m = recv(r.peer, left);
     if (!m.ok()) {
       // Report the caller's timeout, not what was left of it.
-      if (left < timeout_s && m.error().find("did not answer") != std::string::npos)
-        return Status::error(timeout_message(peer_name(r.peer), timeout_s));
-      return m.status();
+      if (left < timeout_s && m.status().is(util::Status::Code::kTimeout))
+        return Status::error(timeout_message(peer_name(r.peer), timeout_s), util::Status::Code::kTimeout, r.peer);
+      return m.status().at_rank(r.peer);
     }
     if (m->type != r.type) {
-      if (m->type == MessageType::kError) return peer_gave_up(peer_name(r.peer), m->payload);
-      return unexpected_type(peer_name(r.peer), m->type, r.type);
+      if (m->type == MessageType::kError) return peer_gave_up(peer_name(r.peer), m->payload).at_rank(r.peer);
+      return unexpected_type(peer_name(r.peer), m->type, r.type).at_rank(r.peer);
     }
     *r.out = std::move(*m);
   }
@@ -77,7 +77,7 @@ class InProcessTransport final : public Transport {
     Message m{type, std::vector<uint8_t>(payload.begin(), payload.end())};
     {
       std::lock_guard<std::mutex> lock(hub_->mu);
-      if (hub_->closed[peer]) return Status::error(peer_name(peer) + " closed the connection");
+      if (hub_->closed[peer]) return Status::error(peer_name(peer) + " closed the connection", util::Status::Code::kLostPeer);
       hub_->boxes[size_t(peer) * hub_->n + rank_].q.push_back(std::move(m));
       hub_->cv.notify_all();
     }
@@ -92,10 +92,10 @@ class InProcessTransport final : public Transport {
     auto& box = hub_->boxes[size_t(rank_) * hub_->n + peer];
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (box.q.empty()) {
-      if (hub_->closed[peer]) return Status::error(peer_name(peer) + " closed the connection");
+      if (hub_->closed[peer]) return Status::error(peer_name(peer) + " closed the connection", util::Status::Code::kLostPeer);
       if (hub_->cv.wait_until(lock, deadline) == std::cv_status::timeout && box.q.empty()) {
-        if (hub_->closed[peer]) return Status::error(peer_name(peer) + " closed the connection");
-        return Status::error(timeout_message(peer_name(peer), timeout_s));
+        if (hub_->closed[peer]) return Status::error(peer_name(peer) + " closed the connection", util::Status::Code::kLostPeer);
+        return Status::error(timeout_message(peer_name(peer), timeout_s), util::Status::Code::kTimeout);
       }
     }
     Message m = std::move(box.q.front());

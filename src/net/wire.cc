@@ -83,14 +83,14 @@ Expected<FrameHeader> decode_header(const uint8_t in[kHeaderBytes], std::string_
                            ? " (it looks like HTTP: is that the server port rather than the worker port?)"
                            : ": is something other than a shardlm node listening there?";
     return Status::error(who + " sent bytes that are not a shardlm frame (magic " +
-                         printable_magic(in) + ", expected \"SHLM\")" + hint);
+                         printable_magic(in) + ", expected \"SHLM\")" + hint, util::Status::Code::kProtocol);
   }
   FrameHeader h;
   h.version = static_cast<uint16_t>(load_le(in + 4, 2));
   if (h.version != kProtocolVersion) {
     return Status::error(who + " speaks protocol " + std::to_string(h.version) +
                          ", this shardlm speaks " + std::to_string(kProtocolVersion) +
-                         ": upgrade both to the same version");
+                         ": upgrade both to the same version", util::Status::Code::kRefused);
   }
   const auto type = static_cast<uint16_t>(load_le(in + 6, 2));
   h.flags = static_cast<uint32_t>(load_le(in + 8, 4));
@@ -98,18 +98,18 @@ Expected<FrameHeader> decode_header(const uint8_t in[kHeaderBytes], std::string_
   h.payload_bytes = load_le(in + 20, 8);
   if (!is_known_type(type)) {
     return Status::error(who + " sent a frame of unknown message type " + std::to_string(type) +
-                         ": the two nodes run incompatible builds");
+                         ": the two nodes run incompatible builds", util::Status::Code::kProtocol);
   }
   h.type = static_cast<MessageType>(type);
   if ((h.flags & ~kKnownFlags) != 0) {
     return Status::error(who + " sent a frame with unknown flags 0x" + [&] {
       char b[16]; std::snprintf(b, sizeof b, "%x", h.flags); return std::string(b);
-    }() + ": the two nodes run incompatible builds");
+    }() + ": the two nodes run incompatible builds", util::Status::Code::kProtocol);
   }
   if (h.payload_bytes > max_payload_bytes) {
     return Status::error(who + " sent a " + type_name(h.type) + " frame of " +
                          fmt_bytes(h.payload_bytes) + ", over this node's limit of " +
-                         fmt_bytes(max_payload_bytes) + ": raise the frame limit or check the peer");
+                         fmt_bytes(max_payload_bytes) + ": raise the frame limit or check the peer", util::Status::Code::kProtocol);
   }
   return h;
 }
@@ -141,7 +141,7 @@ void Writer::put_string(std::string_view s) {
 Status Reader::need(size_t n) const {
   if (remaining() >= n) return util::ok_status();
   return Status::error(what_ + " is truncated: needed " + std::to_string(n) + " bytes at offset " +
-                       std::to_string(pos_) + ", only " + std::to_string(remaining()) + " left");
+                       std::to_string(pos_) + ", only " + std::to_string(remaining()) + " left", util::Status::Code::kProtocol);
 }
 Status Reader::get_u8(uint8_t* v) { RETURN_IF_ERROR(need(1)); *v = data_[pos_++]; return {}; }
 Status Reader::get_u16(uint16_t* v) {
@@ -171,7 +171,7 @@ Status Reader::get_string(std::string* s, size_t max_len) {
   if (n > max_len) {
     return Status::error(what_ + " holds a string of " + std::to_string(n) +
                          " bytes at offset " + std::to_string(pos_ - 4) + ", over the limit of " +
-                         std::to_string(max_len));
+                         std::to_string(max_len), util::Status::Code::kProtocol);
   }
   std::span<const uint8_t> b;
   RETURN_IF_ERROR(get_bytes(n, &b));
@@ -181,7 +181,7 @@ Status Reader::get_string(std::string* s, size_t max_len) {
 Status Reader::finish() const {
   if (remaining() == 0) return {};
   return Status::error(what_ + " has " + std::to_string(remaining()) +
-                       " unexpected trailing bytes: the two nodes run incompatible builds");
+                       " unexpected trailing bytes: the two nodes run incompatible builds", util::Status::Code::kProtocol);
 }
 
 // ---- error payload ----
@@ -200,8 +200,23 @@ Expected<ErrorMessage> parse_error(std::span<const uint8_t> payload, std::string
   RETURN_IF_ERROR(r.get_u16(&code));
   RETURN_IF_ERROR(r.get_string(&e.text, 4096));
   RETURN_IF_ERROR(r.finish());
-  e.code = code <= uint16_t(ErrorCode::kIntegrity) ? ErrorCode(code) : ErrorCode::kOther;
+  e.code = code <= uint16_t(ErrorCode::kLast) ? ErrorCode(code) : ErrorCode::kOther;
   return e;
+}
+
+// kIntegrity is sent only by the connection that found the bad frame (socket.cc), and
+// kKeyMismatch only by the handshake: a session's refusal is kOther or a kind below.
+ErrorCode error_code(const Status& st) {
+  return st.is(Status::Code::kTooLittleMemory) ? ErrorCode::kTooLittleMemory : ErrorCode::kOther;
+}
+
+Status::Code status_code(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kIntegrity: return Status::Code::kIntegrity;
+    case ErrorCode::kTooLittleMemory: return Status::Code::kTooLittleMemory;
+    case ErrorCode::kOther: case ErrorCode::kKeyMismatch: break;
+  }
+  return Status::Code::kRefused;
 }
 
 }  // namespace net

@@ -124,11 +124,20 @@ class Reader {
 
 // Payload of kError: why a peer gives up. `code` lets the receiver phrase its own
 // message (naming the peer from its side); `text` is the sender's explanation.
+// The codes are how a worker's failure kind (util::Status::Code) reaches the root; a code
+// this build does not know reads as kOther.
 enum class ErrorCode : uint16_t {
-  kOther = 0,        // text only
-  kKeyMismatch = 1,  // the sender checked our cluster key proof and it was wrong
-  kIntegrity = 2,    // a frame we sent failed the sender's integrity check (link_crypto.h)
+  kOther = 0,            // text only: the sender refuses (Status::Code::kRefused)
+  kKeyMismatch = 1,      // the sender checked our cluster key proof and it was wrong
+  kIntegrity = 2,        // a frame we sent failed the sender's integrity check (link_crypto.h)
+  kTooLittleMemory = 3,  // the sender cannot hold its part of the session
+  kLast = kTooLittleMemory,
 };
+// The wire code of a session failure a node sends its peer (error_code), and the kind a
+// received code is at the receiver (status_code: kOther and kKeyMismatch read as refused).
+// A new kind that must cross the wire: one ErrorCode value and its line in each.
+ErrorCode error_code(const Status& st);
+Status::Code status_code(ErrorCode c);
 struct ErrorMessage {
   ErrorCode code = ErrorCode::kOther;
   std::string text;

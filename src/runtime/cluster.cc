@@ -26,8 +26,8 @@ namespace {
 
 // Why a step failed, with what to do.
 Status step_failed(const Status& st) {
-  return Status::error(st.message() + " (the cluster cannot go on; check that worker process and its network, "
-                                      "then start the root again)");
+  return st.wrap("", " (the cluster cannot go on; check that worker process and its network, "
+                     "then start the root again)");
 }
 
 Status check_tokens(const model::Config& cfg, const int32_t* tokens, int n) {
@@ -285,7 +285,7 @@ Status Cluster::measure_shares() {
     auto rep = t_->recv_expect(r, msg_type(Msg::kSpeedReply), measure ? 600.0 : 10.0);
     if (!rep) return rep.status();
     auto p = parse_speed_reply(rep->payload, t_->peer_name(r));
-    if (!p) return p.status();
+    if (!p) return p.status().at_rank(r);
     node[size_t(r)] = *p;
     return util::ok_status();
   };
@@ -298,7 +298,7 @@ Status Cluster::measure_shares() {
   // One node at a time, so that nodes sharing a machine do not slow each other.
   for (int r = 1; r < n; ++r) RETURN_IF_ERROR(ask(r, true));
   auto own = measure_decode_speed(ps, pool_, o_.backend);
-  if (!own) return Status::error("root: " + own.error());
+  if (!own) return own.status().wrap("root: ");
   node[0].tokens_per_s = *own;
   double total = 0;
   for (const SpeedReply& s : node) total += s.tokens_per_s;
@@ -306,7 +306,7 @@ Status Cluster::measure_shares() {
                  " layer):";
   for (int r = 0; r < n; ++r) {
     const SpeedReply& s = node[size_t(r)];
-    if (!(s.tokens_per_s > 0)) return Status::error(nodes_[size_t(r)].name + " measured no speed");
+    if (!(s.tokens_per_s > 0)) return Status::error(nodes_[size_t(r)].name + " measured no speed", Status::Code::kOther, r);
     home_shares_[size_t(r)] = s.tokens_per_s / total;
     char buf[128];
     std::snprintf(buf, sizeof buf, " %.3g/s, share %.3f", s.tokens_per_s, s.tokens_per_s / total);
@@ -473,7 +473,7 @@ Status Cluster::collect_replies(std::vector<StepReply>* replies) {
     auto m = t_->recv_expect(r, msg_type(Msg::kStepReply), o_.step_timeout_s);
     if (!m) return m.status();
     auto rep = parse_step_reply(m->payload, t_->peer_name(r));
-    if (!rep) return rep.status();
+    if (!rep) return rep.status().at_rank(r);
     nodes_[r].counters = rep->counters;
     replies->push_back(std::move(*rep));
   }
@@ -497,7 +497,7 @@ Expected<StepReply> Cluster::execute(Step& s, std::span<const int32_t> tokens, s
   for (size_t r = 0; r < replies->size(); ++r)
     if ((*replies)[r].sampled.size() != mine->sampled.size() || (*replies)[r].scores.size() != mine->scores.size())
       return Status::error(t_->peer_name(int(r) + 1) + " answered a step with the wrong number of candidate lists "
-                           "or row scores");
+                           "or row scores", Status::Code::kProtocol, int(r) + 1);
   return mine;
 }
 
@@ -632,15 +632,13 @@ void SlotHistory::add(int pos, std::span<const int32_t> tokens, bool rowwise) {
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
-namespace {
-
-// A worker that is there but will not take part (it said why, or the handshake found
-// another key, protocol or link setting), as opposed to one that vanished.
-bool is_refusal(const std::string& why) {
-  for (const char* mark : {" gave up: ", "cluster key", "speaks protocol", "--link-encryption", "is a root"})
-    if (why.find(mark) != std::string::npos) return true;
-  return false;
+Remedy remedy_for(const Status& st, bool blames_member) {
+  if (st.is(Status::Code::kTooLittleMemory)) return Remedy::kGiveUp;
+  if (blames_member && st.is(Status::Code::kRefused)) return Remedy::kPutOut;
+  return Remedy::kLose;
 }
+
+namespace {
 
 const char* state_name(int places_filled, int places) {
   return places_filled == places ? "full size" : "degraded";
@@ -653,14 +651,9 @@ bool Cluster::reachable(const std::string& addr) {
   return hp.ok() && net::connect_tcp(*hp, 0.5, "worker").ok();
 }
 
-int Cluster::member_at(const std::string& text) const {
-  for (size_t r = 1; r < rank_member_.size(); ++r) {
-    const std::string& a = members_[size_t(rank_member_[r])].addr;
-    for (size_t at = text.find(a); at != std::string::npos; at = text.find(a, at + 1))
-      if (at + a.size() == text.size() || !std::isdigit(static_cast<unsigned char>(text[at + a.size()])))
-        return rank_member_[r];  // host:9001 is not host:90011
-  }
-  return -1;
+int Cluster::member_of(const Status& st) const {
+  const int r = st.rank();
+  return r >= 1 && size_t(r) < rank_member_.size() ? rank_member_[size_t(r)] : -1;
 }
 
 void Cluster::lose(int m, const std::string& why) {
@@ -695,7 +688,7 @@ bool Cluster::verify_alone(Member& mb) {
     (void)(*t)->send(1, msg_type(Msg::kShutdown), {}, 1.0);
     return true;
   }
-  if (is_refusal(t.error())) {
+  if (remedy_for(t.status(), true) == Remedy::kPutOut) {  // there, but will not take part
     mb.state = Member::State::kOut;
     std::fprintf(stderr, "recovery: worker %s refused: %s\n", mb.addr.c_str(), t.error().c_str());
   }
@@ -737,9 +730,9 @@ Status Cluster::recover(const Status& why) {
   coll_.reset();
   t_.reset();  // every survivor ends its session and listens again
   // The worker the error names, and every active one whose port no longer answers, are lost.
-  if (lose_unreachable(why.message(), member_at(why.message())) == 0) {
+  if (lose_unreachable(why.message(), member_of(why)) == 0) {
     if (!step_ok_since_recovery_) {  // a fault that re-forming did not cure
-      broken_ = step_failed(Status::error(why.message() + " (again right after a recovery)"));
+      broken_ = step_failed(why.wrap("", " (again right after a recovery)"));
       return broken_;
     }
     std::fprintf(stderr, "recovery: %s; no worker is gone, forming the cluster again\n", why.message().c_str());
@@ -774,12 +767,13 @@ Status Cluster::reform(const std::string& event, double t0) {
       return util::ok_status();
     }
     last = st;
-    if (st.message().find(kTooLittleMemory) != std::string::npos) break;  // fewer nodes would not help
-    if (failed < 0) failed = member_at(st.message());
+    if (failed < 0) failed = member_of(st);
+    const Remedy remedy = remedy_for(st, failed >= 0);
+    if (remedy == Remedy::kGiveUp) break;  // fewer nodes would not help
     exec_.reset();
     coll_.reset();
     t_.reset();
-    if (failed < 0 || !is_refusal(st.message())) {
+    if (remedy == Remedy::kLose) {
       if (lose_unreachable(st.message(), failed) > 0) continue;
       break;  // nobody to blame
     }
@@ -792,7 +786,7 @@ Status Cluster::reform(const std::string& event, double t0) {
   exec_.reset();
   coll_.reset();
   t_.reset();
-  broken_ = Status::error("the cluster could not be formed again: " + last.message());
+  broken_ = last.wrap("the cluster could not be formed again: ");
   publish_health();
   return broken_;
 }

@@ -131,6 +131,15 @@ class SlotHistory {
   std::vector<int32_t> tokens_;
 };
 
+// What recovery does about a failed attempt to form the cluster, chosen by the failure's
+// kind (util::Status::Code) and whether it blames one member (its rank): kGiveUp when
+// fewer nodes would not help (a node has too little memory); kPutOut when the member is
+// there but refuses (another key, protocol or link setting, or it said why): it is not
+// tried again automatically; else kLose: the member blamed, and every active one whose
+// port no longer answers, are lost, and the cluster is formed without them.
+enum class Remedy : uint8_t { kGiveUp, kPutOut, kLose };
+Remedy remedy_for(const util::Status& st, bool blames_member);
+
 struct NodeStats {
   std::string name;  // "root", "worker 127.0.0.1:9001"
   NodeCounters counters;
@@ -224,7 +233,7 @@ class Cluster {
   bool verify_alone(Member& mb);  // a session of its own: handshake, then shutdown
   void lose(int member, const std::string& why);
   int lose_unreachable(const std::string& why, int named);  // named (or -1) and the silent; how many
-  int member_at(const std::string& text) const;  // the active member an error names, or -1
+  int member_of(const util::Status& st) const;  // the active member a failure blames (its rank), or -1
   static bool reachable(const std::string& addr);  // its port accepts a TCP connection
   util::Status replay(Reform* rep);
   // One step's I/O and compute: embedding rows of `tokens` (the step's rows in order) to

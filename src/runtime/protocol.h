@@ -7,7 +7,8 @@
 //                batch (rows per step), KV slots, timeouts, the slice's bytes
 //   setup-reply  worker -> root: whether it already holds the slice (cache or --model);
 //                or an error (net kError) when the worker cannot take the session: its
-//                memory is too small, or its --model is another file
+//                memory is too small (code kTooLittleMemory: the root does not re-plan over
+//                fewer nodes), or its --model is another file
 //   tensor       root -> worker: one chunk (<= 64 MiB) of one tensor of the slice
 //   weights-done root -> worker: tensor count; the worker answers ready (or an error)
 //   step         root -> worker: the token embedding rows in their file type, and per
@@ -52,9 +53,6 @@ inline net::MessageType msg_type(Msg m) { return net::app_message(static_cast<ui
 constexpr size_t kMaxChunkBytes = size_t(64) << 20;  // tensor bytes per frame
 constexpr int kMaxStepRows = 65536;  // rows of one step (setup's batch)
 constexpr int kMaxSlots = 4096;      // KV slots of a session
-// In a worker's refusal of a setup that does not fit its memory; the root then knows that
-// re-planning over fewer nodes cannot help.
-constexpr const char* kTooLittleMemory = "more than this machine's memory";
 
 struct Setup {
   std::string model_hash;  // SHA-256 hex of the GGUF file's bytes

@@ -136,10 +136,12 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
 }
 
 // Tells the root why this worker cannot take its session (it reads "<worker> gave up: ..."),
-// and ends the session with the same reason.
-Status refuse(net::Transport& t, const std::string& why) {
-  (void)t.send(0, net::MessageType::kError, net::encode_error({net::ErrorCode::kOther, why}), 5.0);
-  return Status::error(why);
+// and ends the session with the same reason. The kind crosses the wire (net::error_code):
+// the root reads kTooLittleMemory as "fewer nodes would not help", anything else as refused.
+Status refuse(net::Transport& t, const std::string& why, Status::Code code = Status::Code::kRefused) {
+  const Status st = Status::error(why, code);
+  (void)t.send(0, net::MessageType::kError, net::encode_error({net::error_code(st), why}), 5.0);
+  return st;
 }
 
 Status Worker::session(net::Transport& t) {
@@ -193,9 +195,10 @@ Status Worker::session(net::Transport& t) {
     return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
                          " MB) and " + std::to_string(s.n_slots) + " KV slots of " + std::to_string(s.ctx) +
                          " positions (" + std::to_string(int64_t(kv_bytes / 1e6)) + " MB) need " +
-                         std::to_string(int64_t(need / 1e6)) + " MB, " + kTooLittleMemory + " (" +
+                         std::to_string(int64_t(need / 1e6)) + " MB, more than this machine's memory (" +
                          std::to_string(int64_t(util::physical_memory_bytes() / 1e6)) +
-                         " MB); add nodes, or give the root fewer --parallel slots or a smaller --ctx");
+                         " MB); add nodes, or give the root fewer --parallel slots or a smaller --ctx",
+                     Status::Code::kTooLittleMemory);
   if (!held && local_) {
     held = std::make_shared<HeldSlice>();
     held->key = key;

@@ -1,7 +1,11 @@
 // status.h: Status and Expected<T> for errors at boundaries (files, sockets, HTTP, user
 // arguments). A message should say what is wrong and what the user can do about it.
-// Deliberately tiny: no error codes beyond ok / not ok.
+// A failure also carries its kind (Status::Code) and, where one node is to blame, that
+// node's rank: callers tell failures apart by these, never by the message's words. A new
+// kind is one line in Code (plus, if a worker reports it to the root, one in
+// net::ErrorCode's mapping, net/wire.cc).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
@@ -12,16 +16,59 @@ namespace util {
 
 class Status {
  public:
+  enum class Code : uint8_t {
+    kOk = 0,
+    kOther,            // no finer kind
+    kBadInput,         // an argument, request or file is wrong: the user can fix it
+    kLostPeer,         // a peer vanished: it closed its connection or cannot be reached
+    kTimeout,          // a peer did not answer, or take data, within the time allowed
+    kRefused,          // a peer is there but will not take part (it said why, or another
+                       // cluster key, protocol version or link setting)
+    kTooLittleMemory,  // a node cannot hold its part: fewer nodes would not help
+    kIntegrity,        // a sealed frame failed its check (altered, replayed, dropped)
+    kProtocol,         // a peer sent something malformed or out of step
+  };
   Status() = default;
-  static Status error(std::string msg) { return Status(std::move(msg)); }
-  bool ok() const { return !failed_; }
+  static Status error(std::string msg, Code code = Code::kOther, int rank = -1) {
+    return Status(std::move(msg), code == Code::kOk ? Code::kOther : code, rank);
+  }
+  bool ok() const { return code_ == Code::kOk; }
   const std::string& message() const { return msg_; }
+  Code code() const { return code_; }
+  bool is(Code c) const { return code_ == c; }
+  int rank() const { return rank_; }  // the node to blame, or -1
+  // The same failure, its rank set if none was yet (the innermost layer that knows wins).
+  Status at_rank(int rank) const {
+    Status s = *this;
+    if (!ok() && s.rank_ < 0) s.rank_ = rank;
+    return s;
+  }
+  // The same failure (kind and rank kept) explained with more words around it.
+  Status wrap(const std::string& before, const std::string& after = "") const {
+    if (ok()) return *this;
+    return Status(before + msg_ + after, code_, rank_);
+  }
 
  private:
-  explicit Status(std::string msg) : failed_(true), msg_(std::move(msg)) {}
-  bool failed_ = false;
+  Status(std::string msg, Code code, int rank) : code_(code), rank_(rank), msg_(std::move(msg)) {}
+  Code code_ = Code::kOk;
+  int rank_ = -1;
   std::string msg_;
 };
+inline const char* code_name(Status::Code c) {
+  switch (c) {
+    case Status::Code::kOk: return "ok";
+    case Status::Code::kOther: return "other";
+    case Status::Code::kBadInput: return "bad input";
+    case Status::Code::kLostPeer: return "lost peer";
+    case Status::Code::kTimeout: return "timeout";
+    case Status::Code::kRefused: return "refused";
+    case Status::Code::kTooLittleMemory: return "too little memory";
+    case Status::Code::kIntegrity: return "integrity";
+    case Status::Code::kProtocol: return "protocol";
+  }
+  return "?";
+}
 
 inline Status ok_status() { return Status(); }
 
