@@ -24,7 +24,8 @@ namespace {
 using tensor::Type;
 
 const Type kTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0,
-                       Type::Q5_1, Type::Q8_0, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+                       Type::Q5_1, Type::Q8_0, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K,
+                       Type::Q6_K, Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4};
 
 std::vector<float> gaussian(int64_t n, unsigned seed) {
   std::mt19937 rng(seed);

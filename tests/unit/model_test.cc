@@ -219,7 +219,10 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("toy", tensor::Type::Q6_K), std::make_pair("toy", tensor::Type::F16), std::make_pair("toy-llama31", tensor::Type::Q5_0),
                       std::make_pair("toy-qwen2", tensor::Type::Q8_0), std::make_pair("toy-qwen3", tensor::Type::Q5_K),
                       std::make_pair("toy-qwen3moe", tensor::Type::Q8_0),
-                      std::make_pair("toy-qwen3moe-e8", tensor::Type::Q4_0)));
+                      std::make_pair("toy-qwen3moe-e8", tensor::Type::Q4_0),
+                      std::make_pair("toy", tensor::Type::Q2_K), std::make_pair("toy-qwen2", tensor::Type::Q3_K),
+                      std::make_pair("toy", tensor::Type::IQ4_XS), std::make_pair("toy-llama31", tensor::Type::IQ4_NL),
+                      std::make_pair("toy-qwen3moe", tensor::Type::MXFP4)));
 
 // Qwen3-MoE: a prompt in one batch (each expert's tokens in one matmul) gives the bits of
 // token-by-token decode (expert products always in vec_dot order), and the tokens of the

@@ -1,7 +1,8 @@
 // avx2.cc: the AVX2 + FMA + F16C kernels (x86-64), compiled with those flags only here and
 // chosen at run time by dispatch.cc: vec_dot and matmul for every supported weight type,
 // and the activation quantizers. The float types' kernels are here; the 32-element quant
-// types' register-tiled loops are in avx2_tiles.h, the K-quants in avx2_kquants.h.
+// types' register-tiled loops are in avx2_tiles.h, the K-quants in avx2_kquants.h, the
+// decoders of Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 (into those loops) in avx2_lowbit.h.
 // Deliberately no threading (callers split rows) and no repacking of the stored weights
 // into interleaved layouts (the batched path decodes weight tiles into scratch per call).
 #if defined(__x86_64__) || defined(_M_X64)
@@ -9,6 +10,7 @@
 
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_tiles.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
@@ -162,6 +164,11 @@ const KernelTable& avx2_table() {
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_fused<FusedQ4K, MaddScale>);
     set(Type::Q5_K, vec_dot_k<DecQ5_K>, matmul_k<DecQ5_K>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_fused<FusedQ6K, MaddScale>);
+    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_q<DecIQ4_NL>);
+    set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_q<DecMXFP4>);
+    set(Type::Q2_K, vec_dot_k<DecQ2_K>, matmul_k<DecQ2_K>);
+    set(Type::Q3_K, vec_dot_k<DecQ3_K>, matmul_k<DecQ3_K>);
+    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_k<DecIQ4_XS>);
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;
     t.quantize[slot(Type::F16)] = quantize_f16;

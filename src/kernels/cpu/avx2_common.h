@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tensor/codebook.h"
 #include "tensor/types.h"
 
 namespace kernels::cpu::avx2 {
@@ -119,6 +120,11 @@ struct DecQ8_0 {
   static __m256i quants_u(const W& b) { return quants(b); }
   static float m(const W&) { return 0.0f; }
 };
+
+// The float scale of a 32-element weight block: its fp16 d, or MXFP4's E8M0 exponent.
+template <class W>
+inline float block_d(const W& b) { return fp16(b.d); }
+inline float block_d(const BlockMXFP4& b) { return e8m0_to_fp32_half(b.e); }
 
 inline float act_s(const BlockQ8_0&) { return 0.0f; }
 inline float act_s(const BlockQ8_1& a) { return fp16(a.s); }

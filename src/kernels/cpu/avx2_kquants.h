@@ -6,7 +6,7 @@
 // decodes and consumes on the fly. Prompt batches of Q4_K
 // and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
-// Deliberately no Q2_K / Q3_K (unsupported types).
+// Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -140,26 +140,31 @@ inline float finish_k(const AccK& a) {
 }
 
 // acc += (decoded super-block) . (activation block).
+// A decoder with its own integer dot (D::dot, avx2_lowbit.h) uses that instead.
 template <class D>
 inline void dot_k(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
-  __m256i sumi = _mm256_setzero_si256();
-  for (int j = 0; j < 8; ++j) {
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
-    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], _mm256_maddubs_epi16(k.q[j], qa)));
-  }
-  if constexpr (D::kMins) {
-    // sum_j m_j * (bsums[2j] + bsums[2j+1]), in 4 lanes
-    const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), bsum_pairs(a));
-    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
-    if constexpr (std::is_same_v<D, DecQ4_K>)
-      s.m = _mm_fmadd_ps(_mm_set1_ps(-k.dmin * a.d), _mm_cvtepi32_ps(mins), s.m);
-    else
-      s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), s.v);
+  if constexpr (requires { D::dot(k, a, s); }) {
+    D::dot(k, a, s);
   } else {
-    // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(k.aux, bsums), 5));
-    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], _mm256_maddubs_epi16(k.q[j], qa)));
+    }
+    if constexpr (D::kMins) {
+      // sum_j m_j * (bsums[2j] + bsums[2j+1]), in 4 lanes
+      const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), bsum_pairs(a));
+      s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+      if constexpr (std::is_same_v<D, DecQ4_K>)
+        s.m = _mm_fmadd_ps(_mm_set1_ps(-k.dmin * a.d), _mm_cvtepi32_ps(mins), s.m);
+      else
+        s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), s.v);
+    } else {
+      // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+      sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(k.aux, bsums), 5));
+      s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+    }
   }
 }
 

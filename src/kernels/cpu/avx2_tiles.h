@@ -105,9 +105,11 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   };
   // Blocks b and b + 1: the RM rows' 2 * RM fp16 scales in one vector, one conversion and
   // one multiply per column (instead of a conversion, a multiply and a broadcast per row).
-  auto step_pair = [&](int64_t b) SHARDLM_INLINE {
+  // (WB depends on the generic b: only the types with fp16 scales instantiate this.)
+  auto step_pair = [&](auto b) SHARDLM_INLINE {
+    using WB = std::conditional_t<sizeof(b) != 0, W, void>;
     const __m256 dw = _mm256_cvtph_ps(
-        _mm_unpacklo_epi64(f16_of_rows<&W::d>(wr, b, Rows()), f16_of_rows<&W::d>(wr, b + 1, Rows())));
+        _mm_unpacklo_epi64(f16_of_rows<&WB::d>(wr, b, Rows()), f16_of_rows<&WB::d>(wr, b + 1, Rows())));
     for (int c = 0; c < RN; ++c) {
       const A* ab = reinterpret_cast<const A*>(x + c * xs) + b;
       const __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(fp16(ab[0].d))),
@@ -127,7 +129,7 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
     for (int c = 0; c < RN; ++c) da[c] = fp16((reinterpret_cast<const A*>(x + c * xs) + b)->d);
     __m128 mw = _mm_setzero_ps();
     if constexpr (D::kHasMin) mw = _mm_cvtph_ps(f16_of_rows<&W::m>(wr, b, Rows()));
-    step(b, [&](int c, int r) SHARDLM_INLINE { return _mm256_set1_ps(fp16(wr[r][b].d) * da[c]); }, mw);
+    step(b, [&](int c, int r) SHARDLM_INLINE { return _mm256_set1_ps(block_d(wr[r][b]) * da[c]); }, mw);
   };
   // Prefetch: the RM rows of the tile after next (RM * ws bytes from w + 2 * RM * ws, one
   // sequential stream) spread evenly over this tile's blocks. Prefetching the next tile
@@ -144,7 +146,7 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
     // slower for it on the AVX-512 EPYC (with AVX2 kernels, one run 5-10% faster: the
     // choice follows the dev machine's ISA), while the 4- and 5-bit types gained 5-20%
     // (kernels_bench Matvec, BENCHMARKS.md).
-    if constexpr (std::is_same_v<D, DecQ8_0>) {
+    if constexpr (std::is_same_v<D, DecQ8_0> || std::is_same_v<W, BlockMXFP4>) {
       step_single(b);
       step_single(b + 1);
     } else {
@@ -172,13 +174,13 @@ float vec_dot_q(int64_t n, const void* w, const void* x) {
     _mm_prefetch(reinterpret_cast<const char*>(wb + b) + kPrefetchBytes, _MM_HINT_T0);
     const __m256i q0 = dot_block<D, Dot>(D::quants(wb[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs)));
     const __m256i q1 = dot_block<D, Dot>(D::quants(wb[b + 1]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b + 1].qs)));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(wb[b].d) * fp16(ab[b].d)), _mm256_cvtepi32_ps(q0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(wb[b + 1].d) * fp16(ab[b + 1].d)), _mm256_cvtepi32_ps(q1), acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_d(wb[b]) * fp16(ab[b].d)), _mm256_cvtepi32_ps(q0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(block_d(wb[b + 1]) * fp16(ab[b + 1].d)), _mm256_cvtepi32_ps(q1), acc1);
     if constexpr (D::kHasMin) summ += D::m(wb[b]) * act_s(ab[b]) + D::m(wb[b + 1]) * act_s(ab[b + 1]);
   }
   if (b < nb) {
     const __m256i q0 = dot_block<D, Dot>(D::quants(wb[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs)));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(wb[b].d) * fp16(ab[b].d)), _mm256_cvtepi32_ps(q0), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_d(wb[b]) * fp16(ab[b].d)), _mm256_cvtepi32_ps(q0), acc0);
     if constexpr (D::kHasMin) summ += D::m(wb[b]) * act_s(ab[b]);
   }
   return hsum(_mm256_add_ps(acc0, acc1)) + summ;
@@ -276,7 +278,7 @@ void gemm_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, GemmRows& p
       }
       const __m256i q = D::kOff > 0 ? D::quants_u(wr[b]) : D::quants(wr[b]);
       _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[i].q), q);
-      p.d[i] = fp16(wr[b].d);
+      p.d[i] = block_d(wr[b]);
       p.m[i] = D::kHasMin ? D::m(wr[b]) : 0.0f;
     }
   }

@@ -1,0 +1,149 @@
+// avx2_lowbit.h: private to kernels/cpu, included by avx2.cc: the block decoders of the
+// low-bit and codebook types, plugged into the loops that already exist:
+//   IQ4_NL, MXFP4 (32 elements, x Q8_0): 32-element decoders for avx2_tiles.h (vec_dot_q,
+//     the decode tiles and gemm_q): the 4-bit indices through a byte shuffle of the
+//     16-value table give signed int8 weights (|w| <= 127, so the sign-trick int8 dot
+//     applies); MXFP4's scale is its E8M0 exponent (block_d in avx2_common.h).
+//   Q2_K, Q3_K, IQ4_XS (256 elements, x Q8_K): decoders into a DecodedK for
+//     avx2_kquants.h (vec_dot_k, matmul_k), each with its own integer dot (D::dot):
+//     Q2_K: unsigned 2-bit quants, 4-bit scales per 16, mins through the 16 bsums;
+//     Q3_K: 3-bit quants + 4 (0..7), 6-bit signed scales per 16, the bias as Q6_K's;
+//     IQ4_XS: signed codebook values, one 6-bit scale per 32.
+// Integer sums are exact, so results differ from kernels::ref only in float summation
+// order (the kernels tests' 1e-5 relative bound). Deliberately no lane-order GEMM for these
+// types (prompt batches go through gemm_q / matmul_k in vec_dot order).
+#pragma once
+#include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_tiles.h"
+#include "tensor/codebook.h"
+
+namespace kernels::cpu::avx2 {
+// Internal linkage: these are compiled with different -m flags in different files, so
+// they must never be merged across translation units by the linker (ODR / SIGILL).
+namespace {
+
+// ---- 32-element codebook types --------------------------------------------------------
+
+inline __m256i table16(const int8_t* values) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+}
+
+template <class Block, const int8_t* kValues>
+struct DecCodebook32 {
+  using W = Block; using A = BlockQ8_0;
+  static constexpr bool kSigned = true, kHasMin = false;
+  static constexpr int kOff = 0;
+  static __m256i quants(const W& b) { return _mm256_shuffle_epi8(table16(kValues), nibbles32(b.qs)); }
+  static __m256i quants_u(const W& b) { return quants(b); }
+  static float m(const W&) { return 0.0f; }
+};
+using DecIQ4_NL = DecCodebook32<BlockIQ4_NL, kIQ4NLValues>;
+using DecMXFP4 = DecCodebook32<BlockMXFP4, kMXFP4Values>;
+
+// ---- 256-element types into a DecodedK ------------------------------------------------
+
+// Sub-blocks of 16: scale of elements 0..15 of chunk j in int16 lanes 0..7, of 16..31 in 8..15.
+inline __m256i scale_pair(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo))); }
+
+inline __m256i sum_scaled(const DecodedK& k, const BlockQ8_K& a) {
+  __m256i sumi = _mm256_setzero_si256();
+  for (int j = 0; j < 8; ++j) {
+    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
+    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], _mm256_maddubs_epi16(k.q[j], qa)));
+  }
+  return sumi;
+}
+
+inline __m256i load_bsums(const BlockQ8_K& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)); }
+
+// Q2_K: element 128n + 32j + l = (qs[32n + l] >> 2j) & 3 (chunk 4n + j), sub-block s of 16
+// has scale scales[s] & 15 and min scales[s] >> 4: sum = d * sumi - dmin * sum_s m_s bsums_s.
+struct DecQ2_K {
+  using W = BlockQ2_K;
+  static void decode(const W& b, DecodedK& k) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int n = 0; n < 2; ++n) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
+      for (int j = 0; j < 4; ++j) k.q[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+    }
+    for (int j = 0; j < 8; ++j) k.scale[j] = scale_pair(b.scales[2 * j] & 15, b.scales[2 * j + 1] & 15);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    k.aux = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15)));
+    k.d = fp16(b.d);
+    k.dmin = fp16(b.dmin);
+  }
+  static void dot(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
+    const __m256i mins = _mm256_madd_epi16(k.aux, load_bsums(a));
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sum_scaled(k, a)), s.v);
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(mins), s.v);
+  }
+};
+
+// Q3_K: element 128n + 32j + l has low bits (qs[32n + l] >> 2j) & 3 and, unless bit 4n + j
+// of hmask[l] is set, -4: stored here as q + 4 = low | hbit << 2 (0..7), the -4 taken off
+// through the bsums (as Q6_K's +32). Sub-block scales: ggml's 6-bit unpacking, minus 32.
+struct DecQ3_K {
+  using W = BlockQ3_K;
+  static void decode(const W& b, DecodedK& k) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    for (int n = 0; n < 2; ++n) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * n + j;
+        const __m256i h = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(c)), one);
+        k.q[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3), _mm256_slli_epi16(h, 2));
+      }
+    }
+    uint32_t aux[4];
+    std::memcpy(aux, b.scales, 12);
+    const uint32_t tmp = aux[2], km1 = 0x03030303, km2 = 0x0f0f0f0f;
+    aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+    aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+    aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
+    aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
+    // In a register (a 16-byte reload of the four word stores would stall store forwarding).
+    const __m128i v = _mm_sub_epi8(_mm_set_epi32(int(aux[3]), int(aux[2]), int(aux[1]), int(aux[0])), _mm_set1_epi8(32));
+    alignas(16) int8_t sc[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), v);
+    for (int j = 0; j < 8; ++j) k.scale[j] = scale_pair(sc[2 * j], sc[2 * j + 1]);
+    k.aux = _mm256_cvtepi8_epi16(v);
+    k.d = fp16(b.d);
+    k.dmin = 0.0f;
+  }
+  static void dot(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
+    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(k.aux, load_bsums(a)), 2);  // 4 * sum sc_s bsums_s
+    const __m256i sumi = _mm256_sub_epi32(sum_scaled(k, a), bias);
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+  }
+};
+
+// IQ4_XS: sub-block ib of 32 holds codebook indices in qs[16 ib..] (as IQ4_NL) and the
+// 6-bit scale ls (scales_l nibble, scales_h 2 bits), weight d * (ls - 32) * value.
+struct DecIQ4_XS {
+  using W = BlockIQ4_XS;
+  static void decode(const W& b, DecodedK& k) {
+    const __m256i values = table16(kIQ4NLValues);
+    for (int ib = 0; ib < 8; ++ib) {
+      k.q[ib] = _mm256_shuffle_epi8(values, nibbles32(b.qs + 16 * ib));
+      const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
+      k.scale[ib] = _mm256_set1_epi16(short(ls - 32));
+    }
+    k.aux = _mm256_setzero_si256();
+    k.d = fp16(b.d);
+    k.dmin = 0.0f;
+  }
+  static void dot(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(k.q[j], k.q[j]), _mm256_sign_epi8(qa, k.q[j]));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], p16));
+    }
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+  }
+};
+
+}  // namespace
+}  // namespace kernels::cpu::avx2
