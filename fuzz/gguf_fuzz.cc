@@ -1,12 +1,13 @@
 // gguf_fuzz.cc: libFuzzer target for the GGUF reader. Every input must either parse or
 // give a non-empty error Status; on success everything a consumer could touch (values,
-// tensor bytes, the `inspect` printout) is read, so ASan/UBSan catch any bound the parser
-// forgot. Deliberately no writing: the writer trusts its caller and CHECKs instead.
+// tensor bytes, the block scales the loader checks, the `inspect` printout) is read, so
+// ASan/UBSan catch any bound the parser forgot. Deliberately no writing: the writer trusts its caller and CHECKs instead.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 
 #include "gguf/gguf.h"
+#include "tensor/quants.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static FILE* devnull = std::fopen("/dev/null", "w");
@@ -27,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (t.n_bytes > 0) sink += t.data[0] + t.data[t.n_bytes - 1];  // in bounds (ASan checks)
     sink += static_cast<uint64_t>(t.n_elements()) + static_cast<uint64_t>(t.rows());
     sink += tensor::row_bytes(t.type, t.ne.empty() ? 1 : t.ne[0]);
+    const auto& tr = tensor::traits(t.type);  // the loader's scale check reads every block
+    if (tr.block_size > 1) sink += static_cast<uint64_t>(tensor::first_bad_scale(t.type, t.data, int64_t(t.n_bytes / tr.block_bytes)));
   }
   if (devnull) gguf::print_info(f, devnull, true);
   (void)sink;

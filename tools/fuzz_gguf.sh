@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fuzz_gguf.sh SECONDS|build: builds the libFuzzer target fuzz_gguf (clang, ASan+UBSan) in
 # build/fuzz, writes a seed corpus of small valid GGUF files into build/fuzz/corpus, then
-# fuzzes gguf::File::parse for SECONDS seconds (default 60). Exits non-zero if the build
-# fails or the fuzzer finds a crash, leak or timeout (the input lands in build/fuzz/crashes/).
+# fuzzes gguf::File::parse for SECONDS seconds (default 60) with the dictionary
+# fuzz/gguf.dict. Exits non-zero if the build fails or the fuzzer finds a crash, leak or
+# timeout (the input lands in build/fuzz/crashes/).
 # Needs clang-14 (or CLANG_VERSION=N) with its libFuzzer runtime; seeds come from the
 # Python gguf package when installed, else from a hand-made minimal file.
 set -euo pipefail
@@ -49,7 +50,13 @@ small = [("a.weight", rng.standard_normal((2, 4)).astype(np.float32), None),
          ("b.weight", rng.standard_normal(8).astype(np.float16), None),
          ("c.weight", rng.integers(0, 255, 34, dtype=np.uint8), Q.Q8_0),
          ("d.weight", rng.integers(0, 255, 144, dtype=np.uint8), Q.Q4_K)]
+lowbit = [("q2.weight", rng.integers(0, 255, 84, dtype=np.uint8), Q.Q2_K),
+          ("q3.weight", rng.integers(0, 255, 110, dtype=np.uint8), Q.Q3_K),
+          ("nl.weight", rng.integers(0, 255, 36, dtype=np.uint8), Q.IQ4_NL),
+          ("xs.weight", rng.integers(0, 255, 136, dtype=np.uint8), Q.IQ4_XS),
+          ("mx.weight", rng.integers(0, 255, 34, dtype=np.uint8), Q.MXFP4)]
 write("tensors", "llama", small)
+write("lowbit", "llama", lowbit)
 write("vocab_only", "llama", [])
 write("align64", "qwen2", small[:2], alignment=64)
 data = bytearray(open(f"{out}/tensors.gguf", "rb").read())
@@ -66,5 +73,5 @@ else
 fi
 
 echo "fuzzing gguf::File::parse for ${seconds}s (corpus: $corpus)"
-"$build/fuzz_gguf" "$corpus" -max_total_time="$seconds" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
+"$build/fuzz_gguf" "$corpus" -dict="$root/fuzz/gguf.dict" -max_total_time="$seconds" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix="$build/crashes/" -print_final_stats=1

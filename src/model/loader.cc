@@ -33,7 +33,7 @@ util::Expected<std::unique_ptr<LoadedModel>> load_model(const std::string& path)
   auto cfg = load_config(*m->file);
   if (!cfg) return util::Status::error(path + ": " + cfg.error());
   m->config = std::move(cfg).value();
-  auto w = bind_weights(*m->file, m->config);
+  auto w = bind_weights(*m->file, m->config, /*check_scales=*/true);
   if (!w) return util::Status::error(path + ": " + w.error());
   m->weights = std::move(w).value();
   if (m->config.moe())

@@ -18,7 +18,7 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 
 class Binder {
  public:
-  explicit Binder(const gguf::File& f) : f_(f) {}
+  Binder(const gguf::File& f, bool check_scales) : f_(f), check_scales_(check_scales) {}
 
   // n_stack > 0: n_stack stacked matrices (ggml ne = [cols, rows, n_stack]), bound as one
   // of n_stack * rows rows. Absent tensors are an error unless optional.
@@ -42,6 +42,16 @@ class Binder {
       return util::Status::error("tensor '" + name + "' has type " + tr.name +
                                  ", which shardlm does not support; requantize the model to one of "
                                  "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4");
+    if (check_scales_ && tr.block_size > 1) {
+      const int64_t n_blocks = int64_t(t->n_bytes / tr.block_bytes);
+      const int64_t bad = tensor::first_bad_scale(t->type, t->data, n_blocks);
+      if (bad >= 0) {
+        const int64_t per_row = cols / tr.block_size;
+        return util::Status::error("tensor '" + name + "' (" + tr.name + ") has a NaN or infinite scale in block " +
+                                   std::to_string(bad % per_row) + " of row " + std::to_string(bad / per_row) +
+                                   "; the file is corrupt");
+      }
+    }
     out->type = t->type;
     out->cols = cols;
     out->rows = rows * std::max<int64_t>(n_stack, 1);
@@ -70,6 +80,7 @@ class Binder {
 
  private:
   const gguf::File& f_;
+  const bool check_scales_;
 };
 
 }  // namespace
@@ -84,8 +95,8 @@ size_t Weights::matrix_bytes(const Config& c) const {
   return total;
 }
 
-util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c) {
-  Binder b(f);
+util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c, bool check_scales) {
+  Binder b(f, check_scales);
   Weights w;
   RETURN_IF_ERROR(b.matrix("token_embd.weight", c.dim, c.n_vocab, &w.token_embd));
   RETURN_IF_ERROR(b.vector("output_norm.weight", c.dim, &w.output_norm));

@@ -71,6 +71,8 @@ struct Weights {
   size_t matrix_bytes(const Config& c) const;
 };
 
-util::Expected<Weights> bind_weights(const gguf::File& file, const Config& cfg);
+// check_scales: also refuse a quantized matrix with a non-finite block scale (reads every
+// block's scale, so every page of the matrices: the loader's choice, not inspect's or plan's).
+util::Expected<Weights> bind_weights(const gguf::File& file, const Config& cfg, bool check_scales = false);
 
 }  // namespace model

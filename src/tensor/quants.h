@@ -14,4 +14,9 @@ void dequantize_row(Type t, const void* src, float* dst, int64_t n);
 // Q8_1 / Q8_K).
 void quantize_row(Type t, const float* src, void* dst, int64_t n);
 
+// Index of the first of n_blocks blocks of type t whose scale is not finite (an fp16 d, or
+// min / dmin, that is NaN or infinite; an MXFP4 exponent of 0xFF, E8M0's NaN), or -1: the
+// check ggml's ggml_validate_row_data makes (tensor/validate.cc). Float types: always -1.
+int64_t first_bad_scale(Type t, const void* data, int64_t n_blocks);
+
 }  // namespace tensor

@@ -446,6 +446,20 @@ TEST(GgufReader, HostileTensorInfos) {
   expect_error(one_tensor("t", {4}, 31, 0, 16), "unknown tensor type id 31");
   expect_error(one_tensor("t", {4}, 0xFFFFFFFF, 0, 16), "unknown tensor type id -1");
   expect_error(one_tensor("t", {33}, 2, 0, 64), "not a multiple of the Q4_0 block size 32");
+  // The low-bit and codebook types: rows that are not whole blocks, and ids in the table's
+  // gaps or past its end, are refused with the tensor's name.
+  expect_error(one_tensor("blk.0.ffn_down.weight", {576, 2}, 23, 0, 1024),
+               "tensor 'blk.0.ffn_down.weight'");
+  expect_error(one_tensor("t", {576, 2}, 23, 0, 1024), "not a multiple of the IQ4_XS block size 256");
+  expect_error(one_tensor("t", {48}, 39, 0, 64), "not a multiple of the MXFP4 block size 32");
+  expect_error(one_tensor("t", {48}, 20, 0, 64), "not a multiple of the IQ4_NL block size 32");
+  expect_error(one_tensor("t", {128}, 10, 0, 256), "not a multiple of the Q2_K block size 256");
+  expect_error(one_tensor("t", {128}, 11, 0, 256), "not a multiple of the Q3_K block size 256");
+  expect_error(one_tensor("blk.3.attn_q.weight", {32}, 36, 0, 64), "unknown tensor type id 36");
+  expect_error(one_tensor("blk.3.attn_q.weight", {32}, 36, 0, 64), "tensor 'blk.3.attn_q.weight'");
+  expect_error(one_tensor("t", {32}, 40, 0, 64), "unknown tensor type id 40");
+  EXPECT_TRUE(parse(one_tensor("t", {256}, 23, 0, 136)).ok());
+  EXPECT_TRUE(parse(one_tensor("t", {64}, 39, 0, 34)).ok());
   expect_error(one_tensor("t", {4}, 0, 16, 64), "not a multiple of the alignment");
   expect_error(one_tensor("t", {4}, 0, 32, 40), "extends past the end");
   expect_error(one_tensor("t", {4}, 0, uint64_t(1) << 63, 40), "extends past the end");

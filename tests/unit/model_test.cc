@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -507,6 +508,35 @@ TEST(ModelErrors, MisshapenTensorIsNamed) {
         w.add_tensor(t.name, t.ne, t.type, t.data);
     }
   }, "tensor 'blk.0.attn_k.weight' has shape [256, 64], expected [256, 128]");
+}
+
+// A block scale that is NaN or infinite (fp16 d, or MXFP4's E8M0 0xFF) is refused at load
+// with the tensor, block and row named.
+TEST(ModelErrors, NonFiniteBlockScaleIsNamed) {
+  for (tensor::Type type : {tensor::Type::Q8_0, tensor::Type::IQ4_XS, tensor::Type::IQ4_NL, tensor::Type::MXFP4,
+                            tensor::Type::Q2_K}) {
+    std::vector<uint8_t> copy;
+    expect_load_error([&copy, type](gguf::Writer& w, const gguf::File& f) {
+      for (const auto& [k, v] : f.kv()) w.set(k, v);
+      for (const auto& t : f.tensors()) {
+        if (t.name != "blk.1.ffn_down.weight") {
+          w.add_tensor(t.name, t.ne, t.type, t.data);
+          continue;
+        }
+        copy.assign(t.data, t.data + t.n_bytes);
+        const size_t bb = tensor::traits(type).block_bytes, per_row = t.ne[0] / tensor::traits(type).block_size;
+        uint8_t* blk = copy.data() + (2 * per_row + 1) * bb;  // row 2, block 1
+        if (type == tensor::Type::MXFP4) {
+          blk[0] = 0xFF;
+        } else {
+          const uint16_t nan = 0x7E00;
+          std::memcpy(blk + (type == tensor::Type::Q2_K ? offsetof(tensor::BlockQ2_K, d) : 0), &nan, 2);
+        }
+        w.add_tensor(t.name, t.ne, t.type, copy.data());
+      }
+    }, std::string("tensor 'blk.1.ffn_down.weight' (") + tensor::type_name(type) +
+           ") has a NaN or infinite scale in block 1 of row 2", make("toy", type));
+  }
 }
 
 TEST(ModelErrors, MissingHyperparameterIsNamed) {

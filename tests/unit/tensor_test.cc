@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -527,6 +528,41 @@ TEST(TensorQuants, MXFP4ExponentFromMax) {
     if (amax == 7.0f) EXPECT_EQ(y[3], -6.0f);
     else EXPECT_EQ(y[3], -amax);
   }
+}
+
+// ---- first_bad_scale: the loader's check of the block scales ----
+
+TEST(TensorValidate, FirstBadScaleFindsNanAndInfScales) {
+  // Per type: the byte offsets of its fp16 scale fields in a block (d, then min / dmin).
+  const std::vector<std::pair<Type, std::vector<size_t>>> fields = {
+      {Type::Q4_0, {0}}, {Type::Q5_0, {0}}, {Type::Q8_0, {0}}, {Type::Q4_1, {0, 2}}, {Type::Q5_1, {0, 2}},
+      {Type::Q2_K, {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}}, {Type::Q3_K, {offsetof(BlockQ3_K, d)}},
+      {Type::Q4_K, {0, 2}}, {Type::Q5_K, {0, 2}}, {Type::Q6_K, {offsetof(BlockQ6_K, d)}},
+      {Type::IQ4_NL, {0}}, {Type::IQ4_XS, {0}}};
+  for (const auto& [t, offs] : fields) {
+    const int blocks = 5;
+    const std::vector<float> x = gaussian(row_len(t, blocks), 1.0f, 3u);
+    std::vector<uint8_t> q;
+    round_trip(t, x, &q);
+    EXPECT_EQ(first_bad_scale(t, q.data(), blocks), -1) << type_name(t);
+    for (size_t off : offs)
+      for (uint16_t bad : {uint16_t(0x7E00), uint16_t(0x7C00), uint16_t(0xFC00)}) {  // NaN, +inf, -inf
+        std::vector<uint8_t> c = q;
+        std::memcpy(c.data() + 3 * traits(t).block_bytes + off, &bad, 2);
+        EXPECT_EQ(first_bad_scale(t, c.data(), blocks), 3) << type_name(t) << " offset " << off;
+        EXPECT_EQ(first_bad_scale(t, c.data(), 3), -1) << type_name(t);  // only the blocks asked about
+      }
+  }
+  // MXFP4: exponent 0xFF is E8M0's NaN; 0xFE (2^126 halves) is a valid scale.
+  std::vector<uint8_t> q;
+  round_trip(Type::MXFP4, gaussian(row_len(Type::MXFP4, 4), 1.0f, 4u), &q);
+  EXPECT_EQ(first_bad_scale(Type::MXFP4, q.data(), 4), -1);
+  q[2 * sizeof(BlockMXFP4)] = 0xFE;
+  EXPECT_EQ(first_bad_scale(Type::MXFP4, q.data(), 4), -1);
+  q[2 * sizeof(BlockMXFP4)] = 0xFF;
+  EXPECT_EQ(first_bad_scale(Type::MXFP4, q.data(), 4), 2);
+  const float f[2] = {NAN, INFINITY};  // float types: values are data, never refused here
+  EXPECT_EQ(first_bad_scale(Type::F32, f, 2), -1);
 }
 
 }  // namespace
