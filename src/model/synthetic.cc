@@ -12,7 +12,7 @@
 namespace model {
 
 const char* shape_names() {
-  return "toy, toy-qwen2, toy-qwen3, toy-gemma3, toy-llama31, toy-qwen3moe, toy-qwen3moe-e8, smollm2-135m, "
+  return "toy, toy-qwen2, toy-qwen2-coder, toy-qwen3, toy-gemma3, toy-llama31, toy-qwen3moe, toy-qwen3moe-e8, smollm2-135m, "
          "llama3.2-1b, llama3-8b, llama3-70b, qwen3-30b-a3b";
 }
 
@@ -20,6 +20,7 @@ std::optional<Shape> shape_by_name(const std::string& name) {
   Shape s;
   if (name == "toy") return s;
   if (name == "toy-qwen2") { s.arch = "qwen2"; return s; }
+  if (name == "toy-qwen2-coder") { s.arch = "qwen2"; s.fim_tokens = true; return s; }
   if (name == "toy-qwen3") { s.arch = "qwen3"; return s; }
   // 6 layers so the pattern has its global layer (5); a window of 8 positions so a test of
   // 16 positions crosses it; 2 query heads of 128 (gemma's head_dim is 256 at 270M).
@@ -181,7 +182,13 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   for (int b = 0; b < 256; ++b) { tokens.push_back(byte_token(b)); types.push_back(1); }
-  for (int i = 256; i < s.n_vocab - 2; ++i) { tokens.push_back("<filler_" + std::to_string(i) + ">"); types.push_back(4); }
+  const char* fim[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|repo_name|>",
+                       "<|file_sep|>"};
+  for (int i = 256; i < s.n_vocab - 2; ++i) {
+    const bool named = s.fim_tokens && i - 256 < 6;
+    tokens.push_back(named ? fim[i - 256] : "<filler_" + std::to_string(i) + ">");
+    types.push_back(named ? 3 : 4);
+  }
   tokens.push_back("<|begin_of_text|>"); types.push_back(3);
   tokens.push_back("<|end_of_text|>"); types.push_back(3);
   w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));

@@ -27,6 +27,9 @@ struct Shape {
   // qwen3moe: n_expert experts of n_ff_exp rows per layer, n_expert_used picked per token
   // (the router ffn_gate_inp is F32, as llama.cpp's quantizer keeps it).
   int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  // Qwen2.5-Coder's FIM tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>,
+  // <|repo_name|>, <|file_sep|>) as the first six filler tokens, control type (/infill).
+  bool fim_tokens = false;
 };
 
 // Named shapes: see shape_names().

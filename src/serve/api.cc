@@ -439,6 +439,7 @@ std::optional<ApiError> parse_constraint(const json& body, std::string_view body
   auto g = grammar::Grammar::parse(gbnf);
   if (!g) return bad_request(g.status().message(), param, "invalid_value");
   out->grammar = std::move(*g);
+  out->gbnf = param == "grammar";
   return std::nullopt;
 }
 

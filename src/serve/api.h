@@ -49,6 +49,7 @@ struct Request {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_name;  // kNamed
   std::string prompt;                            // completions
+  std::vector<int32_t> prompt_tokens;            // completions: the prompt as tokens instead (/infill)
   sampler::Params params;
   bool seed_given = false;
   int max_tokens = 0;  // 0: until the context is full
@@ -61,6 +62,7 @@ struct Request {
   // response_format json_object / json_schema, or "grammar" (GBNF): the output is a
   // sentence of it (grammar/); null: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
+  bool gbnf = false;  // the grammar is the request's own GBNF ("grammar"), not a format's
   // llama-server's "reasoning_format" (none, auto, deepseek, deepseek-legacy); unset: the
   // server's --reasoning-format.
   std::optional<ReasoningFormat> reasoning_format;

@@ -73,12 +73,14 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
     if (!t) return bad_request("the chat template refused these messages: " + t.error(), "messages");
     tokens = std::move(*t);
   } else {
-    tokens = prompts_.completion(r.prompt);
+    tokens = r.prompt_tokens.empty() ? prompts_.completion(r.prompt) : r.prompt_tokens;
   }
   if (chat) {
     j.reasoning = r.reasoning_format.value_or(o_.reasoning_format);
     const size_t n = std::min<size_t>(tokens.size(), 8);
-    j.think_open = splits(j.reasoning) &&
+    // A reply under a format's grammar (response_format, a forced tool call) is that format
+    // from its first token, not a thought; a request's own GBNF may write the thought.
+    j.think_open = splits(j.reasoning) && (!r.grammar || r.gbnf) &&
                    ends_in_open_think(prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true));
   }
   j.gen.prompt = std::move(tokens);

@@ -21,6 +21,7 @@
 
 #include "serve/assets.h"
 #include "serve/generation.h"
+#include "serve/infill.h"
 #include "serve/anthropic.h"
 #include "serve/ollama.h"
 #include "serve/page.h"
@@ -40,6 +41,7 @@ void send_error(httplib::Response& res, const ApiError& e) { serve::send_error(r
 // shape of the API the path belongs to.
 void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
   const bool ollama = req.path.rfind("/api/", 0) == 0, anthropic = req.path.rfind("/v1/messages", 0) == 0;
+  if (req.path == "/infill") return serve::send_error(res, e, infill_error_json(e));
   if (!ollama && !anthropic) return send_error(res, e);
   res.status = e.status;
   res.set_content(dump(ollama ? ollama_error_json(e) : anthropic_error_json(e)), "application/json");
@@ -82,7 +84,8 @@ const Route kRoutes[] = {{"/", false, false},          {"/health", false, false}
                          {"/api/generate", true, true}, {"/api/show", true, true},
                          {"/api/tags", false, true},   {"/api/ps", false, true},
                          {"/api/version", false, true}, {"/v1/messages", true, true},
-                         {"/v1/messages/count_tokens", true, true}, {"/v1/responses", true, true}};
+                         {"/v1/messages/count_tokens", true, true}, {"/v1/responses", true, true},
+                         {"/infill", true, true}};
 
 void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
   res.set_header("Allow", post ? "POST" : "GET");
@@ -94,7 +97,7 @@ void not_found(const httplib::Request& req, httplib::Response& res) {
   send_error(req, res, api_error(404, "no route " + req.method + " " + req.path +
                                      "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
                                      "/props, /health, /metrics, /api/chat, /api/generate, /api/tags, /api/show, "
-                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens, /v1/responses",
+                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens, /v1/responses, /infill",
                             "invalid_request_error", "unknown_url"));
 }
 
@@ -565,6 +568,7 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   add_ollama_routes(svr, gen);
   add_anthropic_routes(svr, gen);
   responses_hook = add_responses_routes(svr, gen, o.responses_store);
+  add_infill_routes(svr, gen);
   // Known routes with the wrong method: 405 naming the right one.
   for (const Route& route : kRoutes) {
     const bool post = route.post;

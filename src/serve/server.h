@@ -3,7 +3,8 @@
 // /v1/models, /health, /metrics (Prometheus text), the chat page at "/" with its libraries
 // at /assets/ (serve/assets.h), and llama-server's
 // POST /tokenize, /detokenize and GET /props; Ollama's /api/ routes (ollama.h) and Anthropic's
-// /v1/messages (anthropic.h), OpenAI's /v1/responses (responses.h). Every error is an OpenAI-style error object (on /api/ and
+// /v1/messages (anthropic.h), OpenAI's /v1/responses (responses.h), llama-server's /infill
+// (infill.h). Every error is an OpenAI-style error object (on /api/ and
 // /v1/messages, that API's own shape) with a 4xx/5xx status: malformed requests 400, missing or wrong API key 401 (bearer or x-api-key; on /v1/, /api/,
 // /tokenize, /detokenize and /props), unknown routes 404, wrong methods 405, a POST without
 // a body length 411 (answered at once, not after the read timeout), a body over --max-body

@@ -7,7 +7,8 @@ DeepSeek-R1's do when thinking is forced):
   * the raw reply (per-request "reasoning_format": "none") split here in Python gives chat's
     reasoning_content and content, streamed (reasoning_content deltas) and not; a GBNF
     grammar makes the reply close the thought, so the content is not empty; without a
-    </think> the whole reply is the thought (max_tokens reached);
+    </think> the whole reply is the thought (max_tokens reached); under response_format the
+    reply is the JSON, not a thought;
   * deepseek-legacy keeps the raw text in the content and also gives reasoning_content;
     a server started with --reasoning-format none gives the raw text and no reasoning;
   * Anthropic: a thinking block (streamed as thinking_delta) before the text; Responses: a
@@ -80,6 +81,10 @@ def check_chat(url, where):
         legacy = chat(c, reasoning_format="deepseek-legacy", **kw).choices[0].message
         check(legacy.content == raw.content and legacy.reasoning_content == thought,
               "%s, %s: deepseek-legacy keeps the raw text and gives reasoning_content" % (where, name))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    m = chat(c, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}).choices[0].message
+    check(getattr(m, "reasoning_content", None) is None and isinstance(json.loads(m.content)["n"], int),
+          "%s: under response_format the reply is the JSON from its first token, not a thought: %r" % (where, m.content))
     return split(chat(c, reasoning_format="none").choices[0].message.content)
 
 

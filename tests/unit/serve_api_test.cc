@@ -1,11 +1,13 @@
 // serve_api_test.cc: pieces of serve's other APIs without HTTP or a model: the <think>
 // splitter (reasoning.h) on crafted replies cut at every byte, the Responses API's store
-// (least recently used dropped) and its body translation onto the chat request.
+// (least recently used dropped) and its body translation onto the chat request, and
+// /infill's body.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "serve/infill.h"
 #include "serve/reasoning.h"
 #include "serve/responses.h"
 
@@ -146,6 +148,35 @@ TEST(Responses, TranslatesItemsOntoTheChatRequest) {
           "text.format.schema");
   refused(R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role");
   refused(R"({"input": [{"type": "function_call_output", "output": "x"}]})", "input[0].call_id");
+}
+
+TEST(Infill, ReadsLlamaServersFields) {
+  InfillRequest r;
+  ASSERT_FALSE(parse_infill(R"({"input_prefix": "a", "input_suffix": "b", "prompt": "c", "n_predict": 5,
+    "input_extra": [{"filename": "f.py", "text": "x"}, {"text": "y"}], "temperature": 0, "stop": ["\n"]})",
+                            512, sampler::Params{}, &r));
+  EXPECT_EQ(r.prefix, "a");
+  EXPECT_EQ(r.suffix, "b");
+  EXPECT_EQ(r.prompt, "c");
+  ASSERT_EQ(r.extra.size(), 2u);
+  EXPECT_EQ(r.extra[1].first, "tmp");  // llama-server's default filename
+  EXPECT_EQ(r.completion.max_tokens, 5);
+  EXPECT_EQ(r.completion.stop, std::vector<std::string>{"\n"});
+  InfillRequest unlimited;
+  ASSERT_FALSE(parse_infill(R"({"input_prefix": "", "input_suffix": "", "n_predict": -1})", 512, sampler::Params{},
+                            &unlimited));
+  EXPECT_EQ(unlimited.completion.max_tokens, 0);
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"input_suffix": ""})", "input_prefix"},
+           {R"({"input_prefix": "", "input_suffix": [1]})", "input_suffix"},
+           {R"({"input_prefix": "", "input_suffix": "", "input_extra": [{"text": 1}]})", "input_extra[0]"},
+           {R"({"input_prefix": "", "input_suffix": "", "n_predict": 9999})", "n_predict"}}) {
+    InfillRequest x;
+    auto e = parse_infill(body, 512, sampler::Params{}, &x);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param, param) << body;
+    EXPECT_EQ(infill_error_json(*e)["error"]["code"], 400);
+  }
 }
 
 }  // namespace
