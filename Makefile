@@ -18,7 +18,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
 
-.PHONY: arm64 demo test deps apt-deps py-deps model gemma3 vocab build build-asan build-fuzz fuzz clean
+.PHONY: arm64 test-arm64 demo test deps apt-deps py-deps model gemma3 vocab build build-asan build-fuzz fuzz clean
 
 demo: deps model build
 	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
@@ -68,7 +68,18 @@ arm64: apt-deps
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 	cmake -S . -B build/arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
 	  -DSHARDLM_MPI=OFF -DSHARDLM_VULKAN=OFF >/dev/null
-	cmake --build build/arm64 -j $(JOBS) --target shardlm kernels_test
+	cmake --build build/arm64 -j $(JOBS) --target shardlm kernels_test kernels_order_test
+
+# The kernel tests under qemu-aarch64 at each NEON level QEMU 7.2 emulates: cortex-a72 (plain
+# NEON, as a Pi 4), cortex-a76 (+ dotprod, as a Pi 5), max (+ i8mm, as Neoverse V1); `devices`
+# must name the level's table (the AT_HWCAP choice).
+ARM64_CPUS := cortex-a72:neon cortex-a76:dotprod max:i8mm
+test-arm64: arm64
+	@for pair in $(ARM64_CPUS); do cpu=$${pair%%:*}; isa=$${pair##*:}; \
+	  tools/arm64_run.sh --cpu $$cpu devices | grep -q "^cpu  $$isa kernels" || \
+	    { echo "test-arm64: --cpu $$cpu does not run the $$isa table"; exit 1; }; \
+	  for t in kernels_test kernels_order_test; do echo "== $$t --cpu $$cpu ($$isa)"; \
+	    SHARDLM_ARM64_BIN=build/arm64/tests/$$t tools/arm64_run.sh --cpu $$cpu --gtest_brief=1 || exit 1; done; done
 
 build:
 	cmake --preset release >/dev/null

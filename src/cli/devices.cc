@@ -37,8 +37,11 @@ void print_vulkan() {
 Runner add_devices(CLI::App& app) {
   app.add_subcommand("devices", "list the CPU and the Vulkan devices this machine can compute on");
   return []() {
-    std::printf("cpu  %s kernels, %u hardware threads\n", kernels::isa_name(kernels::detected_isa()),
-                std::thread::hardware_concurrency());
+    // The table in use (SHARDLM_ISA may pick a lower one than the best the CPU has).
+    const kernels::Isa active = kernels::active_isa(), best = kernels::detected_isa();
+    std::printf("cpu  %s kernels%s%s%s, %u hardware threads\n", kernels::isa_name(active),
+                active != best ? " (SHARDLM_ISA; best here: " : "", active != best ? kernels::isa_name(best) : "",
+                active != best ? ")" : "", std::thread::hardware_concurrency());
     print_vulkan();
     return 0;
   };

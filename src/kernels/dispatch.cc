@@ -1,13 +1,18 @@
 // dispatch.cc: picks the kernels once at start-up: CPUID (x86: AVX2+FMA+F16C, AVX-512
-// F/BW/VL/VNNI with the OS saving zmm state) or the build target (NEON), overridable by
-// SHARDLM_ISA=scalar|avx2|avx512|neon, and by set_isa() in tests and benchmarks. Builds
+// F/BW/VL/VNNI with the OS saving zmm state) or the kernel's hardware capability bits
+// (AArch64: getauxval(AT_HWCAP) ASIMD, ASIMDDP = dotprod, AT_HWCAP2 I8MM), overridable by
+// SHARDLM_ISA=scalar|avx2|avx512|neon|dotprod|i8mm (a table the CPU lacks is refused with
+// a message and exit status 2, never run into SIGILL), and by set_isa() in tests. Builds
 // one flat table per ISA by layering the ISA's entries over the ones below it, then the
 // public entry points are a table lookup. Deliberately no kernels here, and no threading:
 // callers split rows across threads and call matmul on each range.
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
+#include <string>
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
@@ -15,6 +20,9 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
+#endif
+#if defined(__aarch64__)
+#include <sys/auxv.h>
 #endif
 
 namespace kernels {
@@ -113,8 +121,15 @@ Isa detect() {
   if (f && dq && bw && vl && vnni && os_saves_ymm_zmm(true)) return Isa::kAvx512;
   return Isa::kAvx2;
 }
-#elif defined(__ARM_NEON)
-Isa detect() { return Isa::kNeon; }
+#elif defined(__aarch64__)
+Isa detect() {
+  constexpr unsigned long kAsimd = 1ul << 1, kAsimdDp = 1ul << 20;  // AT_HWCAP (asm/hwcap.h)
+  constexpr unsigned long kI8mm = 1ul << 13;                         // AT_HWCAP2
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  if (!(hw & kAsimd)) return Isa::kScalar;
+  if (!(hw & kAsimdDp)) return Isa::kNeon;
+  return (hw2 & kI8mm) ? Isa::kNeonI8mm : Isa::kNeonDot;
+}
 #else
 Isa detect() { return Isa::kScalar; }
 #endif
@@ -124,7 +139,9 @@ bool supports(Isa detected, Isa want) {
     case Isa::kScalar: return true;
     case Isa::kAvx2: return detected == Isa::kAvx2 || detected == Isa::kAvx512;
     case Isa::kAvx512: return detected == Isa::kAvx512;
-    case Isa::kNeon: return detected == Isa::kNeon;
+    case Isa::kNeon: return detected == Isa::kNeon || detected == Isa::kNeonDot || detected == Isa::kNeonI8mm;
+    case Isa::kNeonDot: return detected == Isa::kNeonDot || detected == Isa::kNeonI8mm;
+    case Isa::kNeonI8mm: return detected == Isa::kNeonI8mm;
   }
   return false;
 }
@@ -135,35 +152,50 @@ KernelTable make_table(Isa isa) {
   if (isa == Isa::kAvx2 || isa == Isa::kAvx512) t = layer(t, cpu::avx2_table());
   if (isa == Isa::kAvx512) t = layer(t, cpu::avx512_table());
 #endif
-#if defined(__ARM_NEON)
-  if (isa == Isa::kNeon) t = layer(t, cpu::neon_table());
+#if defined(__aarch64__)
+  if (isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) t = layer(t, cpu::neon_table());
+  if (isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) t = layer(t, cpu::neon_dotprod_table());
 #endif
   return t;
 }
 
 struct State {
   Isa detected;
-  KernelTable tables[4];  // indexed by Isa
+  KernelTable tables[kIsaCount];  // indexed by Isa
   std::atomic<const KernelTable*> active;
 };
+
+constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm};
+static_assert(std::size(kAllIsas) == kIsaCount);
+
+// Bad user input, not a programming error: a message naming the choices and exit status 2
+// (running a table the CPU lacks would end in SIGILL at the first matmul).
+[[noreturn]] void bad_env(const char* env, Isa detected, bool known) {
+  std::string ok;
+  for (Isa isa : kAllIsas)
+    if (supports(detected, isa)) ok += std::string(ok.empty() ? "" : ", ") + isa_name(isa);
+  std::fprintf(stderr, "shardlm: SHARDLM_ISA=%s: %s; this CPU (best: %s) runs: %s\n", env,
+               known ? "this CPU lacks that kernel table" : "no such kernel table", isa_name(detected), ok.c_str());
+  std::exit(2);
+}
 
 Isa from_env(Isa detected) {
   const char* env = std::getenv("SHARDLM_ISA");
   if (!env || !*env) return detected;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (std::strcmp(env, isa_name(isa)) == 0) {
-      CHECK_MSG(supports(detected, isa), "SHARDLM_ISA names an ISA this CPU does not support");
+      if (!supports(detected, isa)) bad_env(env, detected, true);
       return isa;
     }
   }
-  CHECK_MSG(false, "SHARDLM_ISA must be scalar, avx2, avx512 or neon");
+  bad_env(env, detected, false);
 }
 
 State& state() {
   static State* s = [] {
     auto* st = new State;
     st->detected = detect();
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
+    for (Isa isa : kAllIsas)
       if (supports(st->detected, isa)) st->tables[static_cast<int>(isa)] = make_table(isa);
     st->active = &st->tables[static_cast<int>(from_env(st->detected))];
     return st;
@@ -182,6 +214,8 @@ Isa active_isa() {
   return static_cast<Isa>(s.active.load() - &s.tables[0]);
 }
 
+bool isa_supported(Isa isa) { return supports(state().detected, isa); }
+
 void set_isa(Isa isa) {
   State& s = state();
   CHECK_MSG(supports(s.detected, isa), isa_name(isa));
@@ -194,6 +228,8 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
     case Isa::kNeon: return "neon";
+    case Isa::kNeonDot: return "dotprod";
+    case Isa::kNeonI8mm: return "i8mm";
   }
   return "?";
 }

@@ -11,9 +11,15 @@
 
 namespace kernels {
 
-enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
+// AArch64 levels (each table layered over the one below, as avx512 over avx2): kNeon plain
+// Advanced SIMD (Cortex-A72, Pi 4), kNeonDot + the dot-product extension (sdot: Cortex-A76,
+// Pi 5, Neoverse N1), kNeonI8mm + int8 matrix multiply (Neoverse V1, Graviton 3; no
+// i8mm kernel yet, so its table is kNeonDot's). Names: "neon", "dotprod", "i8mm".
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDot, kNeonI8mm };
+constexpr int kIsaCount = 6;
 Isa detected_isa();       // best this CPU supports
 Isa active_isa();         // what dispatch uses now
+bool isa_supported(Isa isa);  // this CPU can run that table
 void set_isa(Isa isa);    // tests and benchmarks: force a path (CHECKs it is supported)
 const char* isa_name(Isa isa);
 
@@ -29,7 +35,7 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 //   y[b * y_stride + r] = dot(W[r], xq[b])  for b in [0, n_batch)
 // xq rows are xq_stride bytes apart. n_batch = 1 is matrix x vector.
 // Every output is summed in ggml's vec_dot order (bit-identical to vec_dot and to
-// llama.cpp's matrix x vector), except Q4_0, Q4_K and Q6_K with n_batch >= 4 on x86 SIMD:
+// llama.cpp's matrix x vector), except Q4_0, Q4_K and Q6_K with n_batch >= 4 on SIMD (x86, NEON):
 // there each output is one float, acc = fma(float(int dot of block b), dw * da, acc) for b
 // ascending (Q4_K: then acc = fma(float(min term), -(dmin * da), acc) per super-block)
 // ("lane order", as llama.cpp's repacked GEMMs; 1.5-2x faster), so such a prompt batch

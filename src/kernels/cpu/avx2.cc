@@ -46,7 +46,8 @@ inline void tile_f(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, siz
       float s = hsum(acc[r][c]);
       const E* pw = reinterpret_cast<const E*>(w + r * ws);
       const E* px = reinterpret_cast<const E*>(x + c * xs);
-      for (int64_t i = n8; i < n; ++i) s += D::one(pw + i) * D::one(px + i);
+      // fused, as GCC contracted it under -mfma; written out so NEON can do the same
+      for (int64_t i = n8; i < n; ++i) s = std::fma(D::one(pw + i), D::one(px + i), s);
       y[c * ys + r] = s;
     }
   }

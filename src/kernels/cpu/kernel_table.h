@@ -1,6 +1,7 @@
 // kernel_table.h: private to kernels/: the per-ISA function tables that dispatch.cc picks
-// from at run time. Each ISA file (avx2.cc, avx512.cc, neon.cc) fills one table; an entry
-// left null means "use the next ISA down" (avx512 -> avx2 -> scalar reference), so an ISA
+// from at run time. Each ISA file (avx2.cc, avx512.cc, neon.cc, neon_dotprod.cc) fills one
+// table; an entry left null means "use the next ISA down" (avx512 -> avx2 -> scalar
+// reference, dotprod -> neon -> scalar; i8mm has no table of its own yet), so an ISA
 // file may speed up only the pairs it cares about. No dispatch logic lives here.
 #pragma once
 #include <cstddef>
@@ -33,8 +34,9 @@ inline int slot(tensor::Type t) { return static_cast<int>(t); }
 const KernelTable& avx2_table();
 const KernelTable& avx512_table();
 #endif
-#if defined(__ARM_NEON)
-const KernelTable& neon_table();
+#if defined(__aarch64__)
+const KernelTable& neon_table();          // plain Advanced SIMD (neon.cc)
+const KernelTable& neon_dotprod_table();  // + sdot, layered over neon_table (neon_dotprod.cc)
 #endif
 
 }  // namespace kernels::cpu

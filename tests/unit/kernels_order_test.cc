@@ -1,0 +1,210 @@
+// kernels_order_test.cc: one arithmetic across architectures. The SIMD matrix x vector
+// kernels of x86 (AVX2) and AArch64 (NEON, every level) must give the same bits, so an ARM
+// node alone equals an x86 node and a mixed cluster equals one node. Both are checked here,
+// bit for bit, against one specification of that arithmetic written from the block layouts
+// (not from either kernel): per output, 8 float lanes; a block's integer dot is 8 int32
+// lanes, lane k = the products of elements 4k..4k+3 (K-quants: of each 32-element chunk,
+// times its scale; the Q6_K bias and Q4_K / Q5_K mins in the lanes noted below); lane k +=
+// fma(dw * da, float(lane k)) block by block; the horizontal sum ((l0 + l4) + (l2 + l6)) +
+// ((l1 + l5) + (l3 + l7)); then the min terms. Each architecture runs the half it has
+// (x86: avx2; ARM under qemu: neon, dotprod, i8mm). Sizes are odd block counts; batches
+// of 1 to 3 columns in vec_dot order (x86's lane-order GEMMs are another contract, see
+// kernels_test's MatmulBatchEqualsMatvecBitwise).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tensor/quants.h"
+#include "tensor/types.h"
+#include "util/fp16.h"
+
+namespace kernels {
+namespace {
+
+using tensor::Type;
+using util::fp16_to_f32;
+
+float hsum8(const float* l) {
+  const float x0 = l[0] + l[4], x1 = l[1] + l[5], x2 = l[2] + l[6], x3 = l[3] + l[7];
+  return (x0 + x2) + (x1 + x3);
+}
+
+uint16_t u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Integer weight e (0..31) of a 32-element block, and its block's d and m.
+int q32(Type t, const uint8_t* blk, int e) {
+  auto nib = [&](const uint8_t* qs) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
+  auto bit5 = [&](const uint8_t* qh) { return ((qh[e / 8] >> (e % 8)) & 1) << 4; };
+  switch (t) {
+    case Type::Q4_0: return nib(blk + 2) - 8;
+    case Type::Q4_1: return nib(blk + 4);
+    case Type::Q5_0: return (nib(blk + 6) | bit5(blk + 2)) - 16;
+    case Type::Q5_1: return nib(blk + 8) | bit5(blk + 4);
+    case Type::Q8_0: return static_cast<int8_t>(blk[2 + e]);
+    default: return 0;
+  }
+}
+
+// The 32-element types against Q8_0 / Q8_1 activations.
+float spec_q32(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  const size_t wb = tensor::traits(t).block_bytes;
+  const Type at = tensor::traits(t).vec_dot_type;
+  const size_t ab = tensor::traits(at).block_bytes, aqs = at == Type::Q8_1 ? 4 : 2;
+  const bool has_min = t == Type::Q4_1 || t == Type::Q5_1;
+  float lanes[8] = {}, m = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* blk = w + b * wb;
+    const uint8_t* a = x + b * ab;
+    const float p = fp16_to_f32(u16(blk)) * fp16_to_f32(u16(a));
+    for (int k = 0; k < 8; ++k) {
+      int s = 0;
+      for (int e = 4 * k; e < 4 * k + 4; ++e) s += q32(t, blk, e) * static_cast<int8_t>(a[aqs + e]);
+      lanes[k] = std::fma(p, float(s), lanes[k]);
+    }
+    if (has_min) m = std::fma(fp16_to_f32(u16(blk + 2)), fp16_to_f32(u16(a + 2)), m);
+  }
+  return has_min ? hsum8(lanes) + m : hsum8(lanes);
+}
+
+// The K-quants against Q8_K.
+float spec_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
+  float v[8] = {}, mm[4] = {};
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const tensor::BlockQ8_K& a = xb[b];
+    int lanes[8] = {}, mins[4] = {};
+    int q[256], scale[8][2];  // scale[j][h]: chunk j, elements 0..15 (h 0) or 16..31
+    float d, dmin = 0.0f;
+    if (t == Type::Q6_K) {
+      const auto& k = reinterpret_cast<const tensor::BlockQ6_K*>(w)[b];
+      for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, i = (e % 128) / 32, l = e % 32;
+        const uint8_t lo = k.ql[64 * h + l + 32 * (i % 2)];
+        q[e] = (i < 2 ? lo & 15 : lo >> 4) | (((k.qh[32 * h + l] >> (2 * i)) & 3) << 4);  // +32 bias in
+      }
+      for (int j = 0; j < 8; ++j) scale[j][0] = k.scales[2 * j], scale[j][1] = k.scales[2 * j + 1];
+      for (int l = 0; l < 8; ++l)  // lane l carries the bias of scales 2l, 2l + 1
+        lanes[l] -= 32 * (k.scales[2 * l] * a.bsums[2 * l] + k.scales[2 * l + 1] * a.bsums[2 * l + 1]);
+      d = fp16_to_f32(k.d) * a.d;
+    } else {
+      const bool five = t == Type::Q5_K;
+      const uint8_t* blk = w + b * tensor::traits(t).block_bytes;
+      const uint8_t* s = blk + 4;  // scales; then Q5_K's qh, then qs
+      const uint8_t* qh = s + 12;
+      const uint8_t* qs = five ? qh + 32 : s + 12;
+      int sc[8], m[8];
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        m[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        scale[j][0] = scale[j][1] = sc[j];
+      }
+      for (int e = 0; e < 256; ++e) {
+        const int j = e / 32, l = e % 32;
+        q[e] = ((j % 2) ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15) + (five ? ((qh[l] >> j) & 1) << 4 : 0);
+      }
+      for (int p = 0; p < 4; ++p)
+        mins[p] = m[2 * p] * (a.bsums[4 * p] + a.bsums[4 * p + 1]) + m[2 * p + 1] * (a.bsums[4 * p + 2] + a.bsums[4 * p + 3]);
+      d = fp16_to_f32(u16(blk)) * a.d;
+      dmin = -fp16_to_f32(u16(blk + 2)) * a.d;
+    }
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 8; ++k) {
+        int s = 0;
+        for (int e = 32 * j + 4 * k; e < 32 * j + 4 * k + 4; ++e) s += q[e] * a.qs[e];
+        lanes[k] += scale[j][k / 4] * s;
+      }
+    for (int k = 0; k < 8; ++k) v[k] = std::fma(d, float(lanes[k]), v[k]);
+    if (t == Type::Q4_K)
+      for (int p = 0; p < 4; ++p) mm[p] = std::fma(dmin, float(mins[p]), mm[p]);
+    if (t == Type::Q5_K)
+      for (int k = 0; k < 8; ++k) v[k] = std::fma(dmin, k < 4 ? float(mins[k]) : 0.0f, v[k]);
+  }
+  return t == Type::Q4_K ? hsum8(v) + ((mm[0] + mm[2]) + (mm[1] + mm[3])) : hsum8(v);
+}
+
+// The float types: lane k += w * x (fused) over elements 8i + k, the sum, then the tail
+// element by element (fused too).
+float spec_f(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  auto val = [t](const uint8_t* p, int64_t i) {
+    if (t == Type::F32) {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    const uint16_t h = u16(p + 2 * i);
+    return t == Type::F16 ? fp16_to_f32(h) : util::bf16_to_f32(h);
+  };
+  float lanes[8] = {};
+  const int64_t n8 = n & ~int64_t{7};
+  for (int64_t i = 0; i < n8; ++i) lanes[i % 8] = std::fma(val(w, i), val(x, i), lanes[i % 8]);
+  float s = hsum8(lanes);
+  for (int64_t i = n8; i < n; ++i) s = std::fma(val(w, i), val(x, i), s);
+  return s;
+}
+
+float spec(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  if (t == Type::F32 || t == Type::F16 || t == Type::BF16) return spec_f(t, n, w, x);
+  if (t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K) return spec_k(t, n, w, x);
+  return spec_q32(t, n, w, x);
+}
+
+class KernelsOrder : public ::testing::TestWithParam<Type> {};
+
+TEST_P(KernelsOrder, SimdMatmulEqualsTheOneArithmeticBitwise) {
+  const Type wt = GetParam();
+  const Type at = tensor::traits(wt).vec_dot_type;
+  const int bs = tensor::traits(wt).block_size;
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm})
+    if (isa_supported(isa)) isas.push_back(isa);
+  if (isas.empty()) GTEST_SKIP() << "no AVX2 or NEON table on this CPU";
+  const Isa saved = active_isa();
+  std::mt19937 rng(17 + static_cast<int>(wt));
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<int64_t> sizes;
+  for (int64_t blocks : {1, 3, 33}) sizes.push_back(blocks * (bs == 1 ? 32 : bs));
+  if (bs == 1) sizes.insert(sizes.end(), {7, 67, 1001});  // element tails
+  for (int64_t n : sizes) {
+    const int64_t rows = 6, cols = 3;
+    const size_t ws = tensor::row_bytes(wt, n) + 4, xs = activation_bytes(at, n) + 4;
+    std::vector<uint8_t> W(rows * ws), X(cols * xs);
+    std::vector<float> f(n);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : f) v = dist(rng) * (r + 1);
+      tensor::quantize_row(wt, f.data(), W.data() + r * ws, n);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      for (auto& v : f) v = dist(rng);
+      ref::quantize_activation(at, f.data(), X.data() + c * xs, n);
+    }
+    for (Isa isa : isas) {
+      set_isa(isa);
+      for (int64_t n_batch : {1, 2, 3}) {
+        std::vector<float> y(cols * rows, -1.0f);
+        matmul(wt, n, W.data(), ws, 0, rows, X.data(), xs, n_batch, y.data(), rows, BatchOrder::kVecDot);
+        for (int64_t c = 0; c < n_batch; ++c)
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(y[c * rows + r], spec(wt, n, W.data() + r * ws, X.data() + c * xs))
+                << tensor::type_name(wt) << " isa=" << isa_name(isa) << " n=" << n << " n_batch=" << n_batch
+                << " r=" << r << " c=" << c;
+      }
+    }
+  }
+  set_isa(saved);
+}
+
+INSTANTIATE_TEST_SUITE_P(SimdTypes, KernelsOrder,
+                         ::testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0,
+                                           Type::Q5_1, Type::Q8_0, Type::Q4_K, Type::Q5_K, Type::Q6_K),
+                         [](const auto& info) { return std::string(tensor::type_name(info.param)); });
+
+}  // namespace
+}  // namespace kernels
