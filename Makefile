@@ -18,9 +18,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
 
-.PHONY: arm64 test-arm64 demo test deps apt-deps py-deps model gemma3 vocab build build-asan build-fuzz fuzz clean
+.PHONY: arm64 test-arm64 demo test deps apt-deps py-deps model gemma3 vocab build build-demo build-asan build-fuzz fuzz clean
 
-demo: deps model build
+demo: deps model build-demo
 	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
 
 test: deps model gemma3 vocab build build-asan
@@ -84,6 +84,11 @@ test-arm64: arm64
 build:
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
+
+# The demo runs only the shardlm binary (tools/demo.sh): not the tests.
+build-demo:
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target shardlm
 
 # Under the sanitizers only the unit tests run (CMakePresets.json), so only they are built;
 # not the Vulkan tests: the asan preset leaves Vulkan off (Mesa's driver trips LeakSanitizer).

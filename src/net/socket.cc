@@ -44,7 +44,7 @@ std::string sockaddr_text(const sockaddr* sa) {
   if (sa->sa_family == AF_INET6) {
     auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
     inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-    return "[" + std::string(ip) + "]:" + std::to_string(ntohs(in6->sin6_port));
+    return std::string("[") + ip + "]:" + std::to_string(ntohs(in6->sin6_port));  // ("[" + std::string&&: GCC 12 -Wrestrict)
   }
   return "";
 }

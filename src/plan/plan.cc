@@ -36,8 +36,12 @@ std::string id_list(const std::vector<int>& ids) {
   for (size_t i = 0; i < ids.size();) {
     size_t j = i;
     while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    out += (out.empty() ? "" : ", ") + std::to_string(ids[i]);
-    if (j > i) out += "-" + std::to_string(ids[j]);
+    if (!out.empty()) out += ", ";  // (appended apart: "-" + std::string&& trips GCC 12's -Wrestrict)
+    out += std::to_string(ids[i]);
+    if (j > i) {
+      out += '-';
+      out += std::to_string(ids[j]);
+    }
     i = j + 1;
   }
   return out;

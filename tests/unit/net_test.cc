@@ -130,7 +130,7 @@ struct Pair {
 std::vector<uint8_t> raw_frame(uint16_t version, uint16_t type, uint32_t flags, uint64_t seq,
                                uint64_t len, size_t actual_payload) {
   Writer w;
-  w.put_bytes(std::span<const uint8_t>(kMagic, 4));
+  for (uint8_t c : kMagic) w.put_u8(c);  // (put_bytes here trips GCC 12's -Wstringop-overflow)
   w.put_u16(version);
   w.put_u16(type);
   w.put_u32(flags);
