@@ -46,15 +46,9 @@ class Handler {
     json head = {{"id", random_id("msg_")}, {"type", "message"}, {"role", "assistant"},
                  {"model", r.model.empty() ? o.model_name : r.model}};
     if (!r.stream) {
-      ClientWatch client(req);
+      Reply out;
       std::string text;
-      Reply out = g_.run(job, 0, [&](const std::string& t) {
-        text += t;
-        return client.still_there();
-      });
-      if (out.cancelled()) return send(res, api_error(499, "the client went away", "cancelled"));
-      if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
-      text += out.tail.content;
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
       json content = json::array();
       if (!out.reasoning.empty()) content.push_back(thinking_block(out.reasoning));
       if (!text.empty() || out.tail.calls.empty()) content.push_back({{"type", "text"}, {"text", text}});

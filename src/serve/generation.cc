@@ -118,6 +118,21 @@ std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
   return std::nullopt;
 }
 
+std::optional<ApiError> Generator::run_whole(const Job& job, const httplib::Request& req, Reply* out,
+                                            std::string* text) const {
+  ClientWatch client(req);
+  text->clear();
+  *out = run(job, 0, [&](const std::string& t) {
+    *text += t;
+    return client.still_there();
+  });
+  if (out->cancelled()) return api_error(499, "the client went away", "cancelled");
+  if (!out->out.status.ok())
+    return api_error(503, "generation failed: " + out->out.status.message(), "server_error");
+  *text += out->tail.content;
+  return std::nullopt;
+}
+
 ToolFormat Generator::template_tool_format() const {
   const ToolFormat f = tool_format(prompts_.template_source());
   return f == ToolFormat::kNone ? ToolFormat::kGeneric : f;

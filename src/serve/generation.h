@@ -58,6 +58,12 @@ class Generator {
   Reply run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting = {},
             const LogprobSink& logprobs = {}, const TextSink& reasoning = {}) const;
 
+  // Choice 0 answered in one body: *text gets the whole shown text (the sink's pieces and
+  // the tail's content), while the client is watched; a client that left (499) or a failed
+  // generation (503) is the error returned, for the caller to send in its API's shape.
+  std::optional<ApiError> run_whole(const Job& job, const httplib::Request& req, Reply* out,
+                                    std::string* text) const;
+
   // The tool format requests get: the template's own, else kGeneric (tools.h).
   ToolFormat template_tool_format() const;
 

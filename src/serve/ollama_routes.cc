@@ -90,15 +90,10 @@ class Handler {
       return j;
     };
     if (!r.stream) {
-      ClientWatch client(req);
+      Reply out;
       std::string text;
-      Reply out = g_.run(job, 0, [&](const std::string& t) {
-        text += t;
-        return client.still_there();
-      });
-      if (out.cancelled()) return send(res, api_error(499, "the client went away", "cancelled"));
-      if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
-      res.set_content(dump(done(line(text + out.tail.content, out.tail.calls, out.reasoning), out)), "application/json");
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
+      res.set_content(dump(done(line(text, out.tail.calls, out.reasoning), out)), "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");

@@ -60,15 +60,9 @@ class Handler {
     const std::string id = random_id("resp_"), msg_id = random_id("msg_"), rs_id = random_id("rs_");
     const long long created = unix_now();
     if (!r.chat.stream) {
-      ClientWatch client(req);
+      Reply out;
       std::string text;
-      Reply out = g_.run(job, 0, [&](const std::string& t) {
-        text += t;
-        return client.still_there();
-      });
-      if (out.cancelled()) return send(res, api_error(499, "the client went away", "cancelled"));
-      if (!out.out.status.ok()) return send(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
-      text += out.tail.content;
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
       Outcome oc = outcome(rs_id, out.reasoning, msg_id, text, out.tail.calls, item_ids(out.tail.calls.size()));
       json resp = response_object(r, id, created, status_of(out), oc.output, out.out.usage);
       keep(r, id, oc, resp);
