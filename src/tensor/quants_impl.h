@@ -9,6 +9,9 @@
 
 namespace tensor::detail {
 
+// ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it quantizes to zeros.
+inline constexpr float kGroupMaxEps = 1e-15f;
+
 // Round to nearest, ties to even, exactly as ggml's nearest_int (valid for |f| <= 2^22).
 inline int nearest_int(float f) {
   const float val = f + 12582912.f;  // 1.5 * 2^23: pushes the integer into the mantissa

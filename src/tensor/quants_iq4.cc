@@ -35,7 +35,6 @@ namespace {
 using util::f32_to_fp16;
 using util::fp16_to_f32;
 
-constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 constexpr int kNTry = 7;                // ggml's ntry for IQ4_NL / IQ4_XS
 
 // Index of the table value nearest x (values ascending; ggml's best_index_int8).

@@ -39,7 +39,6 @@ namespace {
 using util::f32_to_fp16;
 using util::fp16_to_f32;
 
-constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 
 }  // namespace
 

@@ -35,7 +35,6 @@ namespace {
 using util::f32_to_fp16;
 using util::fp16_to_f32;
 
-constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 
 // Packs 256 2-bit values: element 128h + 32k + l at bits 2k of qs[32h + l].
 void pack_2bit(const uint8_t* L, uint8_t* qs) {
