@@ -63,7 +63,7 @@ Stat stat(const std::vector<double>& v) {
 
 }  // namespace
 
-Runner add_bench(CLI::App& app) {
+Command add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "measure prompt and decode speed");
   auto o = std::make_shared<RunOptions>();
   auto n_prompt = std::make_shared<int>(64);
@@ -82,7 +82,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_flag("--json", *json, "print one JSON object");
   cmd->add_option("--parallel", *parallel, "sequences decoding together (tg: tokens/s of all of them)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  return [=]() {
+  return Command([=]() {
     auto m = model::load_model(o->model);
     if (!m) return fail(m.error());
     const model::Config& cfg = (*m)->config;
@@ -196,7 +196,7 @@ Runner add_bench(CLI::App& app) {
                     100.0 * gbs / bw);
     }
     return 0;
-  };
+  }, o, co);
 }
 
 }  // namespace cli

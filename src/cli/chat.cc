@@ -85,7 +85,7 @@ const char kHelp[] =
 
 }  // namespace
 
-Runner add_chat(CLI::App& app) {
+Command add_chat(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal");
   auto o = std::make_shared<RunOptions>();
   auto co = std::make_shared<ClusterCliOptions>();
@@ -101,7 +101,7 @@ Runner add_chat(CLI::App& app) {
   cmd->add_option("--system", *system, "system message");
   cmd->add_option("-n,--n-predict", *n_predict, "most tokens per reply")->capture_default_str()->check(CLI::PositiveNumber);
   add_sampler_options(cmd, s.get());
-  return [=]() {
+  return Command([=]() {
     Backend b;
     if (std::string e = open_backend(*o, *co, *so, *tmpl, &b); !e.empty()) return fail(e);
     const bool tty = isatty(0);
@@ -174,7 +174,7 @@ Runner add_chat(CLI::App& app) {
     }
     if (tty) std::fputc('\n', stderr);
     return 0;
-  };
+  }, o, co);
 }
 
 }  // namespace cli

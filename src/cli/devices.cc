@@ -34,7 +34,7 @@ void print_vulkan() {
 
 }  // namespace
 
-Runner add_devices(CLI::App& app) {
+Command add_devices(CLI::App& app) {
   app.add_subcommand("devices", "list the CPU and the Vulkan devices this machine can compute on");
   return []() {
     // The table in use (SHARDLM_ISA may pick a lower one than the best the CPU has).

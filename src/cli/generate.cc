@@ -54,7 +54,7 @@ static void print_spec_stats(const runtime::JobEnd& e) {
                e.rounds ? double(e.generated - 1) / e.rounds : 0.0, e.rounds);
 }
 
-Runner add_generate(CLI::App& app) {
+Command add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   auto o = std::make_shared<RunOptions>();
   auto co = std::make_shared<ClusterCliOptions>();
@@ -73,10 +73,10 @@ Runner add_generate(CLI::App& app) {
   auto gbnf_file = std::make_shared<std::string>();
   auto schema = std::make_shared<std::string>();
   cmd->add_option("--grammar", *gbnf, "constrain the text to this GBNF grammar (start rule 'root')");
-  cmd->add_option("--grammar-file", *gbnf_file, "the same, from a file")->check(CLI::ExistingFile);
+  cmd->add_option("--grammar-file", *gbnf_file, "the same, from a file")->check(root_file());
   cmd->add_option("-j,--json-schema", *schema, "constrain the text to JSON valid under this schema (JSON text)");
   add_sampler_options(cmd, s.get());
-  return [=]() {
+  return Command([=]() {
     if (int(!gbnf->empty()) + int(!gbnf_file->empty()) + int(!schema->empty()) > 1)
       return fail("give one of --grammar, --grammar-file and --json-schema");
     std::shared_ptr<const grammar::Grammar> constraint;
@@ -170,7 +170,7 @@ Runner add_generate(CLI::App& app) {
       if (spec.spec.on()) print_spec_stats(end);
     }
     return 0;
-  };
+  }, o, co);
 }
 
 }  // namespace cli

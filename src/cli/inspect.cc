@@ -8,7 +8,7 @@
 
 namespace cli {
 
-Runner add_inspect(CLI::App& app) {
+Command add_inspect(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "print a GGUF file's metadata and tensor table");
   auto path = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);

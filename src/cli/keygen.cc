@@ -9,7 +9,7 @@
 
 namespace cli {
 
-Runner add_keygen(CLI::App& app) {
+Command add_keygen(CLI::App& app) {
   auto* cmd = app.add_subcommand("keygen", "make a random cluster key for --cluster-key-file / $SHARDLM_CLUSTER_KEY");
   auto out = std::make_shared<std::string>();
   auto force = std::make_shared<bool>(false);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #ifndef SHARDLM_VERSION
 #define SHARDLM_VERSION "dev"
@@ -19,10 +20,10 @@ int main(int argc, char** argv) {
   CLI::App app{"shardlm: run large language models across several ordinary computers"};
   app.set_version_flag("--version", std::string("shardlm ") + SHARDLM_VERSION);
   app.require_subcommand(1);
-  std::map<CLI::App*, cli::Runner> runners;
-  auto add = [&](cli::Runner (*fn)(CLI::App&)) {
-    cli::Runner r = fn(app);
-    runners[app.get_subcommands({}).back()] = std::move(r);
+  std::map<CLI::App*, cli::Command> commands;
+  auto add = [&](cli::Command (*fn)(CLI::App&)) {
+    cli::Command c = fn(app);
+    commands.emplace(app.get_subcommands({}).back(), std::move(c));
   };
   add(cli::add_generate);
   add(cli::add_inspect);
@@ -36,17 +37,17 @@ int main(int argc, char** argv) {
   add(cli::add_perplexity);
   add(cli::add_keygen);
   add(cli::add_devices);
-  const cli::Runner parse_and_run = [&]() -> int {
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e);
-    }
-    for (auto& [sub, run] : runners)
-      if (sub->parsed()) return run();
-    return cli::fail("no subcommand given; run `shardlm --help`");
-  };
-  // Every rank of an MPI job runs this command line; rank 0 parses and runs it (cli/mpi.cc).
-  if (cli::wants_mpi(argc, argv)) return cli::run_mpi(argc, argv, parse_and_run);
-  return parse_and_run();
+  // Every rank of an MPI job parses the same command line (files only the root opens are
+  // checked on rank 0 alone: cli::root_file).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, command] : commands) {
+    if (!sub->parsed()) continue;
+    if (command.cluster && command.cluster->transport == "mpi") return cli::run_mpi(command);
+    return command.run();
+  }
+  return cli::fail("no subcommand given; run `shardlm --help`");
 }

@@ -9,7 +9,7 @@
 
 namespace cli {
 
-Runner add_make_model(CLI::App& app) {
+Command add_make_model(CLI::App& app) {
   auto* cmd = app.add_subcommand("make-model", "write a random-weight model of a named shape");
   auto shape = std::make_shared<std::string>("toy");
   auto type_name = std::make_shared<std::string>("Q4_0");

@@ -28,7 +28,7 @@
 
 namespace cli {
 
-Runner add_perplexity(CLI::App& app) {
+Command add_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file (llama.cpp's method)");
   auto o = std::make_shared<RunOptions>();
   o->batch = 512;
@@ -37,9 +37,9 @@ Runner add_perplexity(CLI::App& app) {
   auto chunks = std::make_shared<int>(-1);
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
-  cmd->add_option("-f,--file", *file, "text file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-f,--file", *file, "text file")->required()->check(root_file());
   cmd->add_option("--chunks", *chunks, "score only the first N chunks (-1: all)")->capture_default_str();
-  return [=]() {
+  return Command([=]() {
     auto m = model::load_model(o->model);
     if (!m) return fail(m.error());
     auto tok = tokenizer::Tokenizer::from_gguf(*(*m)->file);
@@ -126,7 +126,7 @@ Runner add_perplexity(CLI::App& app) {
     std::fprintf(stderr, "perplexity: %ld tokens scored in %.1f s (%.1f tokens/s evaluated)\n", count,
                  t_all.seconds(), double(n_chunk) * n_ctx / t_all.seconds());
     return 0;
-  };
+  }, o, co);
 }
 
 }  // namespace cli

@@ -96,7 +96,7 @@ int run_plan(const PlanOptions& o) {
 
 }  // namespace
 
-Runner add_plan(CLI::App& app) {
+Command add_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "show how a model is cut over N nodes and its cost per token");
   auto o = std::make_shared<PlanOptions>();
   cmd->add_option("-m,--model", o->model_path, "GGUF model (only metadata and tensor types are read)");

@@ -4,13 +4,14 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "gguf/gguf.h"
 #include "model/requantize.h"
 #include "util/timer.h"
 
 namespace cli {
 
-Runner add_quantize(CLI::App& app) {
+Command add_quantize(CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "rewrite a GGUF model's weight matrices in another type");
   auto in = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
@@ -20,7 +21,7 @@ Runner add_quantize(CLI::App& app) {
   cmd->add_option("input", *in, "input GGUF")->required()->check(CLI::ExistingFile);
   cmd->add_option("output", *out, "output GGUF")->required();
   cmd->add_option("type", *type_name, kTypes)->required();
-  cmd->add_option("-t,--threads", *threads, "threads")->check(CLI::Range(1, 512));
+  add_threads_option(cmd, threads.get());
   return [=]() {
     auto type = tensor::type_from_name(*type_name);
     if (!type || *type == tensor::Type::Q8_1 || *type == tensor::Type::Q8_K)

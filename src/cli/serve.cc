@@ -15,7 +15,7 @@
 
 namespace cli {
 
-Runner add_serve(CLI::App& app) {
+Command add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web chat page");
   auto o = std::make_shared<RunOptions>();
   auto co = std::make_shared<ClusterCliOptions>();
@@ -58,7 +58,7 @@ Runner add_serve(CLI::App& app) {
                   "responses of /v1/responses kept for previous_response_id (least recently used dropped; 0: none)")
       ->capture_default_str()->check(CLI::Range(size_t(0), size_t(1) << 20));
   add_sampler_options(cmd, &so->defaults);
-  return [=]() {
+  return Command([=]() {
     if (so->api_key.empty())
       if (const char* k = std::getenv("SHARDLM_API_KEY")) so->api_key = k;
     if (so->api_key.empty() && !net::is_loopback_host(so->host))
@@ -85,7 +85,7 @@ Runner add_serve(CLI::App& app) {
     });
     if (!st.ok()) return fail(st.message());
     return 0;
-  };
+  }, o, co);
 }
 
 }  // namespace cli

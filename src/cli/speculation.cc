@@ -36,7 +36,7 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions* o) {
   cmd->add_option("--draft-model", o->draft_model,
                   "speculative decoding: a small GGUF model with the same vocabulary guesses the next tokens on "
                   "the root; the output is unchanged")
-      ->check(CLI::ExistingFile);
+      ->check(root_file());
   cmd->add_option("--draft-max", o->draft_max, "guesses per step from --draft-model at most")
       ->check([](const std::string& v) { return guesses(v, ""); })
       ->capture_default_str();

@@ -18,28 +18,17 @@
 
 namespace cli {
 
-Runner add_worker(CLI::App& app) {
+Command add_worker(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "serve a root's sessions: receive a slice of the model and compute it");
   auto o = std::make_shared<runtime::WorkerOptions>();
   o->threads = std::max(1u, std::thread::hardware_concurrency());
   cmd->add_option("--port", o->port, "TCP port (0: pick a free one)")->required();
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 512));
+  add_threads_option(cmd, &o->threads);
   auto device = std::make_shared<std::string>("cpu");
   add_device_option(cmd, device.get());
-  auto key_file = std::make_shared<std::string>();
-  auto insecure = std::make_shared<bool>(false);
-  auto encryption = std::make_shared<std::string>("on");
-  cmd->add_option("--cluster-key", o->cluster_key,
-                  "shared secret; the root must give the same (visible in ps: prefer --cluster-key-file or "
-                  "$SHARDLM_CLUSTER_KEY)");
-  cmd->add_option("--cluster-key-file", *key_file, "read the cluster key from this file (`shardlm keygen --out FILE`)")
-      ->check(CLI::ExistingFile);
-  cmd->add_flag("--insecure", *insecure,
-                "listen beyond loopback without a cluster key (anyone who reaches the port can use the worker)");
-  cmd->add_option("--link-encryption", *encryption,
-                  "on: encrypt and authenticate every frame when keyed (default); off needs --insecure")
-      ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+  auto keys = std::make_shared<KeyFlags>();
+  add_key_options(cmd, keys.get(), Side::kWorker);
   cmd->add_option("-m,--model", o->model_path, "slice this GGUF locally instead of receiving weights")
       ->check(CLI::ExistingFile);
   cmd->add_option("--sessions", o->max_sessions, "exit after this many sessions (default: serve forever)");
@@ -47,17 +36,14 @@ Runner add_worker(CLI::App& app) {
       ->capture_default_str();
   return [=]() {
     o->software_version = SHARDLM_VERSION;
-    if (std::string e = device_factory(*device, &o->backend); !e.empty()) return fail(e);
-    auto dev = device_name(*device);
-    if (!dev) return fail(dev.error());
-    std::fprintf(stderr, "worker: device %s\n", dev->c_str());
-    if (*dev != "cpu") o->device = *dev;
+    if (std::string e = worker_device(*device, o.get()); !e.empty()) return fail(e);
+    std::fprintf(stderr, "worker: device %s\n", o->device.empty() ? "cpu" : o->device.c_str());
     std::vector<std::string> warnings;
-    auto key = net::resolve_cluster_key(o->cluster_key, *key_file, &warnings);
+    auto key = net::resolve_cluster_key(keys->key, keys->key_file, &warnings);
     if (!key) return fail(key.error());
     o->cluster_key = *key;
-    o->link_encryption = *encryption == "on";
-    if (util::Status st = net::check_worker_security(o->host == "0.0.0.0" ? "" : o->host, o->cluster_key, *insecure,
+    o->link_encryption = keys->encryption == "on";
+    if (util::Status st = net::check_worker_security(o->host == "0.0.0.0" ? "" : o->host, o->cluster_key, keys->insecure,
                                                      o->link_encryption, &warnings);
         !st.ok())
       return fail(st.message());

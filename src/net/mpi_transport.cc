@@ -33,6 +33,12 @@ bool mpi_launched() {
   return false;
 }
 
+int mpi_env_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r);
+  return -1;
+}
+
 #if !SHARDLM_MPI
 
 bool mpi_built() { return false; }

@@ -33,6 +33,9 @@ namespace net {
 bool mpi_built();
 // Whether the environment says this process was started by mpirun or srun.
 bool mpi_launched();
+// This process's rank as mpirun or srun's environment gives it (before MPI is started);
+// -1 when not started by them.
+int mpi_env_rank();
 
 struct MpiOptions {
   std::string cluster_key;                 // empty: none (must then be empty on every rank)

@@ -6,6 +6,8 @@
     f32 all-gather (a sum of two floats is the same in either order);
   * `serve` under mpirun -np 3 answers the openai client with one node's greedy text, and
     when a worker rank is killed the job ends (mpirun exits non-zero, naming the rank);
+  * every rank parses the same command line: a worker rank whose -m names no file still
+    runs (the file is the root's), and a worker rank honours --device (vulkan:9 fails clearly);
   * bad input: --transport mpi without mpirun, on one rank, ranks with different cluster
     keys (MPMD), --allreduce mpi over TCP: each a clear message, no hang.
 OpenMPI refuses root without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), which is set here."""
@@ -60,6 +62,13 @@ def main():
     r = mpi_generate(3, ["--sync-type", "exact", "--model-local"])
     check(r.returncode == 0 and r.stdout == want and "received slice" not in r.stderr,
           "mpirun -np 3 --model-local: one node's text, no slice streamed (rc %d) %s" % (r.returncode, tail(r)))
+    # Every rank parses the same command line; a root-only file (-m without --model-local) is
+    # not looked for on a worker rank, which receives its slice.
+    nowhere = [a if a != MODEL else "/nonexistent/model.gguf" for a in gen_args(["--transport", "mpi"])]
+    r = run(MPIRUN + ["-np", "1"] + gen_args(["--transport", "mpi", "--sync-type", "exact"]) + [":", "-np", "1"] +
+            nowhere + ["--sync-type", "exact"])
+    check(r.returncode == 0 and r.stdout == want,
+          "a worker rank whose -m names no file still runs (rc %d) %s" % (r.returncode, tail(r)))
 
     mine = mpi_generate(2, ["--sync-type", "f32", "--allreduce", "all-gather"])
     theirs = mpi_generate(2, ["--sync-type", "f32", "--allreduce", "mpi"])
@@ -130,6 +139,10 @@ def main():
             gen_args(["--transport", "mpi"]), timeout=60)
     check(r.returncode != 0 and "without a cluster key" in r.stderr,
           "a rank without the key: refused: %r" % r.stderr.strip()[-400:])
+    r = run(MPIRUN + ["-np", "1"] + gen_args(["--transport", "mpi"]) + [":", "-np", "1"] +
+            gen_args(["--transport", "mpi", "--device", "vulkan:9"]), timeout=60)
+    check(r.returncode != 0 and "vulkan" in r.stderr.lower(),
+          "a worker rank given --device vulkan:9 honours it and fails clearly: %r" % r.stderr.strip()[-400:])
     r = run(gen_args(["--sync-type", "f32", "--allreduce", "mpi"]), timeout=30)
     check(r.returncode != 0 and "--transport mpi" in r.stderr, "--allreduce mpi over TCP: refused: %r" %
           r.stderr.strip()[-300:])
