@@ -167,8 +167,8 @@ const KernelTable& avx2_table() {
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_fused<FusedQ6K, MaddScale>);
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_q<DecIQ4_NL>);
     set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_q<DecMXFP4>);
-    set(Type::Q2_K, vec_dot_k<DecQ2_K>, matmul_k<DecQ2_K>);
-    set(Type::Q3_K, vec_dot_k<DecQ3_K>, matmul_k<DecQ3_K>);
+    set(Type::Q2_K, vec_dot_fused<FusedQ2K, MaddScale>, matmul_fused<FusedQ2K, MaddScale>);
+    set(Type::Q3_K, vec_dot_fused<FusedQ3K, MaddScale>, matmul_fused<FusedQ3K, MaddScale>);
     set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_k<DecIQ4_XS>);
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;

@@ -6,7 +6,7 @@
 // decodes and consumes on the fly. Prompt batches of Q4_K
 // and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
-// Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h.
+// Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h (Q2_K and Q3_K also fused there).
 #pragma once
 #include <algorithm>
 #include <vector>

@@ -9,6 +9,8 @@
 //     Q2_K: unsigned 2-bit quants, 4-bit scales per 16, mins through the 16 bsums;
 //     Q3_K: 3-bit quants + 4 (0..7), 6-bit signed scales per 16, the bias as Q6_K's;
 //     IQ4_XS: signed codebook values, one 6-bit scale per 32.
+//   Q2_K, Q3_K matrix x vector: fused (FusedQ2K, FusedQ3K for matmul_fused, as Q4_K /
+//     Q6_K): the same int32 lanes and float steps as the DecodedK dots, no DecodedK.
 // Integer sums are exact, so results differ from kernels::ref only in float summation
 // order (the kernels tests' 1e-5 relative bound). Deliberately no lane-order GEMM for these
 // types (prompt batches go through gemm_q / matmul_k in vec_dot order).
@@ -80,6 +82,19 @@ struct DecQ2_K {
   }
 };
 
+// Q3_K's 16 sub-block scales (ggml's 6-bit unpacking, minus 32) as int8 lanes 0..15, in a
+// register (a 16-byte reload of four word stores would stall store forwarding).
+inline __m128i q3_k_scales(const uint8_t* scales) {
+  uint32_t aux[4];
+  std::memcpy(aux, scales, 12);
+  const uint32_t tmp = aux[2], km1 = 0x03030303, km2 = 0x0f0f0f0f;
+  aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+  aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+  aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
+  aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
+  return _mm_sub_epi8(_mm_set_epi32(int(aux[3]), int(aux[2]), int(aux[1]), int(aux[0])), _mm_set1_epi8(32));
+}
+
 // Q3_K: element 128n + 32j + l has low bits (qs[32n + l] >> 2j) & 3 and, unless bit 4n + j
 // of hmask[l] is set, -4: stored here as q + 4 = low | hbit << 2 (0..7), the -4 taken off
 // through the bsums (as Q6_K's +32). Sub-block scales: ggml's 6-bit unpacking, minus 32.
@@ -96,15 +111,7 @@ struct DecQ3_K {
         k.q[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3), _mm256_slli_epi16(h, 2));
       }
     }
-    uint32_t aux[4];
-    std::memcpy(aux, b.scales, 12);
-    const uint32_t tmp = aux[2], km1 = 0x03030303, km2 = 0x0f0f0f0f;
-    aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
-    aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
-    aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
-    aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
-    // In a register (a 16-byte reload of the four word stores would stall store forwarding).
-    const __m128i v = _mm_sub_epi8(_mm_set_epi32(int(aux[3]), int(aux[2]), int(aux[1]), int(aux[0])), _mm_set1_epi8(32));
+    const __m128i v = q3_k_scales(b.scales);
     alignas(16) int8_t sc[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(sc), v);
     for (int j = 0; j < 8; ++j) k.scale[j] = scale_pair(sc[2 * j], sc[2 * j + 1]);
@@ -142,6 +149,78 @@ struct DecIQ4_XS {
       sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], p16));
     }
     s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
+  }
+};
+
+// ---- Q2_K and Q3_K matrix x vector: fused ---------------------------------------------
+// As FusedQ4K / FusedQ6K (avx2_kquants.h): the scales of chunk c (sub-blocks 2c, 2c+1)
+// picked from one int16 vector by a byte shuffle, the quants unpacked and consumed in
+// registers, no DecodedK. Every int32 lane gets the same integers as DecQ2_K::dot /
+// DecQ3_K::dot (lane l: bytes 4l..4l+3 of each chunk times its scale; the min / bias
+// term lane l from bsums 2l, 2l+1), and the float operations are theirs in their order,
+// so matrix x vector equals matmul_k's batches to the bit.
+
+// Quants of chunk 4n + j (j = 0..3) from the 32 bytes of qs half n: (bits >> 2j) & 3.
+inline __m256i q2_bits(__m256i bits, int j) { return _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), _mm256_set1_epi8(3)); }
+
+// scale * p16 of chunk 4n + j (j = 0..3) into one of two int32 accumulators, halves[n]
+// holding the int16 scales 8n..8n+7 in both 128-bit lanes.
+template <class Scale>
+inline void fused_chunk(const __m256i* halves, int n, int j, __m256i q, const BlockQ8_K& a, __m256i* sum) {
+  const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * n + 32 * j));
+  const __m256i scale = _mm256_shuffle_epi8(halves[n], scale_shuffle(2 * j, 2 * j + 1));
+  sum[j % 2] = Scale::acc(sum[j % 2], scale, _mm256_maddubs_epi16(q, qa));
+}
+
+inline void scale_halves(__m256i sc16, __m256i* halves) {
+  const __m128i lo = _mm256_castsi256_si128(sc16), hi = _mm256_extracti128_si256(sc16, 1);
+  halves[0] = _mm256_set_m128i(lo, lo);
+  halves[1] = _mm256_set_m128i(hi, hi);
+}
+
+struct FusedQ2K {
+  using W = BlockQ2_K;
+  using D = DecQ2_K;
+  template <class Scale>
+  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i m15 = _mm_set1_epi8(15);
+    const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m15)), load_bsums(a));
+    __m256i halves[2];
+    scale_halves(_mm256_cvtepu8_epi16(_mm_and_si128(sc, m15)), halves);
+    __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int n = 0; n < 2; ++n) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
+      for (int j = 0; j < 4; ++j) fused_chunk<Scale>(halves, n, j, q2_bits(bits, j), a, sum);
+    }
+    const __m256i sumi = _mm256_add_epi32(sum[0], sum[1]);
+    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
+    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(-fp16(b.dmin) * a.d), _mm256_cvtepi32_ps(mins), acc.v);
+  }
+};
+
+struct FusedQ3K {
+  using W = BlockQ3_K;
+  using D = DecQ3_K;
+  template <class Scale>
+  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b.scales));
+    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load_bsums(a)), 2);  // 4 * sum sc_s bsums_s
+    __m256i halves[2];
+    scale_halves(sc16, halves);
+    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    const __m256i m4 = _mm256_set1_epi8(4);
+    __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int n = 0; n < 2; ++n) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * n + j;  // bit c of hmask[l], moved to bit 2 (within each byte)
+        const __m256i h = c < 2 ? _mm256_slli_epi16(hbits, 2 - c) : _mm256_srli_epi16(hbits, c - 2);
+        fused_chunk<Scale>(halves, n, j, _mm256_or_si256(q2_bits(bits, j), _mm256_and_si256(h, m4)), a, sum);
+      }
+    }
+    const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(sum[0], sum[1]), bias);
+    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
   }
 };
 
