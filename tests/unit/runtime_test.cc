@@ -370,6 +370,48 @@ TEST(Slicer, ColumnSliceCopiesBlocksOrReencodes) {
   EXPECT_EQ(storage.size(), 2u);
 }
 
+// Issue 28's types: a slice on the type's blocks (256 for Q2_K, Q3_K, IQ4_XS; 32 for IQ4_NL,
+// MXFP4) copies them; one that cuts a block but keeps 32s is re-encoded to Q8_0 from the
+// dequantized row, anything else to F16.
+TEST(Slicer, LowBitColumnSlicesCopyOrReencode) {
+  using tensor::Type;
+  constexpr int kCols = 512, kRows = 3;
+  std::vector<float> src(kRows * kCols);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (auto& v : src) v = nd(rng);
+  for (Type t : {Type::Q2_K, Type::Q3_K, Type::IQ4_XS, Type::IQ4_NL, Type::MXFP4}) {
+    SCOPED_TRACE(tensor::type_name(t));
+    const size_t rb = tensor::row_bytes(t, kCols);
+    std::vector<uint8_t> q(kRows * rb);
+    for (int r = 0; r < kRows; ++r) tensor::quantize_row(t, &src[r * kCols], q.data() + r * rb, kCols);
+    model::Matrix m{t, kCols, kRows, rb, q.data()};
+    const bool k256 = tensor::traits(t).block_size == 256;
+    struct Cut { int c0, c1; Type want; };
+    const Cut cuts[] = {{256, 512, t}, {32, 288, k256 ? Type::Q8_0 : t}, {0, 48, Type::F16}, {96, 160, k256 ? Type::Q8_0 : t}};
+    for (const Cut& c : cuts) {
+      std::vector<std::shared_ptr<const std::vector<uint8_t>>> storage;
+      const model::Matrix s = runtime::slice_columns(m, c.c0, c.c1, &storage);
+      ASSERT_EQ(s.type, c.want) << c.c0 << ".." << c.c1;
+      ASSERT_EQ(s.cols, c.c1 - c.c0);
+      std::vector<float> full(kCols), part(c.c1 - c.c0), want(c.c1 - c.c0);
+      std::vector<uint8_t> enc(tensor::row_bytes(c.want, c.c1 - c.c0));
+      for (int r = 0; r < kRows; ++r) {
+        tensor::dequantize_row(t, m.row(r), full.data(), kCols);
+        tensor::dequantize_row(s.type, s.row(r), part.data(), s.cols);
+        if (c.want == t) {  // the blocks themselves
+          for (int i = 0; i < s.cols; ++i) ASSERT_EQ(part[i], full[c.c0 + i]) << "row " << r << " col " << c.c0 + i;
+          continue;
+        }
+        // re-encoded from the source's values
+        tensor::quantize_row(c.want, full.data() + c.c0, enc.data(), s.cols);
+        tensor::dequantize_row(c.want, enc.data(), want.data(), s.cols);
+        for (int i = 0; i < s.cols; ++i) ASSERT_EQ(part[i], want[i]) << "row " << r << " col " << c.c0 + i;
+      }
+    }
+  }
+}
+
 // --- distributed sampling -------------------------------------------------------------
 
 std::vector<float> random_logits(int n, uint64_t seed) {
