@@ -2,7 +2,8 @@
 """Makes tests/data/golden_synthetic.json: llama.cpp's logits for architectures we have no
 real model of (qwen2: QKV bias + NEOX rope; qwen3: per-head Q/K norm; gemma3 with a window of 8
 positions; llama with Llama 3.1
-rope_freqs; qwen3moe with 8 of 32 and 2 of 8 experts and an F32 router), on random-weight models written by `shardlm make-model` (so llama.cpp loading
+rope_freqs; qwen3moe with 8 of 32 and 2 of 8 experts and an F32 router; qwen3 with YaRN rope scaling;
+gpt-oss with sinks, biases, a window of 8 on alternate layers, 4 of 16 MXFP4 experts and YaRN), on random-weight models written by `shardlm make-model` (so llama.cpp loading
 them also checks our writer). Teacher-forced: 16 fixed token ids, one per llama_decode,
 weight repacking off, every position's full logits recorded.
 
@@ -18,7 +19,7 @@ import subprocess
 import numpy as np
 
 MODELS = [("toy-qwen2", "Q8_0"), ("toy-qwen3", "Q4_K"), ("toy-llama31", "Q4_0"), ("toy-gemma3", "Q8_0"),
-          ("toy-qwen3moe", "Q8_0"), ("toy-qwen3moe-e8", "Q4_0")]
+          ("toy-qwen3moe", "Q8_0"), ("toy-qwen3moe-e8", "Q4_0"), ("toy-qwen3-yarn", "Q8_0"), ("toy-gpt-oss", "Q8_0")]
 TOKENS = [5, 100, 37, 200, 300, 7, 8, 9, 400, 11, 12, 13, 14, 15, 16, 17]
 SEED = 1
 

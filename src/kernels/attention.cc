@@ -204,6 +204,17 @@ __attribute__((noinline)) void fold_chunk(float* M, float* L, float* A, float m,
   *M = mx;
 }
 
+// The factor that turns a row's folded state (max M, sum L, unnormalised acc) into its
+// output: 1 / L, or with an attention sink s, exp(M - mx) / (L exp(M - mx) + exp(s - mx)),
+// mx = max(M, s) (the sink joins the denominator only). 0 when the row saw no key.
+float normaliser(float M, float L, const float* sink) {
+  if (L == 0.0f) return 0.0f;
+  if (!sink) return 1.0f / L;
+  const float mx = std::max(M, *sink);
+  const float w = std::exp(M - mx);
+  return w / (L * w + std::exp(*sink - mx));
+}
+
 // Per-thread buffers, kept between calls so a decode step allocates nothing.
 struct Scratch {
   std::vector<uint8_t> q;  // [rows][q_row_bytes] prepared queries
@@ -301,7 +312,7 @@ void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* 
   for (int r = 0; r < R; ++r) {
     const float* ar = &sc.tacc[size_t(r) * hd];
     float* o = a.out + size_t(t0 + r / G) * a.out_stride + size_t(heads[r % G]) * hd;
-    const float inv = sc.tl[r] == 0.0f ? 0.0f : 1.0f / sc.tl[r];
+    const float inv = normaliser(sc.tm[r], sc.tl[r], a.sinks ? &a.sinks[heads[r % G]] : nullptr);
     for (int i = 0; i < hd; ++i) o[i] = ar[i] * inv;
   }
 }
@@ -363,7 +374,8 @@ void attention_ref(const AttentionArgs& a) {
         s[j] = dot_scalar(f, q.data(), kv.k + size_t(j) * kv.row_bytes, hd) * a.scale;
         mx = std::max(mx, s[j]);
       }
-      float sum = 0.0f;
+      if (a.sinks) mx = std::max(mx, a.sinks[h]);
+      float sum = a.sinks ? std::exp(a.sinks[h] - mx) : 0.0f;
       for (int j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
       float* o = a.out + size_t(t) * a.out_stride + size_t(h) * hd;
       std::fill(o, o + hd, 0.0f);
@@ -485,7 +497,7 @@ void flash_decode(const AttentionArgs& a, util::ThreadPool& pool) {
         fold_chunk(&m, &l, acc.data(), pc[0], pc[1], pc + 2, hd);
       }
       float* o = a.out + size_t(h) * hd;
-      const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+      const float inv = normaliser(m, l, a.sinks ? &a.sinks[h] : nullptr);
       for (int i = 0; i < hd; ++i) o[i] = acc[i] * inv;
     }
   });

@@ -42,6 +42,8 @@ struct AttentionArgs {
   float* out;           // out[t * out_stride + h * head_dim + i]
   size_t out_stride;
   const KvHeadView* kv;  // [n_kv_heads], all of one format
+  // gpt-oss: one logit per local query head joining each softmax's denominator (nullptr: none).
+  const float* sinks = nullptr;
 };
 
 // Naive causal attention: query t attends to positions 0 .. pos0 + t. Single thread.

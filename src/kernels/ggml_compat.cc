@@ -5,6 +5,7 @@
 // tree). Each op has an AVX2 version (target attributes, chosen at run time) and a scalar
 // one that performs the same IEEE operations with std::fma. Not here: anything that is
 // already exact regardless of order (rmsnorm, rope, adds live in ops.cc).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -206,9 +207,19 @@ void geglu(float* out, const float* gate, const float* up, int64_t n) {
   }
 }
 
-void softmax(float* x, int64_t n) {
+void swiglu_oai(float* out, const float* gate, const float* up, int64_t n, float alpha, float limit) {
+  for (int64_t k = 0; k < n; ++k) {
+    const float x = std::min(gate[k], limit);
+    const float y = std::clamp(up[k], -limit, limit);
+    const float glu = x / (1.f + std::exp(alpha * (-x)));
+    out[k] = glu * (y + 1.f);
+  }
+}
+
+void softmax(float* x, int64_t n, const float* sink) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+  if (sink) max = std::max(max, *sink);  // as ggml: the sink corrects the max
   double sum = 0.0;
   int64_t i = 0;
 #if defined(__x86_64__)
@@ -227,6 +238,7 @@ void softmax(float* x, int64_t n) {
     x[i] = std::exp(x[i] - max);
     sum += static_cast<double>(x[i]);
   }
+  if (sink) sum += static_cast<double>(std::exp(*sink - max));
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j) x[j] *= inv;
 }

@@ -65,14 +65,19 @@ void quantize_activation(tensor::Type t, const float* x, void* out, int64_t n);
 void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
 // silu(gate) * up, elementwise, with ggml's vector exp (ggml_compat.cc)
 void swiglu(float* out, const float* gate, const float* up, int64_t n);
+// gpt-oss's clamped SwiGLU, as ggml's swiglu_oai: g = min(gate, limit), u = clamp(up, -limit,
+// limit), out = g / (1 + exp(-alpha g)) * (u + 1) (libm expf, scalar as ggml's CPU op)
+void swiglu_oai(float* out, const float* gate, const float* up, int64_t n, float alpha, float limit);
 // gelu(gate) * up, elementwise, as ggml's CPU GeGLU: gelu (tanh form) read from a table of
 // its F16-rounded values at the F16-rounded input, x * up above 10, 0 below -10
 void geglu(float* out, const float* gate, const float* up, int64_t n);
 // ggml_gelu_f32: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))), no table
 float gelu(float x);
 void add(float* out, const float* a, const float* b, int64_t n);
-// In-place softmax of x[0..n), summed as ggml does (8-lane groups in double)
-void softmax(float* x, int64_t n);
+// In-place softmax of x[0..n), summed as ggml does (8-lane groups in double). sink (gpt-oss's
+// attention sinks): one more logit joining the max and the denominator but not the output,
+// as ggml_soft_max_ext with sinks (its exp added to the double sum last, libm expf).
+void softmax(float* x, int64_t n, const float* sink = nullptr);
 // log(sum(exp(x[i]))) over x[0..n), with ggml's vector exp (fast; -inf when n == 0)
 float log_sum_exp(const float* x, int64_t n);
 // ggml_v_expf for one value (bit-exact with ggml's AVX2 exp)
@@ -90,6 +95,15 @@ void weighted_sum_f16(const uint16_t* v, size_t stride, const uint16_t* p, int64
 // (x[i], x[i + n_rot/2]) for neox; dimensions past n_rot are left alone.
 void rope_cache(float* cache, int64_t pos, int n_rot, float freq_base, float freq_scale,
                 const float* freq_factors);
+// YaRN (ggml_rope_ext with ext_factor != 0): ggml's rope_yarn per pair, the interpolated and
+// extrapolated angles mixed by the ramp over corr_dims, cos and sin times mscale (attn_factor
+// times 1 + 0.1 ln(1 / freq_scale)). ext_factor 0 and attn_factor 1 give rope_cache.
+struct Yarn {
+  float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+  int n_ctx_orig = 0;
+};
+void rope_cache_yarn(float* cache, int64_t pos, int n_rot, float freq_base, float freq_scale,
+                     const float* freq_factors, const Yarn& y);
 void rope_apply(float* x, const float* cache, int n_rot, bool neox);
 
 }  // namespace kernels

@@ -52,6 +52,8 @@ class Backend {
   virtual void glu(Activation act, int n) = 0;
   // kX += kProj over n rows.
   virtual void residual(int n) = 0;
+  // a[b] += bias for b < n (gpt-oss's output-projection bias on kProj, after the reduce).
+  virtual void add_bias(Act a, const Vector& bias, int n) = 0;
   // A reduce point with a Collective: kProj[n][dim] = W in over all nodes from this node's
   // columns [col0, col0 + cols) of in, the rows crossing to host memory and back once.
   virtual util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols,

@@ -5,7 +5,7 @@
 
 namespace model {
 
-const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3, qwen3moe, gemma3"; }
+const char* supported_architectures() { return "llama (Llama 2/3/3.1/3.2, Mistral, SmolLM2, TinyLlama), qwen2, qwen3, qwen3moe, gemma3, gpt-oss"; }
 
 namespace {
 
@@ -60,6 +60,55 @@ util::Status load_moe(const gguf::File& f, const std::string& p, Config* c) {
   return util::ok_status();
 }
 
+// gpt-oss's keys, as llama.cpp's llama_model_openai_moe reads them: experts as qwen3moe's
+// (but the top k picked on the biased router logits and only their softmax taken, so never
+// normalised again), a sliding window of attention.sliding_window positions on every other
+// layer (sliding_window_pattern, default 2: even layers windowed), the windowed layers' rope
+// base rope.freq_base_swa (default: rope.freq_base).
+util::Status load_gpt_oss(const gguf::File& f, const std::string& p, Config* c) {
+  RETURN_IF_ERROR(load_moe(f, p, c));
+  c->expert_norm = false;
+  c->gpt_oss = true;
+  c->qkv_bias = true;
+  const std::string window = p + "attention.sliding_window";
+  const auto n_swa = f.get_int(window);
+  if (!n_swa || *n_swa <= 0 || *n_swa > (1 << 30))
+    return util::Status::error("gpt-oss model metadata lacks " + window + " (the window of its sliding-window layers)");
+  if (*n_swa > c->ctx_train)
+    return util::Status::error(window + " (" + std::to_string(*n_swa) + ") is larger than the context (" + p +
+                               "context_length " + std::to_string(c->ctx_train) + "): the file is corrupt");
+  c->n_swa = static_cast<int>(*n_swa);
+  const std::string pattern = p + "attention.sliding_window_pattern";
+  if (const gguf::Value* v = f.find(pattern); v && !f.get_int(pattern))
+    return util::Status::error(pattern + " given per layer is not supported (only a period)");
+  c->swa_pattern = static_cast<int>(f.get_int(pattern).value_or(2));
+  if (c->swa_pattern < 1) return util::Status::error(pattern + " must be positive");
+  c->rope_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(c->rope_base));
+  return util::ok_status();
+}
+
+// rope.scaling.type = yarn as llama.cpp's context sets it up from the file (no overrides):
+// ext_factor 1, beta fast 32 and slow 1 (its defaults: llama.cpp reads no beta keys for
+// these architectures), the original context from rope.scaling.original_context_length
+// (else context_length), and attn_factor = mscale(factor) / (1 + 0.1 ln factor) times
+// rope.scaling.attn_factor, in float as llama_context computes it.
+util::Status load_yarn(const gguf::File& f, const std::string& p, Config* c) {
+  const double factor = f.get_float(p + "rope.scaling.factor").value_or(0.0);
+  if (!(factor > 0)) return util::Status::error(p + "rope.scaling.factor must be positive for yarn rope scaling");
+  c->rope_freq_scale = 1.0f / static_cast<float>(factor);
+  const auto orig = f.get_int(p + "rope.scaling.original_context_length");
+  if (orig && (*orig <= 0 || *orig > (1 << 30)))
+    return util::Status::error(p + "rope.scaling.original_context_length must be positive");
+  kernels::Yarn& y = c->yarn;
+  y.n_ctx_orig = orig ? static_cast<int>(*orig) : c->ctx_train;
+  y.ext_factor = 1.0f;
+  const float fac = 1.0f / c->rope_freq_scale;
+  y.attn_factor = fac <= 1.0f ? 1.0f : (0.1f * 1.0f * std::log(fac) + 1.0f);
+  y.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(fac));
+  y.attn_factor *= static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
+  return util::ok_status();
+}
+
 }  // namespace
 
 util::Expected<Config> load_config(const gguf::File& f) {
@@ -77,6 +126,8 @@ util::Expected<Config> load_config(const gguf::File& f) {
     c.arch = Arch::kGemma3;
   } else if (*arch == "qwen3moe") {
     c.arch = Arch::kQwen3Moe;
+  } else if (*arch == "gpt-oss") {
+    c.arch = Arch::kGptOss;
   } else {
     return util::Status::error("unsupported architecture '" + *arch +
                                "'; supported: " + supported_architectures());
@@ -108,8 +159,10 @@ util::Expected<Config> load_config(const gguf::File& f) {
   if (scaling == "linear") {
     const double factor = f.get_float(p + "rope.scaling.factor").value_or(1.0);
     if (factor > 0) c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling == "yarn") {
+    RETURN_IF_ERROR(load_yarn(f, p, &c));
   } else if (scaling != "none" && !scaling.empty()) {
-    return util::Status::error("rope scaling '" + scaling + "' is not supported (only none, linear, and llama3 rope_freqs)");
+    return util::Status::error("rope scaling '" + scaling + "' is not supported (only none, linear, yarn, and llama3 rope_freqs)");
   }
   auto vocab = f.get_int(p + "vocab_size");
   if (!vocab) {
@@ -128,6 +181,7 @@ util::Expected<Config> load_config(const gguf::File& f) {
   c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe || c.arch == Arch::kGemma3;
   if (c.arch == Arch::kGemma3) RETURN_IF_ERROR(load_gemma3(f, p, &c));
   if (c.arch == Arch::kQwen3Moe) RETURN_IF_ERROR(load_moe(f, p, &c));
+  if (c.arch == Arch::kGptOss) RETURN_IF_ERROR(load_gpt_oss(f, p, &c));
   return c;
 }
 

@@ -6,11 +6,12 @@
 #include <string>
 
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 #include "util/status.h"
 
 namespace model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kGptOss };
 constexpr int kMaxExperts = 512;  // per layer (llama.cpp's LLAMA_MAX_EXPERTS)
 enum class Activation : uint8_t { kSilu = 0, kGelu = 1 };  // of the gated MLP: SwiGLU or GeGLU
 
@@ -31,6 +32,9 @@ struct Config {
   float rope_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   bool rope_neox = false;        // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+  // rope.scaling.type = yarn: llama.cpp's context defaults (ext_factor 1, attn_factor from
+  // the factor, beta fast 32 / slow 1, the original context length); off: ext_factor 0.
+  kernels::Yarn yarn;
   bool qkv_bias = false;         // qwen2
   bool qk_norm = false;          // qwen3, gemma3: RMS norm of each Q and K head
   // gemma3 (defaults are the llama family's):
@@ -50,6 +54,12 @@ struct Config {
   int n_expert_used = 0;
   bool expert_norm = false;      // the picked experts' weights divided by their sum
   float expert_scale = 0.0f;     // != 0 and != 1: the weights then multiplied by it
+  // gpt-oss (defaults are qwen3moe's): the router's logits biased, the top k picked on the
+  // logits and their softmax taken (llama.cpp's SOFTMAX_WEIGHT gating); experts with biases
+  // and the clamped SwiGLU (swiglu_oai, alpha 1.702, limit 7); attention sinks and an
+  // output-projection bias; the MLP's norm is the file's post_attention_norm.
+  bool gpt_oss = false;
+  static constexpr float kOaiAlpha = 1.702f, kOaiLimit = 7.0f;
 
   bool moe() const { return n_expert > 0; }
 
@@ -62,6 +72,6 @@ struct Config {
 
 // Reads the config; errors name the missing key or unsupported architecture.
 util::Expected<Config> load_config(const gguf::File& file);
-const char* supported_architectures();  // "llama, qwen2, qwen3, gemma3, qwen3moe"
+const char* supported_architectures();  // "llama, qwen2, qwen3, gemma3, qwen3moe, gpt-oss"
 
 }  // namespace model

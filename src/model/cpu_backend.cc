@@ -85,10 +85,11 @@ void CpuBackend::begin(const Segment* segs, int n_segs, int n, const float* x) {
   // rope_[b] = (cos, sin) pairs for row b's position
   for (int b = 0; b < n; ++b) {
     const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
-    kernels::rope_cache(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale, factors);
+    kernels::rope_cache_yarn(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale, factors,
+                             c.yarn);
     if (!rope_swa_.empty())  // the windowed layers' own base
-      kernels::rope_cache(&rope_swa_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base_swa, c.rope_freq_scale,
-                          factors);
+      kernels::rope_cache_yarn(&rope_swa_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base_swa,
+                               c.rope_freq_scale, factors, c.yarn);
   }
 }
 
@@ -110,6 +111,13 @@ void CpuBackend::glu(Activation act, int n) {
     kernels::geglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
   else
     kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * part_.n_ff);
+}
+
+void CpuBackend::add_bias(Act a, const Vector& b, int n) {
+  wrote(a);
+  float* x = buf(a);
+  const size_t w = b.size();
+  for (int r = 0; r < n; ++r) kernels::add(x + r * w, x + r * w, b.data(), int64_t(w));
 }
 
 void CpuBackend::residual(int n) {
@@ -238,13 +246,14 @@ util::Status CpuBackend::end_batch(const Segment* segs, int n_segs, float* logit
 // expert's SwiGLU MLP; the outputs times their weights, added in pick order. Every expert
 // product is in vec_dot order (as ggml's mul_mat_id; a pair's bits then depend only on its
 // own row, however the batch's pairs group), and only the picked experts are read.
-void CpuBackend::route(int n) {
+void CpuBackend::route(const LayerWeights& lw, int n) {
   const int E = cfg_.n_expert, k = cfg_.n_expert_used;
   std::vector<int> idx(E);
   std::fill(group_at_.begin(), group_at_.end(), 0);
   for (int t = 0; t < n; ++t) {
     float* p = &router_[size_t(t) * E];
-    kernels::softmax(p, E);  // ggml_soft_max
+    if (!lw.router_b.empty()) kernels::add(p, p, lw.router_b.data(), E);  // gpt-oss: ggml_add of the bias
+    if (!cfg_.gpt_oss) kernels::softmax(p, E);  // ggml_soft_max (gpt-oss: the top k's logits, below)
     for (int e = 0; e < E; ++e) idx[e] = e;
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
                       [p](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
@@ -252,6 +261,7 @@ void CpuBackend::route(int n) {
     float* w = &wts_[size_t(t) * k];
     double sum = 0;  // ggml_sum_rows: in double
     for (int i = 0; i < k; ++i) sel[i] = idx[i], w[i] = p[idx[i]], sum += w[i];
+    if (cfg_.gpt_oss) kernels::softmax(w, k);  // SOFTMAX_WEIGHT gating: ggml_soft_max of the picked logits
     if (cfg_.expert_norm) {
       const float s = std::max(float(sum), 6.103515625e-5f);  // ggml_clamp to the smallest normal F16
       for (int i = 0; i < k; ++i) w[i] /= s;
@@ -292,7 +302,8 @@ void CpuBackend::expert_matmul(const Matrix& stack, const uint8_t* xq, size_t xq
 // The experts' down projections of the batch's pairs, weighted and summed per token.
 class CpuBackend::MoeDown : public LocalLinear {
  public:
-  MoeDown(CpuBackend& t, int n, const Matrix& stack) : t_(t), n_(n), stack_(stack) {}
+  MoeDown(CpuBackend& t, int n, const Matrix& stack, const Vector& bias)
+      : t_(t), n_(n), stack_(stack), bias_(bias) {}
   int rows() const override { return n_ * t_.cfg_.n_expert_used; }
   int out_rows() const override { return n_; }
   void linear(const Matrix& w, const float* x, float* y, int64_t y_stride) override {
@@ -311,6 +322,12 @@ class CpuBackend::MoeDown : public LocalLinear {
     CHECK(stack_.rows == R * t_.cfg_.n_expert && stack_.cols == w.cols);
     std::vector<float> out(size_t(rows()) * R);  // [pair][R]
     t_.expert_matmul(stack_, static_cast<const uint8_t*>(xq), xq_stride, 1, out.data());
+    // gpt-oss: each pair's expert bias (ggml_add_id), its rows of w (Cut::kOutRows)
+    if (!bias_.empty()) {
+      CHECK(bias_.size() == size_t(R) * t_.cfg_.n_expert);
+      for (int q = 0; q < rows(); ++q)
+        kernels::add(&out[size_t(q) * R], &out[size_t(q) * R], bias_.data() + size_t(t_.sel_[q]) * R, R);
+    }
     // ggml_mul by the weights, then ggml_add of the k products in pick order (this file is
     // built without FMA, so each product is rounded before the add, as in ggml).
     for (int t = 0; t < n_; ++t) {
@@ -328,6 +345,7 @@ class CpuBackend::MoeDown : public LocalLinear {
   CpuBackend& t_;
   int n_;
   const Matrix& stack_;
+  const Vector& bias_;
 };
 
 util::Status CpuBackend::moe(int l, int n, Collective* comm) {
@@ -335,15 +353,23 @@ util::Status CpuBackend::moe(int l, int n, Collective* comm) {
   const int E = cfg_.n_expert, k = cfg_.n_expert_used, D = cfg_.dim, F = part_.n_ff;
   act_src_ = nullptr;
   linear(lw.router, xn_.data(), n, router_.data(), runs_, lw.router.rows);  // replicated: every node picks the same experts
-  route(n);
+  route(lw, n);
   for (const auto& [stack, out] : {std::pair{&lw.gate_exps, &gate_}, std::pair{&lw.up_exps, &up_}}) {
     const tensor::Type vt = tensor::traits(stack->type).vec_dot_type;
     const void* xq = quantized(xn_.data(), n, D, vt);
     expert_matmul(*stack, static_cast<const uint8_t*>(xq), kernels::activation_bytes(vt, D), k, out->data());
   }
-  kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * k * F);
+  if (cfg_.gpt_oss) {  // ggml_add_id of each pair's expert bias, then ggml_swiglu_oai
+    for (const auto& [b, out] : {std::pair{&lw.gate_exps_b, &gate_}, std::pair{&lw.up_exps_b, &up_}})
+      for (int q = 0; q < n * k && !b->empty(); ++q)
+        kernels::add(out->data() + size_t(q) * F, out->data() + size_t(q) * F, b->data() + size_t(sel_[q]) * F, F);
+    kernels::swiglu_oai(gate_.data(), gate_.data(), up_.data(), size_t(n) * k * F, Config::kOaiAlpha,
+                        Config::kOaiLimit);
+  } else {
+    kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * k * F);
+  }
   act_src_ = nullptr;
-  MoeDown local(*this, n, lw.down_exps);
+  MoeDown local(*this, n, lw.down_exps, lw.down_exps_b);
   const Matrix w = expert(lw.down_exps, 0, E);  // one expert's slice: the shape the reduce sees
   if (!comm) {
     local.linear(w, gate_.data(), proj_.data(), w.rows);
@@ -405,6 +431,7 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
       a.out = att_.data() + size_t(row) * q_dim_;
       a.out_stride = q_dim_;
       a.kv = views.data() + size_t(s) * n_kv;
+      a.sinks = lw.sinks.empty() ? nullptr : lw.sinks.data();
       row += segs[s].n;
     }
     if (n_segs == 1)
@@ -452,7 +479,7 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
       }
       const int n_pad = (n_ctx + 7) / 8 * 8;  // llama.cpp's row is padded with masked (-inf) cells
       for (int t = n_ctx; t < n_pad; ++t) s[t] = -INFINITY;
-      kernels::softmax(s, n_pad);
+      kernels::softmax(s, n_pad, lw.sinks.empty() ? nullptr : &lw.sinks[h]);  // gpt-oss: the head's sink
       if (f16) {
         for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
         // The rows of first .. p lie in the ring as one run, or wrap around it: then they are

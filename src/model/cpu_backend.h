@@ -28,6 +28,7 @@ class CpuBackend : public Backend {
   void attention(int layer, const Segment* segs, int n_segs) override;
   void glu(Activation act, int n) override;
   void residual(int n) override;
+  void add_bias(Act a, const Vector& b, int n) override;
   util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, Collective& comm) override;
   util::Status moe(int layer, int n, Collective* comm) override;
   util::Status end_batch(const Segment* segs, int n_segs, float* logits) override;
@@ -52,7 +53,7 @@ class CpuBackend : public Backend {
   class MoeDown;  // LocalLinear of the experts' down projections
   // Router probabilities (router_) -> the picked experts (sel_), their weights (wts_) and
   // the (token, slot) pairs grouped by expert (group_, group_at_).
-  void route(int n);
+  void route(const LayerWeights& lw, int n);
   // y[p][R] = expert(stack, e_p) . x_p for every pair p (R = stack's rows per expert), one
   // kernels::matmul per expert over its group's rows: x_p is row p / div of xq (div = k:
   // one row per token; 1: one per pair).

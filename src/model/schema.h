@@ -14,13 +14,18 @@
 namespace model {
 
 // A dimension in config terms.
-enum class Dim : uint8_t { kDim, kQ, kKv, kFf, kHead, kExperts };
+enum class Dim : uint8_t { kDim, kQ, kKv, kFf, kHead, kExperts, kHeads };  // kHeads: one per query head
 int64_t dim_of(Dim d, const Config& c);
 
 // How a node's share is cut (DESIGN §3): replicated, rows of its query heads / KV heads /
 // MLP range, or input columns of its heads / MLP range (the two reduce points; rows of
 // NodeSlice::rows in exact mode).
-enum class Cut : uint8_t { kWhole, kHeadRows, kKvRows, kFfRows, kHeadCols, kFfCols };
+// kHeadVals: one value per query head, the node's heads' (gpt-oss's attention sinks).
+// kOutRows: a vector added to a reduce point's output before the nodes' parts meet (the
+// experts' down biases of gpt-oss, added before each expert's weight): in exact mode the
+// node's output rows, else the whole vector on the node holding the first MLP rows and none
+// on the others, so it is added once.
+enum class Cut : uint8_t { kWhole, kHeadRows, kKvRows, kFfRows, kHeadCols, kFfCols, kHeadVals, kOutRows };
 
 // Whether a file must hold the tensor: `needed(config)`. A tensor that is not needed is
 // still bound when present (as llama.cpp reads optional tensors).

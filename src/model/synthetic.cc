@@ -12,8 +12,8 @@
 namespace model {
 
 const char* shape_names() {
-  return "toy, toy-qwen2, toy-qwen2-coder, toy-qwen3, toy-gemma3, toy-llama31, toy-qwen3moe, toy-qwen3moe-e8, smollm2-135m, "
-         "llama3.2-1b, llama3-8b, llama3-70b, qwen3-30b-a3b";
+  return "toy, toy-qwen2, toy-qwen2-coder, toy-qwen3, toy-gemma3, toy-llama31, toy-qwen3moe, toy-qwen3moe-e8, toy-qwen3-yarn, toy-gpt-oss, "
+         "smollm2-135m, llama3.2-1b, llama3-8b, llama3-70b, qwen3-30b-a3b, gpt-oss-20b, gpt-oss-120b";
 }
 
 std::optional<Shape> shape_by_name(const std::string& name) {
@@ -48,6 +48,32 @@ std::optional<Shape> shape_by_name(const std::string& name) {
     s.arch = "qwen3moe", s.dim = 2048, s.n_layers = 48, s.n_heads = 32, s.n_kv_heads = 4, s.head_dim = 128;
     s.n_ff = 6144, s.n_vocab = 151936, s.ctx_train = 40960, s.rope_base = 1000000.0f;
     s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768;
+    return s;
+  }
+  // Qwen3 with YaRN (factor 4 over an original context of 4096: the ramp spans pairs 10 to 23
+  // of 32 at head_dim 64).
+  if (name == "toy-qwen3-yarn") {
+    s.arch = "qwen3", s.yarn_factor = 4.0f, s.yarn_orig_ctx = 4096, s.ctx_train = 16384;
+    return s;
+  }
+  // gpt-oss in small: 4 layers (windowed, full, windowed, full) with a window of 8 positions,
+  // 8 query heads of 64 over 2 KV heads (q_dim 512 != dim 256, as 4096 != 2880), 4 of 16
+  // experts of 128 rows in MXFP4, YaRN factor 32 over 4096 positions (gpt-oss's).
+  if (name == "toy-gpt-oss") {
+    s.arch = "gpt-oss", s.n_layers = 4, s.n_heads = 8, s.n_kv_heads = 2, s.head_dim = 64, s.rope_base = 150000.0f;
+    s.ctx_train = 131072, s.sliding_window = 8, s.yarn_factor = 32.0f, s.yarn_orig_ctx = 4096;
+    s.n_ff = 128, s.n_expert = 16, s.n_expert_used = 4, s.n_ff_exp = 128, s.expert_type = tensor::Type::MXFP4;
+    return s;
+  }
+  // gpt-oss-20b and -120b (their config.json): dim 2880, 64 query heads of 64 over 8 KV heads,
+  // a window of 128 on every other layer, 4 of 32 / 128 experts of 2880 rows (MXFP4),
+  // vocabulary 201088, YaRN factor 32 over 4096 positions, context 131072.
+  if (name == "gpt-oss-20b" || name == "gpt-oss-120b") {
+    s.arch = "gpt-oss", s.dim = 2880, s.n_layers = name == "gpt-oss-20b" ? 24 : 36, s.n_heads = 64, s.n_kv_heads = 8;
+    s.head_dim = 64, s.n_vocab = 201088, s.ctx_train = 131072, s.rope_base = 150000.0f, s.sliding_window = 128;
+    s.yarn_factor = 32.0f, s.yarn_orig_ctx = 4096;
+    s.n_ff = 2880, s.n_expert = name == "gpt-oss-20b" ? 32 : 128, s.n_expert_used = 4, s.n_ff_exp = 2880;
+    s.expert_type = tensor::Type::MXFP4;
     return s;
   }
   if (name == "toy-llama31") { s.rope_base = 500000.0f; s.llama3_rope_freqs = true; return s; }
@@ -152,6 +178,11 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   if (s.dim % tr.block_size || n_ff % tr.block_size || head_dim * s.n_heads % tr.block_size)
     return util::Status::error(std::string("shape does not fit ") + tr.name + " blocks of " +
                                std::to_string(tr.block_size));
+  const tensor::Type exp_type = s.expert_type.value_or(type);
+  const auto& etr = tensor::traits(exp_type);
+  if (moe && (s.dim % etr.block_size || n_ff % etr.block_size))
+    return util::Status::error(std::string("shape's experts do not fit ") + etr.name + " blocks");
+  const bool gpt_oss = s.arch == "gpt-oss";
   std::mt19937_64 rng(seed);
   const int kv_dim = head_dim * s.n_kv_heads;
   gguf::Writer w;
@@ -178,6 +209,11 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   }
   w.set(a + ".vocab_size", gguf::Value::u32(s.n_vocab));
   if (s.sliding_window > 0) w.set(a + ".attention.sliding_window", gguf::Value::u32(s.sliding_window));
+  if (s.yarn_factor > 0) {
+    w.set(a + ".rope.scaling.type", gguf::Value::string("yarn"));
+    w.set(a + ".rope.scaling.factor", gguf::Value::f32(s.yarn_factor));
+    w.set(a + ".rope.scaling.original_context_length", gguf::Value::u32(s.yarn_orig_ctx));
+  }
   // Synthetic byte-level vocabulary: 256 byte tokens, filler, then BOS and EOS.
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
@@ -203,6 +239,9 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   // Pools (shared by all layers) per input width.
   auto pool_dim = std::make_shared<RowPool>(type, s.dim, 1.0f / std::sqrt(float(s.dim)), rng);
   auto pool_ff = std::make_shared<RowPool>(type, n_ff, 1.0f / std::sqrt(float(n_ff)), rng);
+  // gpt-oss's experts in their own type (the pools above serve when it is the same).
+  auto pool_exp_dim = exp_type == type ? pool_dim : std::make_shared<RowPool>(exp_type, s.dim, 1.0f / std::sqrt(float(s.dim)), rng);
+  auto pool_exp_ff = exp_type == type ? pool_ff : std::make_shared<RowPool>(exp_type, n_ff, 1.0f / std::sqrt(float(n_ff)), rng);
   auto pool_embd = std::make_shared<RowPool>(type, s.dim, 1.0f, rng);
   // Wo's rows when q_dim != dim (Qwen3-30B-A3B: 32 heads of 128 over dim 2048).
   const int q_dim = head_dim * s.n_heads;
@@ -215,7 +254,7 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
     const uint64_t my_salt = salt++;
     std::vector<int64_t> ne = {cols, rows};
     if (n_stack > 0) ne.push_back(n_stack), rows *= n_stack;
-    w.add_tensor(name, ne, type, [pool, rows, my_salt](std::vector<uint8_t>& out) {
+    w.add_tensor(name, ne, n_stack > 0 ? exp_type : type, [pool, rows, my_salt](std::vector<uint8_t>& out) {
       pool->fill(out, rows, my_salt);
     });
   };
@@ -226,6 +265,14 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
     std::normal_distribution<float> dist(0.0f, 1.0f / std::sqrt(float(cols)));
     for (float& x : *v) x = dist(rng);
     w.add_tensor(name, {cols, rows}, tensor::Type::F32, v->data());
+    keep.push_back(std::move(v));
+  };
+  // gpt-oss's biases and sinks: drawn value by value (ne: [n] or [n, n_expert]).
+  auto random_vec = [&](const std::string& name, std::vector<int64_t> ne, float sigma) {
+    auto v = std::make_shared<std::vector<float>>(size_t(ne[0] * (ne.size() > 1 ? ne[1] : 1)));
+    std::normal_distribution<float> dist(0.0f, sigma);
+    for (float& x : *v) x = dist(rng);
+    w.add_tensor(name, ne, tensor::Type::F32, v->data());
     keep.push_back(std::move(v));
   };
   auto vec = [&](const std::string& name, int64_t n) {
@@ -240,7 +287,8 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   // The layer tensors the architecture needs (model/schema.h), in the schema's order.
   Config c;
   c.dim = s.dim, c.n_heads = s.n_heads, c.n_kv_heads = s.n_kv_heads, c.head_dim = head_dim, c.n_ff = n_ff;
-  c.qkv_bias = a == "qwen2", c.qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3", c.post_norms = a == "gemma3";
+  c.gpt_oss = gpt_oss;
+  c.qkv_bias = a == "qwen2" || gpt_oss, c.qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3", c.post_norms = a == "gemma3";
   c.n_expert = s.n_expert, c.n_expert_used = s.n_expert_used;
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -249,9 +297,13 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
       const int64_t rows = dim_of(t.rows, c);
       if (t.matrix && t.rows == Dim::kExperts)  // the router
         random_f32(p + t.name, dim_of(t.cols, c), rows);
+      else if (t.matrix && t.experts)
+        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_exp_ff : pool_exp_dim, s.n_expert);
       else if (t.matrix)
-        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : t.cols == Dim::kQ ? pool_q : pool_dim,
-               t.experts ? s.n_expert : 0);
+        matrix(p + t.name, dim_of(t.cols, c), rows, t.cols == Dim::kFf ? pool_ff : t.cols == Dim::kQ ? pool_q : pool_dim);
+      else if (gpt_oss && (t.cut == Cut::kHeadVals || std::string(t.name).find(".bias") != std::string::npos))
+        random_vec(p + t.name, t.experts ? std::vector<int64_t>{rows, s.n_expert} : std::vector<int64_t>{rows},
+                   t.cut == Cut::kHeadVals ? 1.0f : 0.1f);  // sinks ~ N(0, 1), biases ~ N(0, 0.1)
       else if (t.cut == Cut::kWhole)  // norms
         vec(p + t.name, rows);
       else  // qwen2's biases

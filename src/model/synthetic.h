@@ -30,6 +30,11 @@ struct Shape {
   // Qwen2.5-Coder's FIM tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>,
   // <|repo_name|>, <|file_sep|>) as the first six filler tokens, control type (/infill).
   bool fim_tokens = false;
+  // rope.scaling.type = yarn with this factor and original context (0: no scaling keys).
+  float yarn_factor = 0.0f;
+  int yarn_orig_ctx = 0;
+  // gpt-oss: the experts' type (MXFP4, as published) whatever the other matrices' type.
+  std::optional<tensor::Type> expert_type;
 };
 
 // Named shapes: see shape_names().

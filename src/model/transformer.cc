@@ -169,11 +169,13 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
       be.attention(l, segs, n_segs);
     // x += att Wo, summed over the nodes (the first reduce point)
     RETURN_IF_ERROR(project(ReducePoint::kAttention, lw.wo, Act::kAtt, n, part_.head_begin * c.head_dim, q_dim));
-    post_norm(lw.attn_post_norm, n);
+    if (!lw.bo.empty()) be.add_bias(Act::kProj, lw.bo, n);  // gpt-oss: once, on the whole output
+    if (c.post_norms) post_norm(lw.attn_post_norm, n);
     be.residual(n);
 
     // --- MLP block: x += (act(xn Wg) * (xn Wu)) Wd, act silu (SwiGLU) or gelu (GeGLU)
-    be.rmsnorm(Act::kXn, Act::kX, lw.ffn_norm, n);
+    // (gpt-oss names the MLP's input norm post_attention_norm)
+    be.rmsnorm(Act::kXn, Act::kX, c.gpt_oss ? lw.attn_post_norm : lw.ffn_norm, n);
     if (c.moe()) {  // the same with the router's experts
       RETURN_IF_ERROR(be.moe(l, n, comm_));
       be.residual(n);

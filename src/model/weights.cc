@@ -61,15 +61,19 @@ class Binder {
   }
 
   // Loads a 1-D tensor of n values into F32; absent tensors are an error unless optional.
-  util::Status vector(const std::string& name, int64_t n, Vector* out, bool optional = false) {
+  // n_stack > 0: n_stack stacked vectors (ggml ne = [n, n_stack]), n * n_stack values.
+  util::Status vector(const std::string& name, int64_t n, Vector* out, bool optional = false, int64_t n_stack = 0) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t) {
       if (optional) return util::ok_status();
       return util::Status::error("model is missing tensor '" + name + "'");
     }
-    if (t->n_elements() != n || t->ne[0] != n)
-      return util::Status::error("tensor '" + name + "' has shape " + shape_str(t->ne) +
-                                 ", expected [" + std::to_string(n) + "]");
+    std::vector<int64_t> want = {n};
+    if (n_stack > 0) want.push_back(n_stack);
+    if (n_stack > 0 ? t->ne != want : t->n_elements() != n || t->ne[0] != n)
+      return util::Status::error("tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " +
+                                 shape_str(want));
+    n *= std::max<int64_t>(n_stack, 1);
     if (!tensor::traits(t->type).supported || tensor::traits(t->type).block_size != 1)
       return util::Status::error("tensor '" + name + "' must be F32, F16 or BF16, not " +
                                  tensor::traits(t->type).name);
@@ -116,7 +120,7 @@ util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c, bool 
         RETURN_IF_ERROR(b.matrix(p + t.name, dim_of(t.cols, c), dim_of(t.rows, c), &(l.*t.m), !t.needed(c),
                                  t.experts ? c.n_expert : 0));
       else
-        RETURN_IF_ERROR(b.vector(p + t.name, dim_of(t.rows, c), &(l.*t.v), !t.needed(c)));
+        RETURN_IF_ERROR(b.vector(p + t.name, dim_of(t.rows, c), &(l.*t.v), !t.needed(c), t.experts ? c.n_expert : 0));
     }
   }
   return w;

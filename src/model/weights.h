@@ -35,6 +35,8 @@ struct LayerWeights {
   Vector bq, bk, bv;  // qwen2 biases: [q_dim], [kv_dim], [kv_dim]
   Vector q_norm, k_norm;  // qwen3, gemma3: [head_dim]
   Matrix wo;          // [dim rows][q_dim]
+  Vector bo;          // gpt-oss: [dim] output-projection bias (added after the reduce)
+  Vector sinks;       // gpt-oss: [n_heads] one attention-sink logit per (local) query head
   Vector attn_post_norm;  // gemma3: [dim]
   Vector ffn_norm;    // [dim]
   Matrix w_gate, w_up;  // [n_ff rows][dim]
@@ -45,6 +47,10 @@ struct LayerWeights {
   Matrix router;      // [n_expert rows][dim]
   Matrix gate_exps, up_exps;  // n_expert x [n_ff rows][dim]
   Matrix down_exps;   // n_expert x [dim rows][n_ff]
+  // gpt-oss: the router's bias [n_expert] and the experts' biases, expert e's at [e * R, (e + 1) * R).
+  Vector router_b;
+  Vector gate_exps_b, up_exps_b;  // n_expert x [n_ff]
+  Vector down_exps_b;             // n_expert x [dim] (or the node's rows of it: Cut::kOutRows)
 };
 
 // Expert e of n stacked experts (a view).

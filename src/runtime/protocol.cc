@@ -83,6 +83,9 @@ std::vector<uint8_t> encode_setup(const Setup& s) {
   for (int v : {c.n_expert, c.n_expert_used}) w.put_i32(v);  // qwen3moe's fields (v8)
   w.put_u8(c.expert_norm);
   w.put_f32(c.expert_scale);
+  w.put_u8(c.gpt_oss);  // v10: gpt-oss and YaRN
+  for (float v : {c.yarn.ext_factor, c.yarn.attn_factor, c.yarn.beta_fast, c.yarn.beta_slow}) w.put_f32(v);
+  w.put_i32(c.yarn.n_ctx_orig);
   put_range(w, s.slice.heads);
   put_range(w, s.slice.kv_heads);
   put_range(w, s.slice.ff);
@@ -112,7 +115,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   uint8_t u = 0;
   RETURN_IF_ERROR(r.get_string(&s.model_hash, 128));
   RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(model::Arch::kQwen3Moe)) return Status::error(what + " names an unknown architecture");
+  if (u > uint8_t(model::Arch::kGptOss)) return Status::error(what + " names an unknown architecture");
   c.arch = model::Arch(u);
   RETURN_IF_ERROR(r.get_string(&c.arch_name, 256));
   RETURN_IF_ERROR(r.get_string(&c.name, 4096));
@@ -134,6 +137,10 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   for (int* v : {&c.n_expert, &c.n_expert_used}) RETURN_IF_ERROR(r.get_i32(v));
   RETURN_IF_ERROR(get_bool(r, &c.expert_norm));
   RETURN_IF_ERROR(r.get_f32(&c.expert_scale));
+  RETURN_IF_ERROR(get_bool(r, &c.gpt_oss));
+  for (float* v : {&c.yarn.ext_factor, &c.yarn.attn_factor, &c.yarn.beta_fast, &c.yarn.beta_slow})
+    RETURN_IF_ERROR(r.get_f32(v));
+  RETURN_IF_ERROR(r.get_i32(&c.yarn.n_ctx_orig));
   RETURN_IF_ERROR(get_range(r, &s.slice.heads));
   RETURN_IF_ERROR(get_range(r, &s.slice.kv_heads));
   RETURN_IF_ERROR(get_range(r, &s.slice.ff));

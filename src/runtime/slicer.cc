@@ -101,6 +101,13 @@ model::Matrix no_columns(const model::Matrix& m) {
   return out;
 }
 
+// Cut::kOutRows (model/schema.h): exact mode's output rows; else all of dim on the node
+// holding the first MLP rows, none elsewhere.
+std::pair<int64_t, int64_t> out_rows(const model::Config& cfg, const plan::NodeSlice& s) {
+  if (s.exact) return {s.rows.begin, s.rows.end};
+  return s.ff.begin == 0 && s.ff.end > 0 ? std::pair<int64_t, int64_t>{0, cfg.dim} : std::pair<int64_t, int64_t>{0, 0};
+}
+
 model::Vector slice_vector(const model::Vector& v, int64_t b, int64_t e) {
   if (v.empty()) return {};
   return model::Vector(v.begin() + b, v.begin() + e);
@@ -153,6 +160,8 @@ NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, co
       case model::Cut::kKvRows: return {int64_t(s.kv_heads.begin) * d, int64_t(s.kv_heads.end) * d};
       case model::Cut::kFfRows:
       case model::Cut::kFfCols: return {s.ff.begin, s.ff.end};
+      case model::Cut::kHeadVals: return {s.heads.begin, s.heads.end};
+      case model::Cut::kOutRows: return out_rows(cfg, s);
       case model::Cut::kWhole: break;
     }
     return {0, 0};
@@ -163,7 +172,17 @@ NodeModel slice_weights(const model::Config& cfg, const model::Weights& full, co
     for (const model::LayerTensor& t : model::layer_schema()) {
       const auto [b, e] = range(t.cut);
       if (!t.matrix) {
-        o.*t.v = t.cut == model::Cut::kWhole ? f.*t.v : slice_vector(f.*t.v, b, e);
+        const model::Vector& v = f.*t.v;
+        if (t.cut == model::Cut::kWhole || v.empty()) {
+          o.*t.v = v;
+        } else if (t.experts) {  // each expert's values cut alike
+          const int64_t R = model::dim_of(t.rows, cfg);
+          model::Vector& out = o.*t.v;
+          out.clear();
+          for (int x = 0; x < cfg.n_expert; ++x) out.insert(out.end(), v.begin() + x * R + b, v.begin() + x * R + e);
+        } else {
+          o.*t.v = slice_vector(v, b, e);
+        }
         continue;
       }
       const model::Matrix& m = f.*t.m;
@@ -191,6 +210,11 @@ util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, con
   const auto local = [&](model::Dim dim, model::Cut cut, bool rows) -> int64_t {
     const bool reduce_input = cut == model::Cut::kHeadCols || cut == model::Cut::kFfCols;
     if (reduce_input && s.exact) return rows ? s.rows.size() : model::dim_of(dim, cfg);
+    if (cut == model::Cut::kHeadVals) return s.heads.size();
+    if (cut == model::Cut::kOutRows) {
+      const auto [b, e] = out_rows(cfg, s);
+      return e - b;
+    }
     if (rows == reduce_input) return model::dim_of(dim, cfg);  // the uncut side
     switch (cut) {
       case model::Cut::kHeadRows:
@@ -198,7 +222,9 @@ util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, con
       case model::Cut::kKvRows: return s.kv_heads.size() * d;
       case model::Cut::kFfRows:
       case model::Cut::kFfCols: return s.ff.size();
-      case model::Cut::kWhole: break;
+      case model::Cut::kWhole:
+      case model::Cut::kHeadVals:
+      case model::Cut::kOutRows: break;
     }
     return model::dim_of(dim, cfg);
   };
@@ -218,9 +244,10 @@ util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, con
                                      std::to_string(rows * n_stack) + "]");
       } else {
         const size_t n = (w.layers[l].*t.v).size();
-        if (n != size_t(rows) && (n != 0 || t.needed(cfg)))
+        const size_t want = size_t(rows) * (t.experts ? cfg.n_expert : 1);
+        if (n != want && (n != 0 || (t.needed(cfg) && want != 0)))
           return util::Status::error("tensor '" + name + "' of the slice has " + std::to_string(n) + " values, expected " +
-                                     std::to_string(rows));
+                                     std::to_string(want));
       }
     }
   if (w.output.rows != s.vocab.size() || w.output.cols != cfg.dim || w.output_norm.size() != size_t(cfg.dim))

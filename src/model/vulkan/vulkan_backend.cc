@@ -46,6 +46,8 @@ int max_batch(const RunConfig& rc) { return std::max(1, rc.max_batch); }
 
 std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunConfig& rc, const Partition& part) {
   if (cfg.moe()) return cfg.arch_name + " (mixture of experts) is not supported by the Vulkan backend: use --device cpu";
+  if (cfg.yarn.ext_factor != 0.0f || cfg.yarn.attn_factor != 1.0f)
+    return cfg.arch_name + " with YaRN rope scaling is not supported by the Vulkan backend: use --device cpu";
   if (cfg.n_swa > 0 || cfg.q_scale > 0 || cfg.logit_softcap > 0 || cfg.embed_scale != 1.0f)
     return cfg.arch_name + " (sliding-window attention) is not supported by the Vulkan backend: use --device cpu";
   if (rc.attention != AttentionMode::kFlash)
@@ -91,6 +93,8 @@ class VulkanBackend : public Backend {
       cmd_.swiglu(gate_, gate_, up_, int64_t(n) * part_.n_ff);
   }
   void residual(int n) override { cmd_.add(x_, x_, proj_, int64_t(n) * cfg_.dim); }
+  // Only gpt-oss has an output-projection bias, and vulkan_unsupported refuses it.
+  void add_bias(Act, const Vector&, int) override { CHECK_MSG(false, "the Vulkan backend has no bias op"); }
   util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, Collective& comm) override;
   util::Status moe(int layer, int n, Collective* comm) override {
     return util::Status::error("mixture of experts is not supported by the Vulkan backend");  // refused at creation
