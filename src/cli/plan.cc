@@ -53,9 +53,17 @@ util::Expected<plan::ModelShape> shape_from_name(const std::string& name, const 
   s.head_dim = sh->head_dim > 0 ? sh->head_dim : sh->dim / sh->n_heads; s.n_ff = sh->n_ff; s.n_vocab = sh->n_vocab;
   s.qkv_bias = sh->arch == "qwen2";
   s.qk_norm = sh->arch == "qwen3" || sh->arch == "qwen3moe" || sh->arch == "gemma3";
+  s.qkv_bias = s.qkv_bias || sh->arch == "gpt-oss";
   if (sh->n_expert > 0)  // the MLP split is an expert's rows; the router stays F32 (make-model's)
     s.n_ff = sh->n_ff_exp, s.n_expert = sh->n_expert, s.n_expert_used = sh->n_expert_used;
+  if (sh->sliding_window > 0) {  // every other layer windowed (gpt-oss), or 5 of 6 (gemma3)
+    const int period = sh->arch == "gpt-oss" ? 2 : 6;
+    s.n_swa = sh->sliding_window;
+    for (int l = 0; l < s.n_layers; ++l) s.n_swa_layers += l % period < period - 1;
+  }
   plan::set_all_types(s, *type);
+  if (sh->expert_type)  // gpt-oss: the experts as published (MXFP4), whatever --type says of the rest
+    s.layer.gate = s.layer.up = s.layer.down = *sh->expert_type;
   return s;
 }
 
