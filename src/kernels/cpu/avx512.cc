@@ -5,14 +5,18 @@
 // integers, so these kernels are correct by construction; they are tested by the same
 // kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's and Q6_K's
 // matrix x vector add their scaled int16 pairs with one vpdpwssd instead of vpmaddwd +
-// vpaddd (VnniScale; the same int32s). Entries left null here (float types, Q5_K,
-// quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
+// vpaddd (VnniScale; the same int32s), and so do Q2_K's and Q3_K's (FusedQ2K / FusedQ3K);
+// IQ4_NL and MXFP4 take vpdpbusd through the 32-element tiles. IQ4_XS has no VNNI form (a
+// fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
+// 32 ymm registers and its batches spill less (measured on Zen 4, BENCHMARKS.md). Entries
+// left null here (float types, Q5_K, quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
 // vector measured 20% slower on Zen 4, which issues 512-bit operations as two halves.
 #if defined(__x86_64__) || defined(_M_X64)
 #include "kernels/cpu/kernel_table.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_tiles.h"
 
 namespace kernels::cpu {
@@ -53,6 +57,11 @@ const KernelTable& avx512_table() {
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_fused<FusedQ4K, VnniScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_fused<FusedQ6K, VnniScale>);
+    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>, matmul_q<DecIQ4_NL, VnniDot>);
+    set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>, matmul_q<DecMXFP4, VnniDot>);
+    set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>, matmul_fused<FusedQ2K, VnniScale>);
+    set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>, matmul_fused<FusedQ3K, VnniScale>);
+    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_k<DecIQ4_XS>);  // AVX-512 registers, AVX2 integers
     return t;
   }();
   return table;
