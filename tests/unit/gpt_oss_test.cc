@@ -1,7 +1,8 @@
 // gpt_oss_test.cc: gpt-oss (issue 31) on its random-weight toy: the config read from the
 // file (window pattern, YaRN), batched evaluation equal to position by position through the
 // windowed rings, the attention sinks and biases shaping the result, flash attention with
-// sinks (kernel and model) close to the exact path, and bad files refused by name (a
+// sinks (kernel and model) close to the exact path, MXFP4 products in ggml's order at
+// gpt-oss's width, and bad files refused by name (a
 // missing sink or expert bias, a window larger than the context, YaRN without its factor).
 // (Agreement with llama.cpp is golden_test's job: GoldenSynthetic's toy-gpt-oss.)
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/attention.h"
+#include "kernels/kernels.h"
 #include "model/loader.h"
 #include "model/synthetic.h"
 #include "model/transformer.h"
@@ -151,6 +153,34 @@ TEST(GptOss, FlashAttentionWithSinksEqualsReference) {
     EXPECT_LT(max_rel_diff(ref, flash), 1e-3) << n_q;
     EXPECT_GT(max_rel_diff(plain, ref), 1e-2) << n_q;
   }
+}
+
+// gpt-oss's MXFP4 experts at its width (2880 = 90 blocks; 2912 = 91 for the odd tail): every
+// matmul output (one row, a decode tile of 3, a packed GEMM of 20) equals vec_dot, which is
+// ggml's order for the codebook types (two accumulators, even and odd blocks, then an odd
+// last block after the sum; checked against libggml-cpu's vec_dot when this was written).
+// With few blocks the sums are exact whatever the order, so only long rows show it.
+TEST(GptOss, Mxfp4ProductsInGgmlOrderAtFullWidth) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (tensor::Type t : {tensor::Type::MXFP4, tensor::Type::IQ4_NL})
+    for (int n : {2880, 2912})
+      for (int nb : {1, 3, 20}) {
+        const int R = 5;
+        const size_t rb = tensor::row_bytes(t, n), ab = kernels::activation_bytes(tensor::Type::Q8_0, n);
+        std::vector<float> w(size_t(n) * R), x(size_t(n) * nb);
+        for (float& v : w) v = dist(rng) * 0.05f;
+        for (float& v : x) v = dist(rng);
+        std::vector<uint8_t> wq(rb * R), xq(ab * nb);
+        for (int r = 0; r < R; ++r) tensor::quantize_row(t, &w[size_t(r) * n], wq.data() + r * rb, n);
+        for (int c = 0; c < nb; ++c) kernels::quantize_activation(tensor::Type::Q8_0, &x[size_t(c) * n], xq.data() + c * ab, n);
+        std::vector<float> y(size_t(R) * nb);
+        kernels::matmul(t, n, wq.data(), rb, 0, R, xq.data(), ab, nb, y.data(), R, kernels::BatchOrder::kVecDot);
+        for (int c = 0; c < nb; ++c)
+          for (int r = 0; r < R; ++r)
+            ASSERT_EQ(y[size_t(c) * R + r], kernels::vec_dot(t, n, wq.data() + r * rb, xq.data() + c * ab))
+                << tensor::type_name(t) << " n " << n << " batch " << nb << " row " << r << " col " << c;
+      }
 }
 
 // A copy of the toy with one edit, expected to fail loading with `want` in the message.

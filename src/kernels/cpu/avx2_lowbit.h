@@ -35,6 +35,7 @@ template <class Block, const int8_t* kValues>
 struct DecCodebook32 {
   using W = Block; using A = BlockQ8_0;
   static constexpr bool kSigned = true, kHasMin = false;
+  static constexpr bool kPairAcc = true;  // ggml's two accumulators (avx2_tiles.h pair_acc)
   static constexpr int kOff = 0;
   static __m256i quants(const W& b) { return _mm256_shuffle_epi8(table16(kValues), nibbles32(b.qs)); }
   static __m256i quants_u(const W& b) { return quants(b); }

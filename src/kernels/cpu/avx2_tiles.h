@@ -10,6 +10,7 @@
 // Include only from files compiled with AVX2 flags.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -50,9 +51,28 @@ inline __m128i f16_of_rows(const W* const* wr, int64_t b, std::index_sequence<R.
   return h;
 }
 
+// ggml's AVX2 vec_dot of the 32-element codebook types (IQ4_NL, MXFP4) sums the even blocks
+// into one accumulator and the odd ones into another, adds the two before the horizontal
+// sum, and an odd last block after it as a scalar fused multiply-add (quants.c, -mfma):
+// D::kPairAcc. The tiles below follow it for those types.
+template <class D>
+constexpr bool pair_acc() {
+  if constexpr (requires { D::kPairAcc; }) return D::kPairAcc;
+  else return false;
+}
+// s + d * (integer dot of block (w, a)), rounded once: the odd last block of a kPairAcc type.
+template <class D, class Dot>
+inline float pair_tail(float s, const typename D::W& w, const typename D::A& a) {
+  alignas(32) int32_t l[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l),
+                     dot_block<D, Dot>(D::quants(w), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs))));
+  const int32_t sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));  // exact
+  return std::fma(block_d(w) * fp16(a.d), float(sum), s);
+}
+
 // y[c * ys + r] = dot(W row r, X row c) for r < RM, c < RN; nb blocks per row.
 // Per (row, activation row) the float operations are exactly ggml's vec_dot sequence: one
-// accumulator, acc = fma(set1(dw * da), float(int dot of block b), acc) for b ascending,
+// accumulator (two for pair_acc types, see above), acc = fma(set1(dw * da), float(int dot of block b), acc) for b ascending,
 // then hsum. What is shared across the RM rows (the activation block, its scale, and for
 // the offset types its kOff-weighted lane sums) is loaded / computed once per block, and
 // the rows' fp16 scales (and mins) of a block pair are converted as one vector.
@@ -63,12 +83,17 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   using W = typename D::W;
   using A = typename D::A;
   using Rows = std::make_index_sequence<RM>;
-  __m256 acc[RM][RN];
+  constexpr bool kPair = pair_acc<D>();
+  __m256 acc[RM][RN], acc_odd[kPair ? RM : 1][kPair ? RN : 1];
+  __m256 (*cur)[RN] = acc;  // where step() accumulates: acc, or for an odd block of a pair type acc_odd
   __m128 acc_m[RN];  // min terms, lane r = weight row r
   for (int c = 0; c < RN; ++c) {
     acc_m[c] = _mm_setzero_ps();
     for (int r = 0; r < RM; ++r) acc[r][c] = _mm256_setzero_ps();
   }
+  if constexpr (kPair)
+    for (int c = 0; c < RN; ++c)
+      for (int r = 0; r < RM; ++r) acc_odd[r][c] = _mm256_setzero_ps();
   const W* wr[RM];
   for (int r = 0; r < RM; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
   // prod[c][j * 4 + r] = dw * da of row r, block b + j: one 8-lane multiply for a block
@@ -89,12 +114,12 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
         const __m256i qw = D::quants_u(*wb);
         for (int c = 0; c < RN; ++c) {
           const __m256i q = Dot::u8_acc(qoff[c], qw, qa[c]);
-          acc[r][c] = _mm256_fmadd_ps(ps(c, r), _mm256_cvtepi32_ps(q), acc[r][c]);
+          cur[r][c] = _mm256_fmadd_ps(ps(c, r), _mm256_cvtepi32_ps(q), cur[r][c]);
         }
       } else {
         const __m256i qw = D::quants(*wb);
         for (int c = 0; c < RN; ++c)
-          acc[r][c] = _mm256_fmadd_ps(ps(c, r), _mm256_cvtepi32_ps(dot_block<D, Dot>(qw, qa[c])), acc[r][c]);
+          cur[r][c] = _mm256_fmadd_ps(ps(c, r), _mm256_cvtepi32_ps(dot_block<D, Dot>(qw, qa[c])), cur[r][c]);
       }
     }
     if constexpr (D::kHasMin)
@@ -146,18 +171,30 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
     // slower for it on the AVX-512 EPYC (with AVX2 kernels, one run 5-10% faster: the
     // choice follows the dev machine's ISA), while the 4- and 5-bit types gained 5-20%
     // (kernels_bench Matvec, BENCHMARKS.md).
-    if constexpr (std::is_same_v<D, DecQ8_0> || std::is_same_v<W, BlockMXFP4>) {
+    if constexpr (kPair) {
+      step_single(b);
+      cur = acc_odd;
+      step_single(b + 1);
+      cur = acc;
+    } else if constexpr (std::is_same_v<D, DecQ8_0> || std::is_same_v<W, BlockMXFP4>) {
       step_single(b);
       step_single(b + 1);
     } else {
       step_pair(b);
     }
   }
-  if (b < nb) step_single(b);
+  if (!kPair && b < nb) step_single(b);
   for (int c = 0; c < RN; ++c) {
     alignas(16) float m[4];
     _mm_store_ps(m, acc_m[c]);
-    for (int r = 0; r < RM; ++r) y[c * ys + r] = D::kHasMin ? hsum(acc[r][c]) + m[r] : hsum(acc[r][c]);
+    for (int r = 0; r < RM; ++r) {
+      if constexpr (kPair) {
+        const float s = hsum(_mm256_add_ps(acc[r][c], acc_odd[r][c]));
+        y[c * ys + r] = b < nb ? pair_tail<D, Dot>(s, wr[r][b], reinterpret_cast<const A*>(x + c * xs)[b]) : s;
+      } else {
+        y[c * ys + r] = D::kHasMin ? hsum(acc[r][c]) + m[r] : hsum(acc[r][c]);
+      }
+    }
   }
 }
 
@@ -178,6 +215,8 @@ float vec_dot_q(int64_t n, const void* w, const void* x) {
     acc1 = _mm256_fmadd_ps(_mm256_set1_ps(block_d(wb[b + 1]) * fp16(ab[b + 1].d)), _mm256_cvtepi32_ps(q1), acc1);
     if constexpr (D::kHasMin) summ += D::m(wb[b]) * act_s(ab[b]) + D::m(wb[b + 1]) * act_s(ab[b + 1]);
   }
+  if constexpr (pair_acc<D>())  // ggml's scalar tail after the sum
+    return b < nb ? pair_tail<D, Dot>(hsum(_mm256_add_ps(acc0, acc1)), wb[b], ab[b]) : hsum(_mm256_add_ps(acc0, acc1));
   if (b < nb) {
     const __m256i q0 = dot_block<D, Dot>(D::quants(wb[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs)));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_d(wb[b]) * fp16(ab[b].d)), _mm256_cvtepi32_ps(q0), acc0);
@@ -296,17 +335,22 @@ inline void gemm_tile_q(int64_t nb, GemmRows& w, const GemmActs& a, int64_t nc, 
     #pragma GCC unroll 4
     for (int r = 0; r < RM; ++r) acc[r][c] = _mm256_setzero_ps();
   }
-  const Quants32* __restrict wq = w.q.data();
-  const float* __restrict wd = w.d.data();
-  const float* __restrict wm = w.m.data();
-  const Quants32* __restrict aq = a.qs.data() + c0;
-  const Quants32* __restrict ao = a.qoff.data() + c0;
-  const float* __restrict ad = a.d.data() + c0;
-  const float* __restrict as = a.s.data() + c0;
   // prod[c * 4 + r] = dw[r] * da[c] of block b, as the scalar products would be; stored and
   // read back by broadcast loads (load ports are idle here, the FP pipes are not).
   float* __restrict prod = w.prod.data();
-  for (int64_t b = 0; b < nb; ++b, wq += kGemmRows, wd += 4, wm += 4, aq += nc, ao += nc, ad += nc, as += nc) {
+  // Blocks b0, b0 + step, ... below `end` (pair_acc types: the even blocks, then the odd
+  // ones, as ggml's two accumulators; others: every block in order).
+  constexpr bool kPair = pair_acc<D>();
+  const int64_t end = kPair ? nb / 2 * 2 : nb;
+  auto pass = [&](int64_t b0, int64_t step) SHARDLM_INLINE {
+  for (int64_t b = b0; b < end; b += step) {
+    const Quants32* __restrict wq = w.q.data() + b * kGemmRows;
+    const float* __restrict wd = w.d.data() + b * 4;
+    const float* __restrict wm = w.m.data() + b * 4;
+    const Quants32* __restrict aq = a.qs.data() + c0 + b * nc;
+    const Quants32* __restrict ao = a.qoff.data() + c0 + b * nc;
+    const float* __restrict ad = a.d.data() + c0 + b * nc;
+    const float* __restrict as = a.s.data() + c0 + b * nc;
     const __m128 vdw = _mm_load_ps(wd);
     #pragma GCC unroll 4
     for (int c = 0; c < RN; ++c) _mm_store_ps(prod + c * 4, _mm_mul_ps(vdw, _mm_set1_ps(ad[c])));
@@ -328,6 +372,29 @@ inline void gemm_tile_q(int64_t nb, GemmRows& w, const GemmActs& a, int64_t nc, 
       for (int c = 0; c < RN; ++c) acc_m[c] = _mm_fmadd_ps(vmw, _mm_set1_ps(as[c]), acc_m[c]);
     }
   }
+  };
+  if constexpr (kPair) {
+    pass(0, 2);
+    __m256 even[RM][RN];
+    for (int c = 0; c < RN; ++c)
+      for (int r = 0; r < RM; ++r) even[r][c] = acc[r][c], acc[r][c] = _mm256_setzero_ps();
+    pass(1, 2);
+    for (int c = 0; c < RN; ++c)
+      for (int r = 0; r < RM; ++r) {
+        float sum = hsum(_mm256_add_ps(even[r][c], acc[r][c]));
+        if (end < nb) {  // ggml's scalar tail: the odd last block after the sum
+          alignas(32) int32_t l[8];
+          const __m256i qw = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.q[end * kGemmRows + r].q));
+          const __m256i qa = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.qs[c0 + end * nc + c].q));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(l), dot_block<D, Dot>(qw, qa));
+          const int32_t isum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+          sum = std::fma(w.d[end * 4 + r] * a.d[c0 + end * nc + c], float(isum), sum);
+        }
+        y[c * ys + r] = sum;
+      }
+    return;
+  }
+  pass(0, 1);
   #pragma GCC unroll 4
   for (int c = 0; c < RN; ++c) {
     alignas(16) float m[4];
