@@ -37,11 +37,13 @@ void print_vulkan() {
 Command add_devices(CLI::App& app) {
   app.add_subcommand("devices", "list the CPU and the Vulkan devices this machine can compute on");
   return []() {
-    // The table in use (SHARDLM_ISA may pick a lower one than the best the CPU has).
+    // The table in use (SHARDLM_ISA, or a table that failed its start-up self-test, may
+    // leave a lower one than the best the CPU has).
     const kernels::Isa active = kernels::active_isa(), best = kernels::detected_isa();
-    std::printf("cpu  %s kernels%s%s%s, %u hardware threads\n", kernels::isa_name(active),
-                active != best ? " (SHARDLM_ISA; best here: " : "", active != best ? kernels::isa_name(best) : "",
-                active != best ? ")" : "", std::thread::hardware_concurrency());
+    const char* why = kernels::isa_supported(best) ? " (SHARDLM_ISA; best here: " : " (failed its self-test: ";
+    std::printf("cpu  %s kernels%s%s%s, %u hardware threads\n", kernels::isa_name(active), active != best ? why : "",
+                active != best ? kernels::isa_name(best) : "", active != best ? ")" : "",
+                std::thread::hardware_concurrency());
     print_vulkan();
     return 0;
   };

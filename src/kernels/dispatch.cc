@@ -3,8 +3,10 @@
 // (AArch64: getauxval(AT_HWCAP) ASIMD, ASIMDDP = dotprod, AT_HWCAP2 I8MM), overridable by
 // SHARDLM_ISA=scalar|avx2|avx512|neon|dotprod|i8mm (a table the CPU lacks is refused with
 // a message and exit status 2, never run into SIGILL), and by set_isa() in tests. Builds
-// one flat table per ISA by layering the ISA's entries over the ones below it, then the
-// public entry points are a table lookup. Deliberately no kernels here, and no threading:
+// one flat table per ISA by layering the ISA's entries over the ones below it; each
+// accelerated x86 table then passes a known-answer self-test against the one below
+// (self_test.cc) or is disabled with a warning naming it. The public entry points are a
+// table lookup. Deliberately no kernels here, and no threading:
 // callers split rows across threads and call matmul on each range.
 #include <atomic>
 #include <cstdio>
@@ -31,13 +33,6 @@ namespace {
 using cpu::KernelTable;
 using cpu::slot;
 using tensor::Type;
-
-constexpr Type kWeightTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0,
-                                 Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
-                                 Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K,
-                                 Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4};
-constexpr Type kActivationTypes[] = {Type::F32, Type::F16, Type::BF16,
-                                     Type::Q8_0, Type::Q8_1, Type::Q8_K};
 
 // The scalar matmul: every (row, batch) pair through the reference dot product.
 template <Type kType>
@@ -161,6 +156,7 @@ KernelTable make_table(Isa isa) {
 
 struct State {
   Isa detected;
+  Isa usable;  // the best table that passed its self-test (detected unless one failed)
   KernelTable tables[kIsaCount];  // indexed by Isa
   std::atomic<const KernelTable*> active;
 };
@@ -170,25 +166,63 @@ static_assert(std::size(kAllIsas) == kIsaCount);
 
 // Bad user input, not a programming error: a message naming the choices and exit status 2
 // (running a table the CPU lacks would end in SIGILL at the first matmul).
-[[noreturn]] void bad_env(const char* env, Isa detected, bool known) {
+[[noreturn]] void bad_env(const char* env, Isa usable, const char* why) {
   std::string ok;
   for (Isa isa : kAllIsas)
-    if (supports(detected, isa)) ok += std::string(ok.empty() ? "" : ", ") + isa_name(isa);
-  std::fprintf(stderr, "shardlm: SHARDLM_ISA=%s: %s; this CPU (best: %s) runs: %s\n", env,
-               known ? "this CPU lacks that kernel table" : "no such kernel table", isa_name(detected), ok.c_str());
+    if (supports(usable, isa)) ok += std::string(ok.empty() ? "" : ", ") + isa_name(isa);
+  std::fprintf(stderr, "shardlm: SHARDLM_ISA=%s: %s; this CPU (best: %s) runs: %s\n", env, why, isa_name(usable),
+               ok.c_str());
   std::exit(2);
 }
 
-Isa from_env(Isa detected) {
+Isa from_env(Isa detected, Isa usable) {
   const char* env = std::getenv("SHARDLM_ISA");
-  if (!env || !*env) return detected;
+  if (!env || !*env) return usable;
   for (Isa isa : kAllIsas) {
     if (std::strcmp(env, isa_name(isa)) == 0) {
-      if (!supports(detected, isa)) bad_env(env, detected, true);
+      if (!supports(detected, isa)) bad_env(env, usable, "this CPU lacks that kernel table");
+      if (!supports(usable, isa)) bad_env(env, usable, "that kernel table failed its start-up self-test");
       return isa;
     }
   }
-  bad_env(env, detected, false);
+  bad_env(env, usable, "no such kernel table");
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+// SHARDLM_SELF_TEST_FAIL=avx2|avx512 (tests only): that table's MXFP4 matmul is made wrong
+// before its self-test, to exercise the path that disables it.
+void broken_matmul(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                   size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  const auto* w = static_cast<const uint8_t*>(W);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for (int64_t b = 0; b < n_batch; ++b)
+    for (int64_t r = r0; r < r1; ++r)
+      y[b * y_stride + r] = 1.0f + ref::vec_dot(Type::MXFP4, n, w + r * row_stride, x + b * xq_stride);
+}
+#endif
+
+// The best table at most `detected` that passes its known-answer self-test (self_test.cc)
+// against the one below it (AVX2 against the scalar reference, AVX-512 against AVX2, to
+// the bit): a table that fails is not used, nor any above it, and a warning names it.
+Isa self_tested(Isa detected, const KernelTable* tables) {
+#if defined(__x86_64__) || defined(_M_X64)
+  const char* fail = std::getenv("SHARDLM_SELF_TEST_FAIL");
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!supports(detected, isa)) break;
+    const Isa below = isa == Isa::kAvx2 ? Isa::kScalar : Isa::kAvx2;
+    KernelTable t = tables[static_cast<int>(isa)];
+    if (fail && std::strcmp(fail, isa_name(isa)) == 0) t.matmul[slot(Type::MXFP4)] = broken_matmul;
+    const std::string err = cpu::self_test(t, tables[static_cast<int>(below)], isa == Isa::kAvx512);
+    if (!err.empty()) {
+      std::fprintf(stderr, "shardlm: warning: the %s kernel table failed its start-up self-test (%s): disabled, "
+                   "using %s\n", isa_name(isa), err.c_str(), isa_name(below));
+      return below;
+    }
+  }
+#else
+  (void)tables;
+#endif
+  return detected;
 }
 
 State& state() {
@@ -197,7 +231,8 @@ State& state() {
     st->detected = detect();
     for (Isa isa : kAllIsas)
       if (supports(st->detected, isa)) st->tables[static_cast<int>(isa)] = make_table(isa);
-    st->active = &st->tables[static_cast<int>(from_env(st->detected))];
+    st->usable = self_tested(st->detected, st->tables);
+    st->active = &st->tables[static_cast<int>(from_env(st->detected, st->usable))];
     return st;
   }();
   return *s;
@@ -214,11 +249,11 @@ Isa active_isa() {
   return static_cast<Isa>(s.active.load() - &s.tables[0]);
 }
 
-bool isa_supported(Isa isa) { return supports(state().detected, isa); }
+bool isa_supported(Isa isa) { return supports(state().usable, isa); }
 
 void set_isa(Isa isa) {
   State& s = state();
-  CHECK_MSG(supports(s.detected, isa), isa_name(isa));
+  CHECK_MSG(supports(s.usable, isa), isa_name(isa));
   s.active = &s.tables[static_cast<int>(isa)];
 }
 

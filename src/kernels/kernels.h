@@ -19,7 +19,7 @@ enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDot, kNeonI8mm };
 constexpr int kIsaCount = 6;
 Isa detected_isa();       // best this CPU supports
 Isa active_isa();         // what dispatch uses now
-bool isa_supported(Isa isa);  // this CPU can run that table
+bool isa_supported(Isa isa);  // this CPU can run that table and it passed its start-up self-test
 void set_isa(Isa isa);    // tests and benchmarks: force a path (CHECKs it is supported)
 const char* isa_name(Isa isa);
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tensor/types.h"
 
@@ -29,6 +30,20 @@ struct KernelTable {
 };
 
 inline int slot(tensor::Type t) { return static_cast<int>(t); }
+
+// The weight types every table holds (the scalar one all of them) and the activation types.
+inline constexpr tensor::Type kWeightTypes[] = {
+    tensor::Type::F32,  tensor::Type::F16,  tensor::Type::BF16, tensor::Type::Q4_0,   tensor::Type::Q4_1,
+    tensor::Type::Q5_0, tensor::Type::Q5_1, tensor::Type::Q8_0, tensor::Type::Q2_K,   tensor::Type::Q3_K,
+    tensor::Type::Q4_K, tensor::Type::Q5_K, tensor::Type::Q6_K, tensor::Type::IQ4_NL, tensor::Type::IQ4_XS,
+    tensor::Type::MXFP4};
+inline constexpr tensor::Type kActivationTypes[] = {tensor::Type::F32,  tensor::Type::F16,  tensor::Type::BF16,
+                                                    tensor::Type::Q8_0, tensor::Type::Q8_1, tensor::Type::Q8_K};
+
+// The known-answer self-test of a flat table t against the flat table below it (self_test.cc):
+// "" when every weight type's vec_dot and matmul and every activation quantizer agree
+// (bitwise: to the bit; else within kernels_test's 1e-5 of sum |w x|), else what differed.
+std::string self_test(const KernelTable& t, const KernelTable& ref, bool bitwise);
 
 #if defined(__x86_64__) || defined(_M_X64)
 const KernelTable& avx2_table();
