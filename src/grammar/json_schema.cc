@@ -63,10 +63,14 @@ class Converter {
  public:
   explicit Converter(const json& root) : root_(root) {}
 
-  util::Expected<std::string> run(const std::string& prefix = "", const std::string& suffix = "") {
+  util::Expected<std::string> run(const std::string& prefix = "", const std::string& suffix = "",
+                                  const std::string& separator = "", int max_docs = 1) {
     auto r = rule_for(root_, "#", "root-value");
     if (!r) return r.status();
-    std::string out = "root ::= " + (prefix.empty() ? "" : literal(prefix) + " ") + *r +
+    std::string docs = *r;  // one document, or up to max_docs between separators
+    if (max_docs > 1)
+      docs += " (" + (separator.empty() ? "" : literal(separator) + " ") + *r + "){0," + std::to_string(max_docs - 1) + "}";
+    std::string out = "root ::= " + (prefix.empty() ? "" : literal(prefix) + " ") + docs +
                       (suffix.empty() ? "" : " " + literal(suffix)) + "\n" + kBase;
     if (formats_) out += kFormats;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
@@ -306,6 +310,11 @@ std::string json_object_gbnf() { return std::string("root ::= object\n") + kBase
 util::Expected<std::string> json_schema_gbnf(const json& schema) { return Converter(schema).run(); }
 util::Expected<std::string> json_schema_gbnf(const json& schema, const std::string& prefix, const std::string& suffix) {
   return Converter(schema).run(prefix, suffix);
+}
+
+util::Expected<std::string> json_schema_gbnf(const json& schema, const std::string& prefix, const std::string& separator,
+                                             const std::string& suffix, int max_docs) {
+  return Converter(schema).run(prefix, suffix, separator, max_docs);
 }
 
 }  // namespace grammar

@@ -27,5 +27,8 @@ util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schem
 // The same document between fixed text: prefix DOCUMENT suffix (a forced tool call's markers).
 util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schema, const std::string& prefix,
                                              const std::string& suffix);
+// 1 to max_docs documents: prefix DOCUMENT (separator DOCUMENT)* suffix (parallel tool calls).
+util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schema, const std::string& prefix,
+                                             const std::string& separator, const std::string& suffix, int max_docs);
 
 }  // namespace grammar

@@ -136,16 +136,33 @@ void GrammarConstraint::accept(int32_t id) {
     broken_ = true;
     return;
   }
+  accept_text(trie_->tok.piece(id));
+}
+
+bool GrammarConstraint::accept_text(std::string_view bytes) {
+  fresh_ = false;
+  if (broken_) return false;
   int32_t s = cur_;
-  for (char ch : trie_->tok.piece(id))
+  for (char ch : bytes)
     if ((s = next(s, uint8_t(ch))) == kDead) break;
   scratch_.clear();
   if (s == kDead) {
     broken_ = true;
-    return;
+    return false;
   }
   cur_ = s;
   if (dfa_.size() > kMaxStates) restart();
+  return true;
+}
+
+bool GrammarConstraint::would_accept(std::string_view bytes) {
+  if (broken_) return false;
+  int32_t s = cur_;
+  for (char ch : bytes)
+    if ((s = next(s, uint8_t(ch))) == kDead) break;
+  scratch_.clear();
+  if (dfa_.size() > kMaxStates) restart();  // keeps cur_ (fresh_ too: the mask is cur_'s)
+  return s != kDead;
 }
 
 }  // namespace grammar

@@ -12,6 +12,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,11 @@ class GrammarConstraint : public runtime::TokenConstraint {
   GrammarConstraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> trie);
   const std::vector<uint64_t>& allowed() override;
   void accept(int32_t id) override;
+  // Text instead of a token (a triggered grammar's start, trigger.h): false, and only the
+  // end remains, when the grammar cannot read it.
+  bool accept_text(std::string_view bytes);
+  // Whether the grammar could read these bytes next (nothing changes).
+  bool would_accept(std::string_view bytes);
   const MaskStats& stats() const { return stats_; }
   bool complete() const { return !broken_ && dfa_[size_t(cur_)].st.complete(); }
 

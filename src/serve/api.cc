@@ -164,6 +164,7 @@ std::optional<ApiError> parse_tools(const json& body, Request* out) {
       out->tools.push_back(nlohmann::ordered_json(tool));
     }
   }
+  if (auto e = boolean(body, "parallel_tool_calls", &out->parallel_tool_calls)) return e;
   const json* c = field(body, "tool_choice");
   if (!c) return std::nullopt;
   if (c->is_string()) {
@@ -623,6 +624,17 @@ json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, con
   json r = head(Endpoint::kChat, ids, true);
   json tc = {{"index", call_index}, {"id", call.id}, {"type", "function"},
              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  json delta = {{"tool_calls", json::array({tc})}};
+  if (first) delta["role"] = "assistant";
+  r["choices"] = json::array({{{"index", index}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+  return r;
+}
+
+json tool_delta_chunk_json(const ResponseIds& ids, int index, const ToolDelta& d, bool first) {
+  json r = head(Endpoint::kChat, ids, true);
+  json tc = d.first ? json{{"index", d.index}, {"id", d.id}, {"type", "function"},
+                           {"function", {{"name", d.name}, {"arguments", ""}}}}
+                    : json{{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
   json delta = {{"tool_calls", json::array({tc})}};
   if (first) delta["role"] = "assistant";
   r["choices"] = json::array({{{"index", index}, {"delta", delta}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});

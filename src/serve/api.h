@@ -48,6 +48,7 @@ struct Request {
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // [{type, function}], [] none
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_name;  // kNamed
+  bool parallel_tool_calls = true;  // several calls in one reply (false: exactly one)
   std::string prompt;                            // completions
   std::vector<int32_t> prompt_tokens;            // completions: the prompt as tokens instead (/infill)
   sampler::Params params;
@@ -131,6 +132,10 @@ nlohmann::json logprobs_json(Endpoint ep, const std::vector<TokenLogprobs>& t, s
 // (and the role when it is the choice's first chunk).
 nlohmann::json tool_call_chunk_json(const ResponseIds& ids, int index, int call_index, const ToolCall& call,
                                     bool first);
+// A piece of a streamed choice's tool call, as OpenAI sends them: the call's first
+// {"tool_calls": [{index, id, type, function: {name, arguments: ""}}]}, then
+// {"tool_calls": [{index, function: {arguments: FRAGMENT}}]}.
+nlohmann::json tool_delta_chunk_json(const ResponseIds& ids, int index, const ToolDelta& d, bool first);
 nlohmann::json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u);
 // A streamed chat choice's piece of thought: {"delta": {"reasoning_content": TEXT}}.
 nlohmann::json reasoning_chunk_json(const ResponseIds& ids, int index, const std::string& text, bool first);

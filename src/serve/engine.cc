@@ -50,6 +50,7 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   job->max_tokens = req.max_tokens;
   job->max_guesses = req.max_guesses;
   std::shared_ptr<grammar::GrammarConstraint> constraint;
+  std::shared_ptr<grammar::TriggeredConstraint> lazy;
   if (req.grammar) {
     std::shared_ptr<const grammar::VocabTrie> trie;
     {
@@ -57,7 +58,10 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
       if (!trie_) trie_ = std::make_shared<const grammar::VocabTrie>(tok_);
       trie = trie_;
     }
-    job->constraint = constraint = std::make_shared<grammar::GrammarConstraint>(req.grammar, trie);
+    if (req.triggers.empty())
+      job->constraint = constraint = std::make_shared<grammar::GrammarConstraint>(req.grammar, trie);
+    else
+      job->constraint = lazy = std::make_shared<grammar::TriggeredConstraint>(req.grammar, trie, req.triggers);
   }
   auto dec = std::make_shared<tokenizer::StreamDecoder>(tok_);
   auto stop = std::make_shared<StopMatcher>(req.stop);
@@ -129,10 +133,11 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   m_.completion_tokens += r.usage.completion_tokens;
   m_.prompt_s += r.prompt_s;
   m_.gen_s += r.gen_s;
-  if (constraint) {
-    m_.grammar.masks += constraint->stats().masks;
-    m_.grammar.cached += constraint->stats().cached;
-    m_.grammar.seconds += constraint->stats().seconds;
+  if (constraint || lazy) {
+    const grammar::MaskStats& st = constraint ? constraint->stats() : lazy->stats();
+    m_.grammar.masks += st.masks;
+    m_.grammar.cached += st.cached;
+    m_.grammar.seconds += st.seconds;
   }
   if (r.usage.completion_tokens > 1 && r.gen_s > 0) m_.last_tokens_per_s = (r.usage.completion_tokens - 1) / r.gen_s;
   return r;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/cluster.h"
+#include "grammar/trigger.h"
 #include "grammar/vocab_mask.h"
 #include "runtime/scheduler.h"
 #include "sampler/sampler.h"
@@ -36,6 +37,8 @@ struct GenerationRequest {
   int max_guesses = -1;         // speculation: guesses per step at most; -1: the server's
   std::vector<std::string> stop;
   std::shared_ptr<const grammar::Grammar> grammar;  // constrained decoding, or null
+  // The grammar applies from the first of these in the text on (trigger.h); none: from the start.
+  std::vector<grammar::Trigger> triggers;
 };
 
 struct GenerationResult {

@@ -53,14 +53,17 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
                        "would have to be a tool call and JSON at once; send tool_choice none or "
                        "leave the format out", "response_format", "unsupported_parameter");
   if (j.tools_on) {  // a forced call (and the generic format's reply) is decoded under its grammar
-    auto gbnf = tool_call_gbnf(j.format, r.tools, tool_choice, r.tool_name);
+    // auto: the calls' grammar from the call's opening marker on (tools.h)
+    auto gbnf = tool_call_gbnf(j.format, r.tools, tool_choice, r.tool_name, r.parallel_tool_calls);
     if (!gbnf) return bad_request(gbnf.status().message(), "tools", "unsupported_value");
     if (!gbnf->empty()) {
       auto g = grammar::Grammar::parse(*gbnf);
       if (!g) return api_error(500, "the tool-call grammar does not parse: " + g.status().message(), "server_error");
       r.grammar = std::move(*g);
+      j.gen.triggers = tool_triggers(j.format, tool_choice);
     }
-    if (!tool_stop(j.format).empty() && r.grammar) r.stop.push_back(tool_stop(j.format));
+    // One call: it ends the reply (parallel: the grammar lets the model go on or end).
+    if (!tool_stop(j.format).empty() && r.grammar && !r.parallel_tool_calls) r.stop.push_back(tool_stop(j.format));
   }
   nlohmann::ordered_json messages = r.chat_messages, tools = j.tools_on ? r.tools : nlohmann::ordered_json::array();
   if (j.tools_on && j.format == ToolFormat::kGeneric) {
@@ -80,7 +83,7 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
     const size_t n = std::min<size_t>(tokens.size(), 8);
     // A reply under a format's grammar (response_format, a forced tool call) is that format
     // from its first token, not a thought; a request's own GBNF may write the thought.
-    j.think_open = splits(j.reasoning) && (!r.grammar || r.gbnf) &&
+    j.think_open = splits(j.reasoning) && (!r.grammar || r.gbnf || !j.gen.triggers.empty()) &&
                    ends_in_open_think(prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true));
   }
   j.gen.prompt = std::move(tokens);
@@ -139,7 +142,7 @@ ToolFormat Generator::template_tool_format() const {
 }
 
 Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting,
-                     const LogprobSink& logprobs, const TextSink& reasoning) const {
+                     const LogprobSink& logprobs, const TextSink& reasoning, const CallSink& calls) const {
   GenerationRequest g = job.gen;
   g.params.seed += uint64_t(i);
   ToolStream tools(job.format, "");
@@ -148,7 +151,19 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
   ReasoningSplitter thought(job.think_open);
   const bool split = splits(job.reasoning), legacy = job.reasoning == ReasoningFormat::kDeepseekLegacy;
   Reply r;
-  auto content = [&](const std::string& t) { return text(job.tools_on && !t.empty() ? tools.push(t) : t); };
+  auto give_calls = [&] {
+    if (!calls) return true;
+    for (const ToolDelta& d : tools.deltas()) {
+      r.streamed_calls = size_t(d.index) + 1;
+      if (!calls(d)) return false;
+    }
+    return true;
+  };
+  auto content = [&](const std::string& t) {
+    if (!job.tools_on || t.empty()) return text(t);
+    const std::string shown = tools.push(t);
+    return text(shown) && give_calls();
+  };
   r.out = engine_.generate(
       g,
       [&](const std::string& t) {
@@ -167,10 +182,11 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
   const std::string held = legacy ? "" : last.content;
   if (job.tools_on) {
     if (!held.empty()) r.tail.content = tools.push(held);
+    give_calls();
     ToolReply rest = tools.finish();
     r.tail.content += rest.content;
     r.tail.calls = std::move(rest.calls);
-    if (!r.tail.calls.empty()) r.finish_reason = "tool_calls";
+    if (!r.tail.calls.empty() && r.finish_reason == "stop") r.finish_reason = "tool_calls";  // else length, ...
   } else {
     r.tail.content = held;
   }

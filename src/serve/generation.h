@@ -34,12 +34,17 @@ struct Job {
   bool think_open = false;  // the prompt ends in <think>: the reply starts inside the thought
 };
 
+// Receives the pieces of the reply's tool calls as they are written (tools.h); false: the
+// client is gone.
+using CallSink = std::function<bool(const ToolDelta&)>;
+
 // One choice's outcome: finish_reason "tool_calls" when the reply holds calls.
 struct Reply {
   GenerationResult out;
   std::string finish_reason;
   ToolReply tail;  // the content not yet handed to the sink, and the calls
   std::string reasoning;  // the thought split off (reasoning.h), all of it
+  size_t streamed_calls = 0;  // tail.calls already given piece by piece to the CallSink
   bool cancelled() const { return out.finish_reason == "cancelled"; }
 };
 
@@ -54,9 +59,10 @@ class Generator {
   std::optional<ApiError> render(Request& r, Job* out) const;
   // Choice i (seed + i): shown text to `text` piece by piece, "" while waiting (a chance
   // to say the client left by returning false); the thought's pieces to `reasoning` when
-  // given (not with deepseek-legacy, whose thought stays in the text, as llama-server streams it).
+  // given (not with deepseek-legacy, whose thought stays in the text, as llama-server streams it);
+  // the tool calls' pieces to `calls` as they come when given (else only in the Reply).
   Reply run(const Job& job, int i, const TextSink& text, const StillWaiting& waiting = {},
-            const LogprobSink& logprobs = {}, const TextSink& reasoning = {}) const;
+            const LogprobSink& logprobs = {}, const TextSink& reasoning = {}, const CallSink& calls = {}) const;
 
   // Choice 0 answered in one body: *text gets the whole shown text (the sink's pieces and
   // the tail's content), while the client is watched; a client that left (499) or a failed

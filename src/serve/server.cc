@@ -369,9 +369,15 @@ class Handler {
               first = false;
               return ok;
             };
+            auto call = [&](const ToolDelta& d) {
+              const bool ok = event(dump(tool_delta_chunk_json(ids, i, d, first)));
+              first = false;
+              return ok;
+            };
             Reply out = gen_.run(
                 job, i, [&](const std::string& t) { return t.empty() ? sink.is_writable() : content(t); }, waiting,
-                [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); }, thought);
+                [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); }, thought,
+                call);
             if (out.cancelled()) return false;
             if (!out.out.status.ok()) {
               event(dump(error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error"))));
@@ -379,7 +385,7 @@ class Handler {
               return true;
             }
             if (!out.tail.content.empty()) content(out.tail.content);
-            for (size_t k = 0; k < out.tail.calls.size(); ++k) {
+            for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k) {
               event(dump(tool_call_chunk_json(ids, i, int(k), out.tail.calls[k], first)));
               first = false;
             }

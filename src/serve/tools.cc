@@ -132,9 +132,10 @@ const char* tool_format_name(ToolFormat f) {
   }
 }
 
-util::Expected<std::string> tool_call_gbnf(ToolFormat f, const ojson& tools, ToolChoice choice, const std::string& name) {
+util::Expected<std::string> tool_call_gbnf(ToolFormat f, const ojson& tools, ToolChoice choice, const std::string& name,
+                                           bool parallel) {
   const bool forced = choice == ToolChoice::kRequired || choice == ToolChoice::kNamed;
-  if (!forced && !(f == ToolFormat::kGeneric && choice == ToolChoice::kAuto)) return std::string();
+  if (choice == ToolChoice::kNone || f == ToolFormat::kNone) return std::string();
   // One call's object per tool: {"name": NAME, "arguments" (Llama: "parameters"): its schema}.
   ojson calls = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -151,17 +152,36 @@ util::Expected<std::string> tool_call_gbnf(ToolFormat f, const ojson& tools, Too
     calls.push_back(call);
   }
   ojson schema = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
+  const int most = parallel ? kMaxParallelCalls : 1;
+  const std::string open = std::string(kHermesOpen) + "\n", close = std::string("\n") + kHermesClose;
   switch (f) {
-    case ToolFormat::kHermes: return grammar::json_schema_gbnf(schema, std::string(kHermesOpen) + "\n", std::string("\n") + kHermesClose);
-    case ToolFormat::kMistral: return grammar::json_schema_gbnf(schema, std::string(kMistral) + " [", "]");
-    case ToolFormat::kLlama3: return grammar::json_schema_gbnf(schema);
+    case ToolFormat::kHermes: return grammar::json_schema_gbnf(schema, open, close + "\n" + open, close, most);
+    case ToolFormat::kMistral: return grammar::json_schema_gbnf(schema, std::string(kMistral) + " [", ", ", "]", most);
+    case ToolFormat::kLlama3: return grammar::json_schema_gbnf(schema, "", "; ", "", most);
     default: break;
   }
   ojson reply = {{"type", "object"}, {"properties", {{"tool_call", schema}}}, {"required", {"tool_call"}}};
-  if (!forced)
-    reply = {{"anyOf", {reply, {{"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}},
-                                {"required", {"response"}}}}}};
+  if (parallel)
+    reply = {{"anyOf", {reply, {{"type", "object"},
+                                {"properties", {{"tool_calls", {{"type", "array"}, {"items", schema},
+                                                                {"minItems", 1}, {"maxItems", most}}}}},
+                                {"required", {"tool_calls"}}}}}};
+  if (!forced) {
+    const ojson text = {{"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}}, {"required", {"response"}}};
+    reply = reply.contains("anyOf") ? ojson{{"anyOf", {reply["anyOf"][0], reply["anyOf"][1], text}}}
+                                    : ojson{{"anyOf", {reply, text}}};
+  }
   return grammar::json_schema_gbnf(reply);
+}
+
+std::vector<grammar::Trigger> tool_triggers(ToolFormat f, ToolChoice choice) {
+  if (choice != ToolChoice::kAuto) return {};
+  switch (f) {
+    case ToolFormat::kHermes: return {{kHermesOpen, false}};
+    case ToolFormat::kMistral: return {{kMistral, false}};
+    case ToolFormat::kLlama3: return {{"{", true}};
+    default: return {};
+  }
 }
 
 std::string generic_tool_prompt(const ojson& tools, ToolChoice choice) {
@@ -243,14 +263,101 @@ std::string ToolStream::push(const std::string& text) {
   return out;
 }
 
-ToolReply ToolStream::finish() {
-  if (f_ == ToolFormat::kGeneric) return parse_tool_calls(f_, held_);  // nothing was shown
-  ToolReply r = parse_tool_calls(f_, shown_ + held_);
-  if (r.calls.empty()) {
-    r.content = held_;  // the rest, as content
-  } else {
-    r.content = r.content.size() > shown_.size() ? r.content.substr(shown_.size()) : "";
+namespace {
+
+size_t skip_space(const std::string& s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return i;
+}
+
+// After `"key"` at s[at..]: the position past `: ` and the value's first byte, or npos
+// when the text is not there (yet).
+size_t value_at(const std::string& s, size_t at, size_t key_size) {
+  size_t i = skip_space(s, at + key_size);
+  if (i >= s.size() || s[i] != ':') return std::string::npos;
+  i = skip_space(s, i + 1);
+  return i < s.size() ? i : std::string::npos;
+}
+
+// The end (past the closing quote) of the JSON string starting at s[at], or npos.
+size_t string_end(const std::string& s, size_t at) {
+  for (size_t i = at + 1; i < s.size(); ++i) {
+    if (s[i] == '\\') ++i;
+    else if (s[i] == '"') return i + 1;
   }
+  return std::string::npos;
+}
+
+}  // namespace
+
+std::vector<ToolDelta> ToolStream::deltas() {
+  std::vector<ToolDelta> out;
+  if (!in_call_ && f_ != ToolFormat::kGeneric) return out;
+  const std::string& s = held_;
+  for (;;) {
+    if (!in_args_) {  // {"name": NAME, "arguments" (or "parameters"): {...}}, name first (as the grammar writes it)
+      const size_t n = s.find("\"name\"", scan_);
+      if (n == std::string::npos) return out;
+      const size_t v = value_at(s, n, 6);
+      if (v == std::string::npos || s[v] != '"') return out;
+      const size_t e = string_end(s, v);
+      if (e == std::string::npos) return out;
+      const auto name = parse_json(s.substr(v, e - v));
+      size_t a = s.find(f_ == ToolFormat::kLlama3 ? "\"parameters\"" : "\"arguments\"", e);
+      if (a == std::string::npos) return out;
+      const size_t o = value_at(s, a, f_ == ToolFormat::kLlama3 ? 12 : 11);
+      if (o == std::string::npos || s[o] != '{' || !name.is_string()) return out;
+      ids_.push_back(call_id(f_));
+      out.push_back({int(ids_.size()) - 1, true, ids_.back(), name.get<std::string>(), ""});
+      partial_.push_back({ids_.back(), name.get<std::string>(), ""});
+      in_args_ = true;
+      in_str_ = esc_ = false;
+      depth_ = 0;
+      scan_ = o;
+    }
+    size_t i = scan_;  // the arguments' text up to where their object closes
+    for (; i < s.size() && in_args_; ++i) {
+      const char c = s[i];
+      if (in_str_) {
+        if (esc_) esc_ = false;
+        else if (c == '\\') esc_ = true;
+        else if (c == '"') in_str_ = false;
+      } else if (c == '"') {
+        in_str_ = true;
+      } else if (c == '{' || c == '[') {
+        ++depth_;
+      } else if ((c == '}' || c == ']') && --depth_ == 0) {
+        in_args_ = false;
+      }
+    }
+    if (i > scan_) {
+      out.push_back({int(ids_.size()) - 1, false, "", "", s.substr(scan_, i - scan_)});
+      partial_.back().arguments += out.back().arguments;
+    }
+    scan_ = i;
+    if (in_args_) return out;
+  }
+}
+
+ToolReply ToolStream::finish() {
+  deltas();  // the calls begun
+  ToolReply r;
+  if (f_ == ToolFormat::kGeneric) {
+    r = parse_tool_calls(f_, held_);  // nothing was shown
+  } else {
+    r = parse_tool_calls(f_, shown_ + held_);
+    if (r.calls.empty()) {
+      r.content = held_;  // the rest, as content
+    } else {
+      r.content = r.content.size() > shown_.size() ? r.content.substr(shown_.size()) : "";
+    }
+  }
+  if (r.calls.empty() && !partial_.empty()) {
+    // Cut short (max_tokens) inside a call: the calls begun, the last one's arguments cut
+    // off, as OpenAI answers a reply cut inside a call (the text before them was shown).
+    r = ToolReply{"", partial_};
+  }
+  for (size_t i = 0; i < r.calls.size() && i < ids_.size(); ++i) r.calls[i].id = ids_[i];
   return r;
 }
 

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/trigger.h"
 #include "util/status.h"
 
 namespace serve {
@@ -31,13 +32,19 @@ struct ToolCall {
 ToolFormat tool_format(const std::string& template_source);
 const char* tool_format_name(ToolFormat f);
 
-// GBNF of the reply when it is constrained: a forced call (required: of any of the tools;
-// named: of that one) in format f, its arguments a document of the function's parameters
-// schema (json_schema.h); with kGeneric and auto, a call or {"response": TEXT}; "" when
-// unconstrained (auto, none). The error names the tool whose schema cannot be enforced.
-// tools: [{type, function: {name, parameters?}}] as api.h checked them.
+// GBNF of the reply's calls: a forced call (required: of any of the tools; named: of that
+// one) in format f, its arguments a document of the function's parameters schema
+// (json_schema.h); parallel: 1 to kMaxParallelCalls of them. With auto the same calls,
+// applied from the format's opening marker on (tool_triggers); with kGeneric and auto, a
+// call or {"response": TEXT} from the start; "" with none. The error names the tool whose
+// schema cannot be enforced. tools: [{type, function: {name, parameters?}}] as api.h
+// checked them.
+constexpr int kMaxParallelCalls = 4;
 util::Expected<std::string> tool_call_gbnf(ToolFormat f, const nlohmann::ordered_json& tools, ToolChoice choice,
-                                           const std::string& name);
+                                           const std::string& name, bool parallel = false);
+// Where auto's grammar starts (a call's opening marker); none: the grammar holds from the
+// reply's start (forced calls, and the generic format's reply).
+std::vector<grammar::Trigger> tool_triggers(ToolFormat f, ToolChoice choice);
 // kGeneric: the system text describing the tools and the reply's format, and the history
 // as a template without tools can render it (an assistant's tool_calls as its JSON reply,
 // a tool's result as a user turn).
@@ -55,20 +62,40 @@ struct ToolReply {
 };
 ToolReply parse_tool_calls(ToolFormat f, const std::string& text);
 
+// A piece of a streamed call, as OpenAI streams tool calls: the first of a call carries its
+// id and name (arguments ""), the others fragments of the arguments' text.
+struct ToolDelta {
+  int index = 0;    // the call's, in the reply
+  bool first = false;
+  std::string id, name, arguments;
+};
+
 // A streamed reply's text: push() returns what may be shown as content now; from where a
-// call starts (or may start) on, the text is held for finish().
+// call starts (or may start) on, the text is held for finish(). The held text is read as
+// it comes for calls' names and arguments (deltas()), which a grammar keeps well formed.
 class ToolStream {
  public:
   ToolStream(ToolFormat f, std::string prefill) : f_(f), held_(std::move(prefill)) {}
   std::string push(const std::string& text);
+  // The pieces of calls found in the text pushed since the last call.
+  std::vector<ToolDelta> deltas();
   // The reply as a whole: parse_tool_calls of everything pushed (and the prefill), with
-  // content only what push() did not return yet.
+  // content only what push() did not return yet; calls already begun in deltas() keep
+  // those ids. A reply cut short inside a call (max_tokens) gives the calls begun, the
+  // last one's arguments cut off (as OpenAI does), and the text before them as content.
   ToolReply finish();
 
  private:
   ToolFormat f_;
   std::string shown_, held_;
   bool in_call_ = false, plain_ = false;  // a call started; (Llama 3) the reply is content
+  // deltas(): where held_ is read up to, whether inside a call's arguments (their nesting
+  // depth, inside a string, after a backslash), and the calls begun.
+  size_t scan_ = 0;
+  bool in_args_ = false, in_str_ = false, esc_ = false;
+  int depth_ = 0;
+  std::vector<std::string> ids_;
+  std::vector<ToolCall> partial_;  // the calls begun, as far as written
 };
 
 }  // namespace serve

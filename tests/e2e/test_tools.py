@@ -7,7 +7,12 @@
     and both tool formats: Hermes (--chat-template qwen2) and the generic format the
     model's own chatml template gets (tools in the system turn, a JSON reply): every
     reply is a call (finish_reason tool_calls) of a listed function (the named one when
-    named) whose arguments validate under its schema (`jsonschema`); streamed the same;
+    named) whose arguments validate under its schema (`jsonschema`); streamed the same,
+    as OpenAI streams calls (a call's first delta with id, type and name, then argument
+    fragments); parallel_tool_calls false: exactly one call, else one or more;
+  * tool_choice "auto" in the Hermes format over 12 requests (8 on one node, 4 behind workers): text, or calls the model
+    started itself (the prompt's "<tool_call>" echoed) and the grammar completed: no
+    reply shows a call that did not parse, every call validates, some calls were made;
   * /props names the format; auto with the generic format answers text or a valid call;
   * Anthropic's tool_choice any and Ollama's tools go through the same constraint;
   * a tool whose schema cannot be enforced (pattern) is a 400 naming it.
@@ -89,35 +94,74 @@ def valid(call, tools, named):
         return False
 
 
+BAD_DELTAS = []  # streamed tool-call deltas not shaped as OpenAI's
+
+
+def ask(client, msgs, tools, choice, stream, **kw):
+    """(finish_reason, content, calls [{name, arguments}]), streamed or not; a stream's
+    calls come as OpenAI sends them (checked): per call, a first delta with its id, type
+    and name (arguments ""), then fragments of the arguments only."""
+    if not stream:
+        r = client.chat.completions.create(model="m", messages=msgs, tools=tools, tool_choice=choice, temperature=0,
+                                           **kw)
+        m = r.choices[0].message
+        return (r.choices[0].finish_reason, m.content or "",
+                [{"name": t.function.name, "arguments": t.function.arguments} for t in m.tool_calls or []])
+    calls, finish, content = {}, None, ""
+    for ch in client.chat.completions.create(model="m", messages=msgs, tools=tools, tool_choice=choice,
+                                             temperature=0, stream=True, **kw):
+        for c in ch.choices:
+            content += c.delta.content or ""
+            for d in c.delta.tool_calls or []:
+                if d.index not in calls:
+                    shape = d.id and d.type == "function" and d.function.name and d.function.arguments == ""
+                    calls[d.index] = {"name": d.function.name, "arguments": ""}
+                else:
+                    shape = d.id is None and not d.function.name and d.function.arguments
+                    calls[d.index]["arguments"] += d.function.arguments or ""
+                if not shape:
+                    BAD_DELTAS.append(d)
+            finish = c.finish_reason or finish
+    return finish, content, [calls[i] for i in sorted(calls)]
+
+
 def check_forced(url, where, stream_every=3):
     client = openai.OpenAI(base_url=url + "/v1", api_key="x")
     good = 0
     for k, (tools, words, named) in enumerate(CASES):
         choice = {"type": "function", "function": {"name": named}} if named else "required"
-        msgs = [{"role": "user", "content": words}]
-        if k % stream_every == 0:
-            calls, finish = {}, None
-            for ch in client.chat.completions.create(model="m", messages=msgs, tools=tools, tool_choice=choice,
-                                                     max_tokens=200, temperature=0, stream=True):
-                for c in ch.choices:
-                    for d in c.delta.tool_calls or []:
-                        t = calls.setdefault(d.index, {"name": "", "arguments": ""})
-                        t["name"] += d.function.name or ""
-                        t["arguments"] += d.function.arguments or ""
-                    finish = c.finish_reason or finish
-            calls = [calls[i] for i in sorted(calls)]
-        else:
-            r = client.chat.completions.create(model="m", messages=msgs, tools=tools, tool_choice=choice,
-                                               max_tokens=200, temperature=0)
-            finish = r.choices[0].finish_reason
-            calls = [{"name": t.function.name, "arguments": t.function.arguments}
-                     for t in r.choices[0].message.tool_calls or []]
-        ok = finish == "tool_calls" and len(calls) == 1 and valid(calls[0], tools, named)
+        parallel = k % 4 == 1  # else one call only: a small model repeats its call up to the limit
+        finish, _, calls = ask(client, [{"role": "user", "content": words}], tools, choice, k % stream_every == 0,
+                               max_tokens=200, parallel_tool_calls=parallel)
+        ok = (finish == "tool_calls" and (1 <= len(calls) <= 4 if parallel else len(calls) == 1)
+              and all(valid(c, tools, named) for c in calls))
         good += ok
         if not ok:
             print("    case %d %r: finish %s calls %r" % (k, words, finish, calls))
     check(good == len(CASES), "%s: %d of %d forced calls (named and required, %d streamed) parse and validate" %
           (where, good, len(CASES), (len(CASES) + stream_every - 1) // stream_every))
+
+
+def check_auto(url, where, cases, stream_every=3):
+    """auto: text, or calls the model started (the prompt's "<tool_call>" echoed) that the
+    grammar completed: a reply never shows a call that did not parse."""
+    client = openai.OpenAI(base_url=url + "/v1", api_key="x")
+    good = made = cut = 0
+    for k, (tools, words, _) in enumerate(cases):
+        msgs = [{"role": "user", "content": words + " Call the tool: reply <tool_call> with its JSON."}]
+        finish, content, calls = ask(client, msgs, tools, "auto", k % stream_every == 0, max_tokens=100,
+                                     parallel_tool_calls=k % 3 == 2)
+        # a call cut by max_tokens (finish length) is the last one, its arguments cut off
+        whole = calls[:-1] if finish == "length" else calls
+        ok = bool("<tool_call>" not in content and all(valid(c, tools, None) for c in whole)
+                  and (finish == "stop" and not calls or finish == "tool_calls" and calls or finish == "length"))
+        good += ok
+        made += bool(calls)
+        cut += len(whole) < len(calls)
+        if not ok:
+            print("    case %d %r: finish %s content %r calls %r" % (k, words, finish, content[:200], calls))
+    check(good == len(cases) and made >= 1, "%s auto: %d of %d replies text or valid calls (%d with calls, %d cut "
+          "by max_tokens inside a call)" % (where, good, len(cases), made, cut))
 
 
 def props(url):
@@ -129,6 +173,7 @@ def main():
     _, hurl = start_server(["--chat-template", "qwen2"])
     check(props(hurl)["tool_format"].startswith("Hermes"), "/props: qwen2's template uses the Hermes format")
     check_forced(hurl, "Hermes, one node")
+    check_auto(hurl, "Hermes, one node", CASES[:8])
     _, gurl = start_server()
     check(props(gurl)["tool_format"].startswith("generic"), "/props: the model's own chatml uses the generic format")
     check_forced(gurl, "generic, one node")
@@ -167,8 +212,11 @@ def main():
           "ollama tools (auto, Hermes): %s" % ("a valid call" if calls else "text"))
 
     workers = [harness.start_worker(BIN)[1] for _ in range(2)]
-    _, wurl = start_server(["--workers", ",".join(workers)])
-    check_forced(wurl, "generic, 2 workers", stream_every=2)
+    _, wurl = start_server(["--workers", ",".join(workers), "--chat-template", "qwen2"])
+    check_forced(wurl, "Hermes, 2 workers", stream_every=2)
+    check_auto(wurl, "Hermes, 2 workers", CASES[:8:2], stream_every=2)
+    check(not BAD_DELTAS, "streamed calls: each call's first delta has id, type and name, the others arguments "
+          "only %s" % BAD_DELTAS[:2])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/trigger.h"
 #include "grammar/vocab_mask.h"
 #include "tokenizer/tokenizer.h"
 
@@ -376,4 +377,68 @@ TEST(Grammar, ConstraintGoesOnPastItsStateLimit) {
   EXPECT_TRUE(c.complete());
   EXPECT_FALSE(ok(a));
   EXPECT_TRUE(ok(tok->eos()) || !tok->is_eog(tok->eos()));
+}
+
+// A triggered grammar (tool_choice auto): text is free until the trigger; a token that
+// would complete the trigger is allowed exactly when the grammar reads the text from the
+// trigger on; past the trigger the grammar's masks hold and the text ends complete.
+TEST(Grammar, TriggeredGrammarStartsAtItsTrigger) {
+  const tokenizer::Tokenizer* tok = smollm2();
+  if (!tok) GTEST_SKIP() << "SmolLM2 not found (make deps)";
+  auto trie = std::make_shared<const grammar::VocabTrie>(*tok);
+  auto g = must_parse("root ::= \"<tool_call>\\n{\" [a-z]+ \"}\\n</tool_call>\"");
+  grammar::TriggeredConstraint c(g, trie, {{"<tool_call>", false}});
+  auto ok = [&](int32_t id) { return bool((c.allowed()[size_t(id) / 64] >> (id % 64)) & 1); };
+  auto reads = [&](const std::string& text) {  // the grammar reads text (a prefix of a sentence)
+    Matcher m(g);
+    return m.accept(text);
+  };
+  std::string text;
+  for (int32_t id : tok->encode("Let me check <tool_call", false, false)) {
+    EXPECT_TRUE(ok(id)) << tok->piece(id);
+    c.accept(id);
+    text += tok->piece(id);
+  }
+  ASSERT_EQ(text, "Let me check <tool_call");
+  EXPECT_FALSE(c.triggered());
+  // every token: allowed unless it completes the trigger with text the grammar cannot read
+  int masked = 0, completing = 0;
+  for (int32_t id = 0; id < tok->n_vocab(); ++id) {
+    const std::string s = text + tok->piece(id);
+    const size_t at = tok->is_control(id) || tok->is_eog(id) ? std::string::npos : s.find("<tool_call>");
+    const bool want = at == std::string::npos || reads(s.substr(at));
+    completing += at != std::string::npos;
+    masked += !ok(id);
+    EXPECT_EQ(ok(id), want) << id << " '" << tok->piece(id) << "'";
+  }
+  EXPECT_GT(completing, 0);
+  std::printf("[ grammar ] after '%s': %d tokens complete the trigger, %d of them masked\n", text.c_str(), completing,
+              masked);
+  for (int32_t id : tok->encode(">\n{ab", false, false)) {
+    ASSERT_TRUE(ok(id)) << tok->piece(id);
+    c.accept(id);
+  }
+  EXPECT_TRUE(c.triggered());
+  EXPECT_FALSE(ok(*tok->find_token("1")));  // the grammar's mask now
+  EXPECT_FALSE(ok(tok->eos()));
+  for (int32_t id : tok->encode("}\n</tool_call>", false, false)) {
+    ASSERT_TRUE(ok(id)) << tok->piece(id);
+    c.accept(id);
+  }
+  EXPECT_TRUE(ok(tok->eos()));
+  // text with no trigger stays free; an at_start trigger only counts at the reply's start
+  grammar::TriggeredConstraint free(g, trie, {{"<tool_call>", false}});
+  for (int32_t id : tok->encode("no call here </tool_call> {x}", false, false)) free.accept(id);
+  EXPECT_FALSE(free.triggered());
+  auto obj = must_parse("root ::= \"{\" [a-z]+ \"}\"");
+  grammar::TriggeredConstraint late(obj, trie, {{"{", true}});
+  for (int32_t id : tok->encode("It is {x}", false, false)) late.accept(id);
+  EXPECT_FALSE(late.triggered());
+  grammar::TriggeredConstraint early(obj, trie, {{"{", true}});
+  const std::vector<uint64_t> m = early.allowed();
+  const int32_t open_digit = tok->find_token("{1").value_or(-1), open_letter = tok->find_token("{a").value_or(-1);
+  if (open_digit >= 0) EXPECT_FALSE((m[size_t(open_digit) / 64] >> (open_digit % 64)) & 1);
+  if (open_letter >= 0) EXPECT_TRUE((m[size_t(open_letter) / 64] >> (open_letter % 64)) & 1);
+  for (int32_t id : tok->encode(" {ab", false, false)) early.accept(id);
+  EXPECT_TRUE(early.triggered());
 }

@@ -221,6 +221,7 @@ TEST(ServeApi, RefusalsNameTheParameter) {
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content[0].type"},
       {R"({"messages":[{"role":"user","content":[{"type":"text"}]}]})", "messages[0].content[0].text"},
       {"{" + m + R"(,"model":3})", "model"},
+      {"{" + m + R"(,"parallel_tool_calls":"no"})", "parallel_tool_calls"},
       {"{" + m + R"(,"temperature":"0"})", "temperature"},
       {"{" + m + R"(,"temperature":-0.1})", "temperature"},
       {"{" + m + R"(,"temperature":2.5})", "temperature"},
@@ -622,8 +623,9 @@ nlohmann::ordered_json two_tools() {
 }
 
 // Whether the forced call's grammar (named: get_weather) accepts the whole text.
-bool call_grammar_accepts(serve::ToolFormat f, serve::ToolChoice choice, const std::string& text) {
-  auto gbnf = serve::tool_call_gbnf(f, two_tools(), choice, "get_weather");
+bool call_grammar_accepts(serve::ToolFormat f, serve::ToolChoice choice, const std::string& text,
+                          bool parallel = false) {
+  auto gbnf = serve::tool_call_gbnf(f, two_tools(), choice, "get_weather", parallel);
   if (!gbnf) return false;
   auto g = grammar::Grammar::parse(*gbnf);
   if (!g) return false;
@@ -648,9 +650,25 @@ TEST(ServeTools, ForcedCallsFollowTheirGrammar) {
   EXPECT_TRUE(call_grammar_accepts(G, ToolChoice::kNamed, "{\"tool_call\": " + call + "}"));
   EXPECT_FALSE(call_grammar_accepts(G, ToolChoice::kNamed, "{\"response\": \"hi\"}"));
   EXPECT_TRUE(call_grammar_accepts(G, ToolChoice::kAuto, "{\"response\": \"hi\"}"));
-  auto unconstrained = serve::tool_call_gbnf(H, two_tools(), ToolChoice::kAuto, "");  // auto: no grammar
+  // auto: the calls' grammar, from the opening marker on; none: no grammar
+  EXPECT_TRUE(call_grammar_accepts(H, ToolChoice::kAuto, "<tool_call>\n" + call + "\n</tool_call>"));
+  EXPECT_EQ(serve::tool_triggers(H, ToolChoice::kAuto).at(0).text, "<tool_call>");
+  EXPECT_TRUE(serve::tool_triggers(H, ToolChoice::kRequired).empty());
+  EXPECT_TRUE(serve::tool_triggers(G, ToolChoice::kAuto).empty());  // the generic reply's grammar holds from its start
+  auto unconstrained = serve::tool_call_gbnf(H, two_tools(), ToolChoice::kNone, "");
   ASSERT_TRUE(unconstrained.ok());
   EXPECT_EQ(*unconstrained, "");
+  // parallel: several calls (up to kMaxParallelCalls); not parallel: exactly one
+  const std::string two = "<tool_call>\n" + call + "\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_TRUE(call_grammar_accepts(H, ToolChoice::kRequired, two, true));
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kRequired, two, false));
+  std::string many = "<tool_call>\n" + call + "\n</tool_call>";
+  for (int k = 1; k < serve::kMaxParallelCalls; ++k) many += "\n<tool_call>\n" + call + "\n</tool_call>";
+  EXPECT_TRUE(call_grammar_accepts(H, ToolChoice::kRequired, many, true));
+  EXPECT_FALSE(call_grammar_accepts(H, ToolChoice::kRequired, many + "\n<tool_call>\n" + call + "\n</tool_call>", true));
+  EXPECT_TRUE(call_grammar_accepts(G, ToolChoice::kRequired, "{\"tool_calls\": [" + call + ", " + call + "]}", true));
+  EXPECT_FALSE(call_grammar_accepts(G, ToolChoice::kRequired, "{\"tool_calls\": [" + call + ", " + call + "]}", false));
+  EXPECT_EQ(serve::parse_tool_calls(H, two).calls.size(), 2u);
   // a schema constrained decoding cannot enforce is refused naming the tool
   auto bad = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "g",
       "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a+"}}}}}])");
@@ -679,6 +697,56 @@ TEST(ServeTools, ForcedCallsFollowTheirGrammar) {
   EXPECT_EQ(nlohmann::json::parse(h[2]["content"].get<std::string>())["tool_call"]["name"], "get_weather");
   EXPECT_EQ(h[3]["role"], "user");
   EXPECT_NE(h[3]["content"].get<std::string>().find("18 C"), std::string::npos);
+}
+
+// A streamed call goes out as OpenAI streams them: its id and name once both are written,
+// then the arguments' text in fragments, whatever the pieces' cuts; the final calls keep
+// the streamed ids.
+TEST(ServeTools, StreamedCallsComeAsDeltas) {
+  const std::string reply = "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P{a}\\\"ris\", "
+                            "\"days\": [1, {\"x\": 2}]}}\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  for (size_t cut : {1, 2, 3, 7, 1000}) {
+    SCOPED_TRACE(cut);
+    serve::ToolStream s(serve::ToolFormat::kHermes, "");
+    std::string shown;
+    std::vector<serve::ToolDelta> ds;
+    for (size_t i = 0; i < reply.size(); i += cut) {
+      shown += s.push(reply.substr(i, cut));
+      for (auto& d : s.deltas()) ds.push_back(d);
+    }
+    auto r = s.finish();
+    ASSERT_EQ(r.calls.size(), 2u);
+    std::vector<std::string> args(2);
+    std::vector<std::string> ids;
+    for (const auto& d : ds) {
+      if (d.first) {
+        ASSERT_EQ(int(ids.size()), d.index);
+        ids.push_back(d.id);
+        EXPECT_EQ(d.name, d.index == 0 ? "get_weather" : "f");
+        EXPECT_TRUE(d.arguments.empty());
+      } else {
+        ASSERT_LT(size_t(d.index), ids.size());
+        args[size_t(d.index)] += d.arguments;
+      }
+    }
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_EQ(ids[0], r.calls[0].id);
+    EXPECT_EQ(ids[1], r.calls[1].id);
+    EXPECT_EQ(args[0], "{\"city\": \"P{a}\\\"ris\", \"days\": [1, {\"x\": 2}]}");
+    EXPECT_EQ(args[1], "{}");
+    EXPECT_EQ(nlohmann::json::parse(args[0]), nlohmann::json::parse(r.calls[0].arguments));
+  }
+  // the generic format's call, and its text reply (no deltas)
+  serve::ToolStream g(serve::ToolFormat::kGeneric, "");
+  g.push("{\"tool_call\": {\"name\": \"add\", \"arguments\": {\"a\": 1}}}");
+  auto gd = g.deltas();
+  ASSERT_EQ(gd.size(), 2u);
+  EXPECT_EQ(gd[0].name, "add");
+  EXPECT_EQ(gd[1].arguments, "{\"a\": 1}");
+  EXPECT_EQ(g.finish().calls.at(0).id, gd[0].id);
+  serve::ToolStream t(serve::ToolFormat::kGeneric, "");
+  t.push("{\"response\": \"say \\\"name\\\": \\\"x\\\"\"}");
+  EXPECT_TRUE(t.deltas().empty());
 }
 
 TEST(ServeTools, StreamHoldsTheCalls) {
