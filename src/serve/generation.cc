@@ -186,7 +186,9 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
     ToolReply rest = tools.finish();
     r.tail.content += rest.content;
     r.tail.calls = std::move(rest.calls);
-    if (!r.tail.calls.empty() && r.finish_reason == "stop") r.finish_reason = "tool_calls";  // else length, ...
+    // A cut call's reply stays "length"; a further call cut off was dropped (tools.h).
+    if (!r.tail.calls.empty() && !rest.cut && (r.finish_reason == "stop" || r.finish_reason == "length"))
+      r.finish_reason = "tool_calls";
   } else {
     r.tail.content = held;
   }

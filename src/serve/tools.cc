@@ -308,7 +308,7 @@ std::vector<ToolDelta> ToolStream::deltas() {
       const size_t o = value_at(s, a, f_ == ToolFormat::kLlama3 ? 12 : 11);
       if (o == std::string::npos || s[o] != '{' || !name.is_string()) return out;
       ids_.push_back(call_id(f_));
-      out.push_back({int(ids_.size()) - 1, true, ids_.back(), name.get<std::string>(), ""});
+      waiting_.push_back({int(ids_.size()) - 1, true, ids_.back(), name.get<std::string>(), ""});
       partial_.push_back({ids_.back(), name.get<std::string>(), ""});
       in_args_ = true;
       in_str_ = esc_ = false;
@@ -331,10 +331,17 @@ std::vector<ToolDelta> ToolStream::deltas() {
       }
     }
     if (i > scan_) {
-      out.push_back({int(ids_.size()) - 1, false, "", "", s.substr(scan_, i - scan_)});
-      partial_.back().arguments += out.back().arguments;
+      waiting_.push_back({int(ids_.size()) - 1, false, "", "", s.substr(scan_, i - scan_)});
+      partial_.back().arguments += waiting_.back().arguments;
     }
     scan_ = i;
+    if (!in_args_) closed_++;
+    // The first call goes out as it comes; a later one once whole, so that a reply cut
+    // inside an optional further call never shows it (finish()).
+    if (!in_args_ || ids_.size() == 1) {
+      out.insert(out.end(), waiting_.begin(), waiting_.end());
+      waiting_.clear();
+    }
     if (in_args_) return out;
   }
 }
@@ -353,9 +360,17 @@ ToolReply ToolStream::finish() {
     }
   }
   if (r.calls.empty() && !partial_.empty()) {
-    // Cut short (max_tokens) inside a call: the calls begun, the last one's arguments cut
-    // off, as OpenAI answers a reply cut inside a call (the text before them was shown).
+    // Cut short (max_tokens) inside the first call: that call, its arguments cut off, as
+    // OpenAI answers a reply cut inside a call (the text before it was shown).
+    // A further call cut off is dropped: the calls before it are a whole reply.
     r = ToolReply{"", partial_};
+    if (closed_ > 0) {
+      r.calls.resize(closed_);
+      for (ToolCall& c : r.calls)
+        if (const auto j = parse_json(c.arguments); j.is_object()) c.arguments = j.dump();
+    } else {
+      r.cut = true;
+    }
   }
   for (size_t i = 0; i < r.calls.size() && i < ids_.size(); ++i) r.calls[i].id = ids_[i];
   return r;

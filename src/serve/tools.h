@@ -59,6 +59,7 @@ std::string tool_stop(ToolFormat f);
 struct ToolReply {
   std::string content;
   std::vector<ToolCall> calls;
+  bool cut = false;  // the reply ended (max_tokens) inside its first call: calls[0]'s arguments are unfinished
 };
 ToolReply parse_tool_calls(ToolFormat f, const std::string& text);
 
@@ -81,8 +82,9 @@ class ToolStream {
   std::vector<ToolDelta> deltas();
   // The reply as a whole: parse_tool_calls of everything pushed (and the prefill), with
   // content only what push() did not return yet; calls already begun in deltas() keep
-  // those ids. A reply cut short inside a call (max_tokens) gives the calls begun, the
-  // last one's arguments cut off (as OpenAI does), and the text before them as content.
+  // those ids. A reply cut short (max_tokens) inside its first call gives that call, its
+  // arguments cut off (as OpenAI does; cut set); inside a further call (parallel calls),
+  // the whole calls before it (deltas() shows a further call only once it is whole).
   ToolReply finish();
 
  private:
@@ -96,6 +98,8 @@ class ToolStream {
   int depth_ = 0;
   std::vector<std::string> ids_;
   std::vector<ToolCall> partial_;  // the calls begun, as far as written
+  size_t closed_ = 0;              // of them, whose arguments are whole
+  std::vector<ToolDelta> waiting_; // a further call's deltas, held until it is whole
 };
 
 }  // namespace serve

@@ -736,6 +736,23 @@ TEST(ServeTools, StreamedCallsComeAsDeltas) {
     EXPECT_EQ(args[1], "{}");
     EXPECT_EQ(nlohmann::json::parse(args[0]), nlohmann::json::parse(r.calls[0].arguments));
   }
+  // cut (max_tokens) inside a further call: it never shows, the calls before it are the
+  // reply; inside the first call: that call, cut
+  const std::string one = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n";
+  serve::ToolStream further(serve::ToolFormat::kHermes, "");
+  further.push(one + "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": ");
+  for (const auto& d : further.deltas()) EXPECT_EQ(d.index, 0);
+  auto fr = further.finish();
+  ASSERT_EQ(fr.calls.size(), 1u);
+  EXPECT_FALSE(fr.cut);
+  EXPECT_EQ(fr.calls[0].arguments, "{\"a\":1}");
+  serve::ToolStream first(serve::ToolFormat::kHermes, "");
+  first.push("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ");
+  auto cr = first.finish();
+  ASSERT_EQ(cr.calls.size(), 1u);
+  EXPECT_TRUE(cr.cut);
+  EXPECT_EQ(cr.calls[0].arguments, "{\"a\": ");
+  EXPECT_TRUE(cr.content.empty());
   // the generic format's call, and its text reply (no deltas)
   serve::ToolStream g(serve::ToolFormat::kGeneric, "");
   g.push("{\"tool_call\": {\"name\": \"add\", \"arguments\": {\"a\": 1}}}");
