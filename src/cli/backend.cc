@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "util/memory.h"
+#include "runtime/node.h"
 
 #ifndef SHARDLM_VERSION
 #define SHARDLM_VERSION "dev"
@@ -15,12 +15,11 @@ namespace cli {
 std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots) {
   if (n_slots < 1) return "--parallel must be at least 1 (the requests that run at once)";
   if (n_slots > runtime::kMaxSlots) return "--parallel must be at most " + std::to_string(runtime::kMaxSlots);
-  const double bytes =
-      double(model::KvCache::bytes_per_position(c.n_layers, c.n_kv_heads, c.head_dim, o.kv_type)) * ctx * n_slots;
-  if (bytes > 0.8 * util::physical_memory_bytes())
+  const runtime::MemoryFit fit = runtime::memory_fit(c, c.n_kv_heads, o.kv_type, ctx, n_slots, 0, 0.8);
+  if (!fit.fits)
     return "--parallel " + std::to_string(n_slots) + " slots of " + std::to_string(ctx) + " positions need " +
-           std::to_string(int64_t(bytes / 1e6)) + " MB of KV cache on the root, more than this machine can hold (" +
-           std::to_string(int64_t(util::physical_memory_bytes() / 1e6)) +
+           std::to_string(int64_t(fit.kv_bytes / 1e6)) +
+           " MB of KV cache on the root, more than this machine can hold (" + std::to_string(int64_t(fit.have / 1e6)) +
            " MB of memory); lower --parallel or --ctx, or use --kv-type q8_0";
   return "";
 }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/device.h"
+#include "cli/progress.h"
 #include "net/cluster_key.h"
 
 namespace cli {
@@ -75,6 +76,7 @@ std::string cluster_options(const ClusterCliOptions& c, const RunOptions& r, int
   out->n_slots = n_slots;
   out->lane_order = !r.exact_batches;
   out->decode_lanes = r.fast_batches;
+  out->on_progress = weight_progress_printer();
   if (std::string e = device_factory(r.device, &out->backend); !e.empty()) return e;
   if (r.device != "cpu" && (!c.workers.empty() || c.transport == "mpi")) {  // named in speed probes
     auto dev = device_name(r.device);

@@ -129,7 +129,7 @@ void CpuBackend::plan_runs(const Segment* segs, int n_segs) {
   runs_.clear();
   int row = 0;
   for (int s = 0; s < n_segs; ++s) {
-    const kernels::BatchOrder o = !segs[s].rowwise && lane_order_ && (segs[s].n >= kLaneMinRows || decode_lanes_)
+    const kernels::BatchOrder o = lane_ordered(segs[s].n, segs[s].rowwise, lane_order_, decode_lanes_)
                                       ? kernels::BatchOrder::kLanes
                                       : kernels::BatchOrder::kVecDot;
     if (!runs_.empty() && runs_.back().order == o)
@@ -216,7 +216,7 @@ util::Status CpuBackend::end_batch(const Segment* segs, int n_segs, float* logit
       kernels::rmsnorm(&xn_[size_t(rows + b) * D], &x_[size_t(row + first + b) * D], w_.output_norm.data(), D,
                        c.rms_eps);
     if (k > 0) {
-      const kernels::BatchOrder o = !g.rowwise && lane_order_ && (k >= kLaneMinRows || decode_lanes_)
+      const kernels::BatchOrder o = lane_ordered(k, g.rowwise, lane_order_, decode_lanes_)
                                         ? kernels::BatchOrder::kLanes
                                         : kernels::BatchOrder::kVecDot;
       if (!out_runs.empty() && out_runs.back().order == o)

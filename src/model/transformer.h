@@ -88,6 +88,12 @@ struct RunConfig {
   bool decode_lanes = false;
 };
 constexpr int kLaneMinRows = int(kernels::kLaneMinBatch);
+// Whether n rows of a segment run in lane order (else vec_dot order): the one rule every
+// backend follows, and what a cluster records so that replaying a slot gives the same bits.
+// Lane order needs lane_order, and >= kLaneMinRows rows unless decode_lanes; never rowwise.
+inline bool lane_ordered(int n, bool rowwise, bool lane_order, bool decode_lanes) {
+  return !rowwise && lane_order && (n >= kLaneMinRows || decode_lanes);
+}
 
 // Rows [.., .. + n) of a batch: positions pos .. pos+n-1 of one sequence, in KV slot `slot`.
 enum class Logits : uint8_t { kNone = 0, kLast = 1, kAll = 2 };

@@ -1,33 +1,37 @@
-// cluster.h: the root's side of a cluster (generate, bench; later perplexity, chat and
-// serve). start() connects to the workers (mesh bootstrap and cluster-key handshake in
-// net/), probes the links (α from small ping/pongs, β from 1 MiB ones) unless an
-// algorithm is forced, plans the slices (plan::make_plan over the shares), asks every
-// worker whether it already holds its slice and streams the weights to all those that do
-// not at once (a thread per worker; a progress line per worker on stderr), then keeps its
-// own slice (node 0, with the token embedding).
-// run() evaluates one step of rows of many sequences (runtime/sequence.h): it sends every
-// worker the step (per segment slot, position, what to return; the token embedding rows
-// in their file type), computes the root's part with the same NodeExecutor a worker runs,
-// and per sampled sequence merges every node's top candidates and draws exactly with that
-// sequence's sampler (sampler/distributed.h). With no workers it is one node.
+// cluster.h: the root's side of a cluster (generate, bench, perplexity, chat and serve).
+// start() forms the cluster (runtime/forming.cc): connects to the workers (mesh bootstrap
+// and cluster-key handshake in net/), probes the links (α from small ping/pongs, β from
+// 1 MiB ones) unless an algorithm is forced, plans the slices (plan::make_plan over the
+// shares), asks every worker whether it already holds its slice and streams the weights to
+// all those that do not at once (a thread per worker; progress through
+// ClusterOptions::on_progress, which the CLI draws), then keeps its own slice (node 0, with
+// the token embedding) as a Node (runtime/node.h) built as every worker builds its own.
+// run() evaluates one step of rows of many sequences (runtime/sequence.h): build the step
+// (runtime/stepping.cc: per segment slot, position, what to return), execute it with
+// recovery (the token embedding rows to every worker, the root's part with the same
+// NodeExecutor a worker runs, every worker's reply), merge (per sampled sequence every
+// node's top candidates, drawn exactly with that sequence's sampler, sampler/distributed.h;
+// drafts kept while they match), and record (runtime/history.h). With no workers it is one
+// node.
 // --sync-type auto (the default) picks exact sync, whose tokens are one node's, unless the
 // link model predicts q8_0 saves kAutoSyncSaving of the time per token (then q8_0), and
 // says so in describe().
-// Recovery (ClusterOptions::recover, on by default): a step that fails because a worker
-// died, timed out or answered nonsense is not the end. The root drops every link (the
-// survivors go back to listening), puts an idle --spare in the dead worker's place (the
-// plan is then unchanged) or re-plans over the survivors, connects again, sends each node
-// the slice it lacks (a worker keeps the slices of earlier sessions; a --model worker
-// slices its own file), replays every KV slot's history (SlotHistory, below) and runs the
-// failed step again. Under exact sync the tokens are then exactly those of an undisturbed
-// run on any node count. Between steps, a dead worker's address is tried every
-// rejoin_every_s; one that answers (and passes the handshake on its own first) is taken
-// back the same way. One that dies again within flap_window_s of coming back stays out.
+// Recovery (ClusterOptions::recover, on by default; runtime/membership.cc): a step that
+// fails because a worker died, timed out or answered nonsense is not the end. The root
+// drops every link (the survivors go back to listening), puts an idle --spare in the dead
+// worker's place (the plan is then unchanged) or re-plans over the survivors, connects
+// again, sends each node the slice it lacks (a worker keeps the slices of earlier sessions;
+// a --model worker slices its own file), replays every KV slot's history (SlotHistory) and
+// runs the failed step again. What to do about a failure is chosen by its kind
+// (remedy_for). Under exact sync the tokens are then exactly those of an undisturbed run on
+// any node count. Between steps, a dead worker's address is tried every rejoin_every_s; one
+// that answers (and passes the handshake on its own first) is taken back the same way. One
+// that dies again within flap_window_s of coming back stays out.
 // Under MPI (ClusterOptions::transport) the ranks are the workers: everything above is the
 // same but the connecting, and there is no recovery.
-// Deliberately no tokenizer, no text and no scheduling.
+// Deliberately no tokenizer, no text, no terminal and no scheduling.
 #pragma once
-#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,7 +47,10 @@
 #include "net/transport.h"
 #include "plan/plan.h"
 #include "runtime/auto_collective.h"
-#include "runtime/executor.h"
+#include "runtime/history.h"
+#include "runtime/forming.h"
+#include "runtime/membership.h"
+#include "runtime/node.h"
 #include "runtime/protocol.h"
 #include "runtime/sequence.h"
 #include "runtime/slicer.h"
@@ -51,11 +58,6 @@
 #include "util/thread_pool.h"
 
 namespace runtime {
-
-// auto sync takes q8_0 only when predicted to save this share of the time per token.
-constexpr double kAutoSyncSaving = 1.0 / 3;
-// Memory bandwidth the auto choice assumes per node (a modest machine; GB/s).
-constexpr double kAutoSyncMemGbps = 10;
 
 // How the nodes' shares are set when ClusterOptions::shares is empty. kAuto: every node
 // names its device (speed probe, protocol.h); when they are not all alike (a Vulkan node
@@ -85,7 +87,8 @@ struct ClusterOptions {
   int batch = 128;                   // rows per step
   int n_slots = 1;                   // sequences in the KV cache at once (ctx positions each)
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
-  bool progress = true;              // weight streaming progress on stderr
+  bool progress = true;              // report weight streaming to on_progress
+  WeightProgress on_progress;        // empty: not reported (the CLI draws it on stderr)
   std::vector<std::string> spares;   // idle workers ("host:port") that take a dead one's place
   bool recover = true;               // re-form and replay when a worker is lost (else the error ends it)
   double rejoin_every_s = 2;         // how often a lost worker's address is tried again
@@ -104,41 +107,6 @@ struct ClusterHealth {
   uint64_t lost = 0;                 // workers lost (died, timed out, answered nonsense)
   std::string last_recovery;         // the latest recovery's one-line report
 };
-
-// Every step's segments of one KV slot since the cluster started, pruned to those whose
-// rows can still be read: the KV rows of a slot are a function of this history alone
-// (transformer.h: a row depends only on its own segment and slot), so evaluating the same
-// segments again, in order, rebuilds the slot bit for bit on any node count. A segment at
-// position p makes every earlier segment starting at >= p dead, so the list stays sorted
-// by position; one that starts before p and reaches past it is kept whole.
-// A rowwise segment (vec_dot order, model::Segment::rowwise) that reaches past p is cut
-// at p instead: its rows do not depend on how many there are (verified drafts, rejected
-// in part, leave only the accepted rows so).
-class SlotHistory {
- public:
-  struct Seg {
-    int pos = 0, n = 0;
-    size_t offset = 0;  // into tokens()
-    bool rowwise = false;
-  };
-  void add(int pos, std::span<const int32_t> tokens, bool rowwise = false);
-  const std::vector<Seg>& segs() const { return segs_; }
-  std::span<const int32_t> tokens(const Seg& g) const { return {tokens_.data() + g.offset, size_t(g.n)}; }
-  size_t n_tokens() const { return tokens_.size(); }
-
- private:
-  std::vector<Seg> segs_;
-  std::vector<int32_t> tokens_;
-};
-
-// What recovery does about a failed attempt to form the cluster, chosen by the failure's
-// kind (util::Status::Code) and whether it blames one member (its rank): kGiveUp when
-// fewer nodes would not help (a node has too little memory); kPutOut when the member is
-// there but refuses (another key, protocol or link setting, or it said why): it is not
-// tried again automatically; else kLose: the member blamed, and every active one whose
-// port no longer answers, are lost, and the cluster is formed without them.
-enum class Remedy : uint8_t { kGiveUp, kPutOut, kLose };
-Remedy remedy_for(const util::Status& st, bool blames_member);
 
 struct NodeStats {
   std::string name;  // "root", "worker 127.0.0.1:9001"
@@ -211,45 +179,48 @@ class Cluster {
     bool rejoined = false;     // active again after a loss (flap_window_s applies)
     double next_try = 0, backoff_s = 0;  // lost: when its address is tried again
   };
-  // What a re-forming did, for its report line.
+  // What a forming did, for a re-forming's report line.
   struct Reform {
     uint64_t streamed_bytes = 0;
-    int streamed_to = 0, replay_tokens = 0, replay_steps = 0;
+    int streamed_to = 0;
+    ReplayCount replayed;
   };
+
+  // Forming (forming.cc).
   Setup session_setup() const;
   net::TcpOptions tcp_options() const;
-  util::Status probe_links();
-  util::Status measure_shares();  // ClusterOptions::shares_mode: sets home_shares_
-  util::Status choose_sync(const plan::ModelShape& shape, const std::vector<double>& shares, bool loopback);
   // Connects to the members at places_, plans, sets every node up; *failed: the member
   // to blame when it fails because of one (else -1).
   util::Status form(Reform* rep, int* failed);
+  util::Status connect(std::vector<double>* shares, int* failed);
+  util::Status first_measures(std::vector<double>* shares);
+  util::Status root_fits() const;
   util::Status setup_workers(uint64_t* streamed, int* streamed_to, int* failed);
+
+  // Stepping (stepping.cc): one step's I/O and compute: embedding rows of `tokens` (the
+  // step's rows in order) to every worker, the root's part, every worker's reply.
+  util::Expected<StepReply> execute(Step& s, std::span<const int32_t> tokens, std::vector<StepReply>* replies);
+  util::Status send_step(std::span<const int32_t> tokens, Step& s);
+  util::Status collect_replies(std::vector<StepReply>* replies);
+  // Every sequence's rows in its slot's history and its log (cluster.cc).
+  void record(const std::vector<SeqStep>& batch, const Step& s, const std::vector<SeqResult>& out);
+
+  // Membership and recovery (membership.cc).
+  // execute(), re-forming and running the step again while a worker is lost.
+  util::Expected<StepReply> execute_recovering(Step& s, std::vector<StepReply>* replies);
   // After a failed step: who is lost, re-form, replay; fails when no cluster can be formed.
   util::Status recover(const util::Status& why);
   util::Status reform(const std::string& event, double t0);
+  void reformed(const std::string& event, const Reform& rep, double t0);
   void maybe_rejoin();
+  void check_spares();  // a spare that is there but refuses is put out (named) now
   void fill_places();  // empty places: a member back takes its own, idle spares the rest
   bool verify_alone(Member& mb);  // a session of its own: handshake, then shutdown
   void lose(int member, const std::string& why);
   int lose_unreachable(const std::string& why, int named);  // named (or -1) and the silent; how many
   int member_of(const util::Status& st) const;  // the active member a failure blames (its rank), or -1
-  static bool reachable(const std::string& addr);  // its port accepts a TCP connection
-  util::Status replay(Reform* rep);
-  // One step's I/O and compute: embedding rows of `tokens` (the step's rows in order) to
-  // every worker, the root's part, every worker's reply.
-  util::Expected<StepReply> execute(Step& s, std::span<const int32_t> tokens, std::vector<StepReply>* replies);
+  void drop_links();  // the node and the transport: every worker's session ends
   void publish_health();
-  struct StreamProgress {  // one worker's weight stream, shared with the progress printer
-    bool active = false;
-    std::atomic<bool> done{false};
-    std::atomic<uint64_t> total{0}, sent{0};
-    std::atomic<double> seconds{0};
-  };
-  util::Status stream_slices(const std::vector<bool>& have, uint64_t* streamed, int* failed);
-  util::Status stream_slice(int rank, const plan::NodeSlice& s, StreamProgress* prog, const std::atomic<bool>& abort);
-  util::Status send_step(std::span<const int32_t> tokens, Step& s);
-  util::Status collect_replies(std::vector<StepReply>* replies);
 
   const model::LoadedModel& m_;
   util::ThreadPool& pool_;
@@ -257,12 +228,11 @@ class Cluster {
   std::shared_ptr<net::Transport> t_;
   plan::Plan plan_;
   int forced_algo_ = -1;
-  double alpha_us_ = 50, beta_gbps_ = 1;
+  LinkModel link_;
   std::string sync_note_;           // why auto sync chose what it did
   std::string shares_note_;         // measured shares: each node's device, speed and share
   NodeModel root_slice_;
-  std::unique_ptr<AutoCollective> coll_;
-  std::unique_ptr<NodeExecutor> exec_;
+  Node node_;                       // the root's collective and executor
   std::vector<NodeStats> nodes_;
   std::vector<uint8_t> rows_;       // [rows][row bytes] embedding rows of a step
   std::vector<float> x_;            // [rows][dim] the same rows embedded

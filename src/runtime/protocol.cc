@@ -51,6 +51,29 @@ Status get_type(net::Reader& r, tensor::Type* t, const std::string& what) {
   return util::ok_status();
 }
 
+// Whether a parsed setup's shape and slice are possible.
+bool consistent(const Setup& s) {
+  const model::Config& c = s.config;
+  const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
+  // A node without query heads (more nodes than heads) has no KV heads either.
+  const auto ok_heads = [&](const plan::Range& h, const plan::Range& kv) {
+    return h.size() == 0 ? kv.size() == 0 && h.begin >= 0 && h.begin <= c.n_heads && kv.begin >= 0 &&
+                               kv.begin <= c.n_kv_heads
+                         : ok_range(h, c.n_heads) && ok_range(kv, c.n_kv_heads);
+  };
+  if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
+      c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
+      c.n_expert < 0 || c.n_expert > model::kMaxExperts || c.n_expert_used < 0 || c.n_expert_used > c.n_expert ||
+      (c.n_expert > 0 && c.n_expert_used == 0) ||
+      !ok_heads(s.slice.heads, s.slice.kv_heads) ||
+      !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
+      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||
+      s.n_slots <= 0 || s.n_slots > kMaxSlots ||
+      !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
+    return false;
+  return true;
+}
+
 }  // namespace
 
 std::string Setup::slice_key() const {
@@ -175,23 +198,7 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   RETURN_IF_ERROR(get_f64(r, &s.step_timeout_s));
   RETURN_IF_ERROR(r.get_u64(&s.slice_bytes));
   RETURN_IF_ERROR(r.finish());
-  const auto ok_range = [](const plan::Range& x, int hi) { return x.begin >= 0 && x.begin < x.end && x.end <= hi; };
-  // A node without query heads (more nodes than heads) has no KV heads either.
-  const auto ok_heads = [&](const plan::Range& h, const plan::Range& kv) {
-    return h.size() == 0 ? kv.size() == 0 && h.begin >= 0 && h.begin <= c.n_heads && kv.begin >= 0 &&
-                               kv.begin <= c.n_kv_heads
-                         : ok_range(h, c.n_heads) && ok_range(kv, c.n_kv_heads);
-  };
-  if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0 ||
-      c.head_dim <= 0 || c.n_ff <= 0 || c.n_vocab <= 0 || c.n_rot < 0 || c.n_rot > c.head_dim ||
-      c.n_expert < 0 || c.n_expert > model::kMaxExperts || c.n_expert_used < 0 || c.n_expert_used > c.n_expert ||
-      (c.n_expert > 0 && c.n_expert_used == 0) ||
-      !ok_heads(s.slice.heads, s.slice.kv_heads) ||
-      !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
-      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||
-      s.n_slots <= 0 || s.n_slots > kMaxSlots ||
-      !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
-    return Status::error(what + " has an inconsistent shape or slice");
+  if (!consistent(s)) return Status::error(what + " has an inconsistent shape or slice");
   return s;
 }
 
@@ -408,17 +415,27 @@ int Step::rows_total() const {
   return n > kMaxStepRows ? kMaxStepRows + 1 : int(n);
 }
 
+StepFit step_fit(const std::vector<StepSegment>& segs, int rows, int ctx, int n_slots, int max_rows) {
+  if (rows > max_rows) return StepFit::kRows;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const StepSegment& g = segs[i];
+    if (g.slot < 0 || g.slot >= n_slots || int64_t(g.pos) + g.n > ctx) return StepFit::kSlotOrContext;
+    for (size_t j = 0; j < i; ++j)
+      if (segs[j].slot == g.slot) return StepFit::kSlotTwice;
+  }
+  return StepFit::kFits;
+}
+
 Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer) {
   const int rows = s.rows_total();
   if (dim % tensor::traits(s.embd_type).block_size != 0 ||  // before row_bytes, which CHECKs it
-      rows > max_rows || s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(rows))
+      s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(rows))
     return Status::error("step from " + peer + " does not fit (rows)");
-  for (size_t i = 0; i < s.segs.size(); ++i) {
-    const StepSegment& g = s.segs[i];
-    if (g.slot >= n_slots || int64_t(g.pos) + g.n > ctx)
-      return Status::error("step from " + peer + " does not fit (slot or context)");
-    for (size_t j = 0; j < i; ++j)
-      if (s.segs[j].slot == g.slot) return Status::error("step from " + peer + " names a slot twice");
+  switch (step_fit(s.segs, rows, ctx, n_slots, max_rows)) {
+    case StepFit::kFits: return util::ok_status();
+    case StepFit::kRows: return Status::error("step from " + peer + " does not fit (rows)");
+    case StepFit::kSlotOrContext: return Status::error("step from " + peer + " does not fit (slot or context)");
+    case StepFit::kSlotTwice: return Status::error("step from " + peer + " names a slot twice");
   }
   return util::ok_status();
 }

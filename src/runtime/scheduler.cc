@@ -198,20 +198,18 @@ void Scheduler::guess(const std::vector<size_t>& dec) {
   }
 }
 
-bool Scheduler::step() {
-  std::vector<Cluster::SeqStep> batch;
-  std::vector<size_t> who;  // active index of each batch entry
+size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who) {
   std::vector<size_t> dec;
   for (size_t i = 0; i < active_.size(); ++i)
     if (active_[i].fed == active_[i].job->prompt.size()) dec.push_back(i);
   guess(dec);
   for (size_t i : dec) {
     Active& a = active_[i];
-    batch.push_back({a.seq, a.row, Want::kCandidates, {}, int(a.row.size()) - 1});
-    if (a.job->constraint) batch.back().allowed = &a.job->constraint->allowed();
-    who.push_back(i);
+    batch->push_back({a.seq, a.row, Want::kCandidates, {}, int(a.row.size()) - 1});
+    if (a.job->constraint) batch->back().allowed = &a.job->constraint->allowed();
+    who->push_back(i);
   }
-  const size_t n_dec = batch.size();
+  const size_t n_dec = batch->size();
   int budget = chunk_;
   for (size_t i = 0; i < active_.size(); ++i) {
     Active& a = active_[i];
@@ -221,40 +219,40 @@ bool Scheduler::step() {
     if (n > budget) break;                              // arrival order: no overtaking
     budget -= n;
     const bool last = size_t(n) == left;
-    batch.push_back({a.seq, std::span<const int32_t>(a.job->prompt).subspan(a.fed, n),
-                     last ? Want::kCandidates : Want::kNothing, {}});
-    if (last && a.job->constraint) batch.back().allowed = &a.job->constraint->allowed();
-    who.push_back(i);
+    batch->push_back({a.seq, std::span<const int32_t>(a.job->prompt).subspan(a.fed, n),
+                      last ? Want::kCandidates : Want::kNothing, {}});
+    if (last && a.job->constraint) batch->back().allowed = &a.job->constraint->allowed();
+    who->push_back(i);
   }
-  int rows = 0;
-  for (const auto& q : batch) rows += int(q.tokens.size());
-  const double t0 = now_s();
-  auto res = cluster_.run(batch);
-  if (res && batch.size() == n_dec) cost_.add(rows, now_s() - t0);  // decode rows only
-  if (!res) {
-    std::vector<Active> failed;
-    failed.swap(active_);
-    std::deque<std::pair<std::shared_ptr<Job>, double>> queued;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      broken_ = res.status();
-      queued.swap(queue_);
-      stats_.queued = 0;
-      stats_.slots_in_use = 0;
-    }
-    for (Active& a : failed) {
-      a.end.status = res.status();
-      finish(a);
-    }
-    for (auto& [job, t] : queued) {
-      JobEnd e;
-      e.status = res.status();
-      if (job->on_end) job->on_end(e);
-    }
-    return false;
+  return n_dec;
+}
+
+void Scheduler::fail_all(const util::Status& why) {
+  std::vector<Active> failed;
+  failed.swap(active_);
+  std::deque<std::pair<std::shared_ptr<Job>, double>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = why;
+    queued.swap(queue_);
+    stats_.queued = 0;
+    stats_.slots_in_use = 0;
   }
+  for (Active& a : failed) {
+    a.end.status = why;
+    finish(a);
+  }
+  for (auto& [job, t] : queued) {
+    JobEnd e;
+    e.status = why;
+    if (job->on_end) job->on_end(e);
+  }
+}
+
+Scheduler::Drawn Scheduler::take_results(const std::vector<Cluster::SeqStep>& batch, const std::vector<size_t>& who,
+                                         const std::vector<Cluster::SeqResult>& res) {
   const double t = now_s();
-  uint64_t rounds = 0, drawn = 0, guessed = 0, kept = 0;
+  Drawn d;
   for (size_t b = 0; b < batch.size(); ++b) {
     Active& a = active_[who[b]];
     const bool prompt = a.fed < a.job->prompt.size();
@@ -264,16 +262,16 @@ bool Scheduler::step() {
       a.t_first = t;
       a.end.prompt_s = t - a.t_start;
     }
-    const Cluster::SeqResult& r = (*res)[b];
+    const Cluster::SeqResult& r = res[b];
     if (!prompt) {
       const int tried = batch[b].drafts, ok = int(r.tokens.size()) - 1;
       a.end.rounds++;
       a.end.guessed += tried;
       a.end.kept += ok;
-      ++rounds;
-      drawn += r.tokens.size();
-      guessed += uint64_t(tried);
-      kept += uint64_t(ok);
+      ++d.rounds;
+      d.drawn += r.tokens.size();
+      d.guessed += uint64_t(tried);
+      d.kept += uint64_t(ok);
       if (tried > 0) a.acc.add(ok, ok < tried ? ok + 1 : tried);  // rejected guesses after the first are untried
       if (a.shadow >= 0) a.acc.add(r.tokens[0] == a.shadow, 1);
     }
@@ -287,16 +285,33 @@ bool Scheduler::step() {
     }
     if (!more) finish(a);
   }
+  return d;
+}
+
+bool Scheduler::step() {
+  std::vector<Cluster::SeqStep> batch;
+  std::vector<size_t> who;  // active index of each batch entry
+  const size_t n_dec = build_batch(&batch, &who);
+  int rows = 0;
+  for (const auto& q : batch) rows += int(q.tokens.size());
+  const double t0 = now_s();
+  auto res = cluster_.run(batch);
+  if (res && batch.size() == n_dec) cost_.add(rows, now_s() - t0);  // decode rows only
+  if (!res) {
+    fail_all(res.status());
+    return false;
+  }
+  const Drawn d = take_results(batch, who, *res);
   active_.erase(std::remove_if(active_.begin(), active_.end(), [](const Active& a) { return !a.job; }),
                 active_.end());
   std::lock_guard<std::mutex> lock(mu_);
   stats_.last_batch_rows = rows;
   stats_.last_batch_seqs = int(batch.size());
   stats_.steps++;
-  stats_.decode_rounds += rounds;
-  stats_.decode_tokens += drawn;
-  stats_.guessed += guessed;
-  stats_.kept += kept;
+  stats_.decode_rounds += d.rounds;
+  stats_.decode_tokens += d.drawn;
+  stats_.guessed += d.guessed;
+  stats_.kept += d.kept;
   stats_.slots_in_use = int(active_.size());
   stats_.nodes = cluster_.stats();
   return true;

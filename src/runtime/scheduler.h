@@ -105,6 +105,16 @@ class Scheduler {
   void admit(std::unique_lock<std::mutex>& lock);
   void finish(Active& a);
   bool step();  // false: the cluster failed
+  // A step's batch: the decoding sequences (with their guesses) first, then prompt chunks
+  // in arrival order; who: each entry's active index; returns how many decode.
+  size_t build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
+  void fail_all(const util::Status& why);  // every job, active and queued, ends with why
+  // A step's results to its sequences; the decode counts of stats_.
+  struct Drawn {
+    uint64_t rounds = 0, drawn = 0, guessed = 0, kept = 0;
+  };
+  Drawn take_results(const std::vector<Cluster::SeqStep>& batch, const std::vector<size_t>& who,
+                     const std::vector<Cluster::SeqResult>& res);
   // Fills a.row (next, then guesses) for each generating job in `dec`.
   void guess(const std::vector<size_t>& dec);
 

@@ -10,12 +10,10 @@
 
 #include "model/loader.h"
 #include "net/tcp_transport.h"
-#include "runtime/auto_collective.h"
-#include "runtime/executor.h"
+#include "runtime/node.h"
 #include "runtime/protocol.h"
 #include "runtime/slicer.h"
 #include "tensor/quants.h"
-#include "util/memory.h"
 #include "util/sha256.h"
 #include "util/thread_pool.h"
 #include "util/timer.h"
@@ -60,6 +58,9 @@ class Worker {
 
  private:
   Expected<std::shared_ptr<HeldSlice>> receive_slice(net::Transport& t, const Setup& s);
+  Status await_setup(net::Transport& t, Setup* s, bool* shutdown);
+  Expected<std::shared_ptr<HeldSlice>> take_slice(net::Transport& t, const Setup& s);
+  Status run_steps(net::Transport& t, const Setup& s, const HeldSlice& held);
   void remember(std::shared_ptr<HeldSlice> h) {
     held_.remove_if([&](const auto& x) { return x->key == h->key; });
     held_.push_front(std::move(h));
@@ -145,10 +146,20 @@ Status refuse(net::Transport& t, const std::string& why, Status::Code code = Sta
 }
 
 Status Worker::session(net::Transport& t) {
-  const std::string root = t.peer_name(0);
-  // Setup (answering link and speed probes that come first; a root that only checks this
-  // worker is there says shutdown instead).
   Setup s;
+  bool shutdown = false;
+  RETURN_IF_ERROR(await_setup(t, &s, &shutdown));
+  if (shutdown) return util::ok_status();
+  auto held = take_slice(t, s);
+  if (!held) return held.status();
+  remember(*held);
+  return run_steps(t, s, **held);
+}
+
+// Setup, answering the link and speed probes that come first; a root that only checks
+// this worker is there says shutdown instead.
+Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
+  const std::string root = t.peer_name(0);
   for (;;) {
     auto m = t.recv(0, o_.setup_timeout_s);
     if (!m) return m.status();
@@ -168,15 +179,24 @@ Status Worker::session(net::Transport& t) {
       RETURN_IF_ERROR(t.send(0, msg_type(Msg::kSpeedReply), encode_speed_reply(rep), 30.0));
       continue;
     }
-    if (m->type == msg_type(Msg::kShutdown)) return util::ok_status();
+    if (m->type == msg_type(Msg::kShutdown)) {
+      *shutdown = true;
+      return util::ok_status();
+    }
     if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
     auto p = parse_setup(m->payload, root);
     if (!p) return p.status();
     if (std::string why = model::attention_unsupported(p->config, p->kv_type, p->attention); !why.empty())
       return refuse(t, "session setup from " + root + ": " + why);
-    s = std::move(*p);
-    break;
+    *s = std::move(*p);
+    return util::ok_status();
   }
+}
+
+// The session's slice: held from an earlier session, sliced from --model, or received
+// (after the memory check, before any weight moves).
+Expected<std::shared_ptr<HeldSlice>> Worker::take_slice(net::Transport& t, const Setup& s) {
+  const std::string root = t.peer_name(0);
   if (local_ && local_hash_ != s.model_hash)
     return refuse(t, "this worker serves " + o_.model_path + " (sha256 " + local_hash_.substr(0, 12) +
                          "), and the root runs another model (sha256 " + s.model_hash.substr(0, 12) +
@@ -185,18 +205,15 @@ Status Worker::session(net::Transport& t) {
   const std::string key = s.slice_key();
   for (const auto& h : held_)
     if (h->key == key) held = h;
-  // Memory, before any weight moves: the slice unless it is here already, and the KV slots.
-  const double kv_bytes = double(model::KvCache::bytes_per_position(s.config.n_layers,
-                                                                     s.slice.kv_heads.end - s.slice.kv_heads.begin,
-                                                                     s.config.head_dim, s.kv_type)) *
-                          s.ctx * s.n_slots;
-  const double need = kv_bytes + (held || local_ ? 0.0 : double(s.slice_bytes));
-  if (need > util::physical_memory_bytes())
+  // Memory: the slice unless it is here already, and the KV slots.
+  const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.kv_type, s.ctx,
+                                   s.n_slots, held || local_ ? 0.0 : double(s.slice_bytes));
+  if (!fit.fits)
     return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
                          " MB) and " + std::to_string(s.n_slots) + " KV slots of " + std::to_string(s.ctx) +
-                         " positions (" + std::to_string(int64_t(kv_bytes / 1e6)) + " MB) need " +
-                         std::to_string(int64_t(need / 1e6)) + " MB, more than this machine's memory (" +
-                         std::to_string(int64_t(util::physical_memory_bytes() / 1e6)) +
+                         " positions (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB) need " +
+                         std::to_string(int64_t(fit.need / 1e6)) + " MB, more than this machine's memory (" +
+                         std::to_string(int64_t(fit.have / 1e6)) +
                          " MB); add nodes, or give the root fewer --parallel slots or a smaller --ctx",
                      Status::Code::kTooLittleMemory);
   if (!held && local_) {
@@ -215,19 +232,17 @@ Status Worker::session(net::Transport& t) {
     held = *r;
     std::fprintf(stderr, "worker: received slice %s from %s\n", key.c_str(), root.c_str());
   }
-  remember(held);
+  return held;
+}
 
-  const model::Config& cfg = held->config;
-  AutoCollective coll(t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us, s.beta_gbps, cfg.dim,
-                      s.step_timeout_s, s.batch);
-  // The root's batch order and slots, so shared rows agree.
-  std::unique_ptr<model::Backend> backend;
-  if (o_.backend) {
-    auto b = o_.backend(cfg, held->node.weights, pool_, s.run_config(), held->node.part);
-    if (!b) return refuse(t, "worker: " + b.error());
-    backend = std::move(*b);
-  }
-  NodeExecutor exec(cfg, held->node.weights, held->node.part, pool_, s.run_config(), &coll, std::move(backend));
+// This node built from the setup (as the root builds its own), then steps in lockstep
+// with the root until it says shutdown.
+Status Worker::run_steps(net::Transport& t, const Setup& s, const HeldSlice& held) {
+  const std::string root = t.peer_name(0);
+  const model::Config& cfg = held.config;
+  auto node = make_node(s, cfg, held.node, &t, pool_, o_.backend);
+  if (!node) return refuse(t, "worker: " + node.error());
+  NodeExecutor& exec = *node->exec;
   RETURN_IF_ERROR(t.send(0, msg_type(Msg::kReady), {}, 30.0));
   t.reset_counters();
 

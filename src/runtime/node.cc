@@ -1,0 +1,36 @@
+// node.cc: a node's collective, backend and executor from a session's setup, and the
+// memory-fit rule (node.h).
+#include "runtime/node.h"
+
+#include "util/memory.h"
+
+namespace runtime {
+
+util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const NodeModel& slice, net::Transport* t,
+                               util::ThreadPool& pool, const model::BackendFactory& backend) {
+  Node n;
+  if (t)
+    n.coll = std::make_unique<AutoCollective>(*t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us,
+                                              s.beta_gbps, cfg.dim, s.step_timeout_s, s.batch);
+  const model::RunConfig rc = s.run_config();  // the same batch order and slots on every node
+  std::unique_ptr<model::Backend> b;
+  if (backend) {
+    auto made = backend(cfg, slice.weights, pool, rc, slice.part);
+    if (!made) return made.status();
+    b = std::move(*made);
+  }
+  n.exec = std::make_unique<NodeExecutor>(cfg, slice.weights, slice.part, pool, rc, n.coll.get(), std::move(b));
+  return n;
+}
+
+MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots,
+                     double weight_bytes, double usable) {
+  MemoryFit f;
+  f.kv_bytes = double(model::KvCache::bytes_per_position(c.n_layers, kv_heads, c.head_dim, kv_type)) * ctx * n_slots;
+  f.need = f.kv_bytes + weight_bytes;
+  f.have = double(util::physical_memory_bytes());
+  f.fits = f.need <= usable * f.have;
+  return f;
+}
+
+}  // namespace runtime
