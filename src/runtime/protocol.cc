@@ -1,54 +1,165 @@
-// protocol.cc: explicit little-endian encoding and checked parsing of the session messages.
+// protocol.cc: the session messages' field lists (one per message, run by both the encoder
+// and the parser: wire_fields.h), and the checks a parsed message must pass as a whole.
 #include "runtime/protocol.h"
 
 #include <cmath>
 #include <cstring>
+
+#include "runtime/wire_fields.h"
 
 namespace runtime {
 
 namespace {
 
 using util::Status;
+using wire::In;
+using wire::Out;
 
-void put_f64(net::Writer& w, double v) {
-  uint64_t u;
-  std::memcpy(&u, &v, 8);
-  w.put_u64(u);
+// --- The field lists: each message's fields in wire order, for Out and In alike -------------
+
+template <class IO, class C>
+Status config_fields(IO& io, C& c) {
+  RETURN_IF_ERROR(io.enum8(c.arch, model::Arch::kGptOss, "names an unknown architecture"));
+  RETURN_IF_ERROR(io.str(c.arch_name, 256));
+  RETURN_IF_ERROR(io.str(c.name, 4096));
+  RETURN_IF_ERROR(io.i32(c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.n_ff, c.n_vocab, c.n_rot,
+                         c.ctx_train));
+  RETURN_IF_ERROR(io.f32(c.rms_eps, c.rope_base, c.rope_freq_scale));
+  RETURN_IF_ERROR(io.boolean(c.rope_neox, c.qkv_bias, c.qk_norm));
+  RETURN_IF_ERROR(io.bits("has unknown model flags", c.act, c.post_norms));  // gemma3's (model/config.h)
+  RETURN_IF_ERROR(io.i32(c.n_swa, c.swa_pattern));
+  RETURN_IF_ERROR(io.f32(c.embed_scale, c.q_scale, c.logit_softcap, c.rope_base_swa));
+  RETURN_IF_ERROR(io.i32(c.n_expert, c.n_expert_used));  // qwen3moe's (v8)
+  RETURN_IF_ERROR(io.boolean(c.expert_norm));
+  RETURN_IF_ERROR(io.f32(c.expert_scale));
+  RETURN_IF_ERROR(io.boolean(c.gpt_oss));  // v10: gpt-oss and YaRN
+  RETURN_IF_ERROR(io.f32(c.yarn.ext_factor, c.yarn.attn_factor, c.yarn.beta_fast, c.yarn.beta_slow));
+  return io.i32(c.yarn.n_ctx_orig);
 }
-Status get_f64(net::Reader& r, double* v) {
-  uint64_t u = 0;
-  RETURN_IF_ERROR(r.get_u64(&u));
-  std::memcpy(v, &u, 8);
+
+template <class IO, class S>
+Status setup_fields(IO& io, S& s) {
+  RETURN_IF_ERROR(io.str(s.model_hash, 128));
+  RETURN_IF_ERROR(config_fields(io, s.config));
+  RETURN_IF_ERROR(io.range(s.slice.heads, s.slice.kv_heads, s.slice.ff, s.slice.vocab));
+  RETURN_IF_ERROR(io.bits("has unknown slice flags", s.slice.exact, s.slice.gather_q8_att, s.slice.gather_q8_ff));
+  RETURN_IF_ERROR(io.range(s.slice.rows));
+  RETURN_IF_ERROR(io.enum8(s.sync, net::SyncType::kF32, "names an unknown sync type"));
+  RETURN_IF_ERROR(io.i8(s.forced_algo, int8_t(net::AllReduceAlgo::kMpi), "names an unknown algorithm"));
+  RETURN_IF_ERROR(io.f64(s.alpha_us, s.beta_gbps));
+  RETURN_IF_ERROR(io.i32(s.ctx, s.batch, s.n_slots));
+  RETURN_IF_ERROR(io.enum8(s.kv_type, model::KvType::kQ8_0, "names an unknown KV cache type"));
+  RETURN_IF_ERROR(io.enum8(s.attention, model::AttentionMode::kFlash, "names an unknown attention mode"));
+  RETURN_IF_ERROR(io.bits("has a bad batch-order flag", s.lane_order, s.decode_lanes));
+  RETURN_IF_ERROR(io.f64(s.step_timeout_s));
+  return io.u64(s.slice_bytes);
+}
+
+template <class IO, class C>
+Status chunk_fields(IO& io, C& c) {
+  RETURN_IF_ERROR(io.str(c.name, 256));
+  RETURN_IF_ERROR(io.type(c.type));
+  RETURN_IF_ERROR(io.u64(c.rows, c.cols, c.total_bytes, c.offset));
+  return io.bytes(c.bytes);
+}
+
+// A token mask: 0 none; 1 the bitmap (u32 words, u64 each); 2 alternating run lengths
+// (u32 count, u32 each), the first of tokens not allowed, which is shorter for the masks
+// grammars make (a few allowed tokens, or all but a few). The one field with two
+// encodings: put_mask / get_mask below.
+void put_mask(net::Writer& w, const std::vector<uint64_t>& m);
+Status get_mask(net::Reader& r, std::vector<uint64_t>* m, const std::string& what);
+Status mask_field(Out& io, const std::vector<uint64_t>& m) {
+  put_mask(io.writer(), m);
   return util::ok_status();
 }
-void put_range(net::Writer& w, const plan::Range& r) {
-  w.put_i32(r.begin);
-  w.put_i32(r.end);
+Status mask_field(In& io, std::vector<uint64_t>& m) { return get_mask(io.reader(), &m, io.what()); }
+
+// What a step's segment must be, beyond what its fields can carry.
+bool segment_ok(const StepSegment& g) {
+  const uint8_t want = uint8_t(g.want);
+  const size_t sampled = want != 1 ? 0 : g.every_row ? size_t(g.n) : 1;
+  return !(g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 ||
+           (want == 2 && g.targets.size() != size_t(g.n)) || (g.every_row && want != 1) ||
+           (want == 1 && g.penalties.size() != sampled) || (!g.allowed.empty() && (want != 1 || g.every_row)));
 }
-Status get_range(net::Reader& r, plan::Range* out) {
-  RETURN_IF_ERROR(r.get_i32(&out->begin));
-  RETURN_IF_ERROR(r.get_i32(&out->end));
-  return util::ok_status();
+
+template <class IO, class G>
+Status segment_fields(IO& io, G& g) {
+  RETURN_IF_ERROR(io.i32(g.slot, g.pos, g.n));
+  RETURN_IF_ERROR(io.packed(g.want, 0x3f, g.rowwise, g.every_row));  // want | rowwise 0x80 | every_row 0x40
+  RETURN_IF_ERROR(io.i32(g.k));
+  RETURN_IF_ERROR(io.f32(g.repeat_penalty, g.presence_penalty, g.frequency_penalty));
+  RETURN_IF_ERROR(io.list(g.penalties, 4, "lists more penalty rows than it carries", [](auto& io, auto& row) {
+    return io.list(row, 8, "lists more penalties than it carries",
+                   [](auto& io, auto& p) { return io.i32(p.first, p.second); });
+  }));
+  RETURN_IF_ERROR(io.list(g.logit_bias, 8, "lists more logit biases than it carries", [](auto& io, auto& b) {
+    RETURN_IF_ERROR(io.i32(b.first));
+    RETURN_IF_ERROR(io.f32(b.second));
+    return io.check(std::isfinite(b.second), "has a logit bias that is not finite");
+  }));
+  RETURN_IF_ERROR(mask_field(io, g.allowed));
+  RETURN_IF_ERROR(
+      io.list(g.targets, 4, "lists more targets than it carries", [](auto& io, auto& t) { return io.i32(t); }));
+  return io.check(segment_ok(g), "is malformed");
 }
-Status get_int(net::Reader& r, int* v) {
-  int32_t x = 0;
-  RETURN_IF_ERROR(r.get_i32(&x));
-  *v = x;
-  return util::ok_status();
+
+template <class IO, class S>
+Status step_fields(IO& io, S& s) {
+  RETURN_IF_ERROR(io.type(s.embd_type));
+  RETURN_IF_ERROR(io.bytes(s.rows));
+  return io.list(s.segs, 34, "lists a bad number of segments", [](auto& io, auto& g) { return segment_fields(io, g); },
+                 true);
 }
-Status get_bool(net::Reader& r, bool* v) {
-  uint8_t x = 0;
-  RETURN_IF_ERROR(r.get_u8(&x));
-  *v = x != 0;
-  return util::ok_status();
+
+template <class IO, class R>
+Status step_reply_fields(IO& io, R& rep) {
+  RETURN_IF_ERROR(io.list(rep.sampled, 8, "lists more sampled segments than it carries", [](auto& io, auto& sc) {
+    RETURN_IF_ERROR(io.list(sc.cand, 8, "lists more candidates than it carries", [](auto& io, auto& c) {
+      RETURN_IF_ERROR(io.i32(c.id));
+      return io.f32(c.logit);
+    }));
+    return io.f32(sc.lse);
+  }));
+  RETURN_IF_ERROR(io.list(rep.scores, 17, "lists more row scores than it carries", [](auto& io, auto& x) {
+    RETURN_IF_ERROR(io.f32(x.max));
+    RETURN_IF_ERROR(io.f64(x.sum));
+    RETURN_IF_ERROR(io.f32(x.target));
+    return io.boolean(x.owns);
+  }));
+  RETURN_IF_ERROR(io.u64(rep.counters.bytes_sent, rep.counters.bytes_received));
+  RETURN_IF_ERROR(io.f64(rep.counters.compute_s, rep.counters.sync_s));
+  return io.u64(rep.counters.steps);
 }
-Status get_type(net::Reader& r, tensor::Type* t, const std::string& what) {
-  uint32_t id = 0;
-  RETURN_IF_ERROR(r.get_u32(&id));
-  auto tr = tensor::type_traits(id);
-  if (!tr || !tr->supported) return Status::error(what + " names unknown tensor type " + std::to_string(id));
-  *t = tensor::Type(id);
-  return util::ok_status();
+
+template <class IO, class P>
+Status speed_probe_fields(IO& io, P& p) {
+  RETURN_IF_ERROR(io.bits("has a bad flag", p.measure));
+  RETURN_IF_ERROR(io.i32(p.shape.dim, p.shape.n_heads, p.shape.n_kv_heads, p.shape.head_dim, p.shape.n_ff));
+  return io.type(p.shape.type);
+}
+
+template <class IO, class R>
+Status speed_reply_fields(IO& io, R& rep) {
+  RETURN_IF_ERROR(io.str(rep.device, 1024));
+  return io.f64(rep.tokens_per_s);
+}
+
+// encode(m) with a field list; parse with it (the whole payload, nothing after it).
+template <class M, class F>
+std::vector<uint8_t> encode_with(const M& m, F&& fields) {
+  Out io;
+  (void)fields(io, m);
+  return io.take();
+}
+template <class M, class F>
+util::Expected<M> parse_with(std::span<const uint8_t> p, const std::string& what, F&& fields) {
+  In io(p, what);
+  M m;
+  RETURN_IF_ERROR(fields(io, m));
+  RETURN_IF_ERROR(io.finish());
+  return m;
 }
 
 // Whether a parsed setup's shape and slice are possible.
@@ -86,119 +197,13 @@ std::string Setup::slice_key() const {
 }
 
 std::vector<uint8_t> encode_setup(const Setup& s) {
-  net::Writer w;
-  w.put_string(s.model_hash);
-  const model::Config& c = s.config;
-  w.put_u8(uint8_t(c.arch));
-  w.put_string(c.arch_name);
-  w.put_string(c.name);
-  for (int v : {c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.n_ff, c.n_vocab, c.n_rot, c.ctx_train})
-    w.put_i32(v);
-  w.put_f32(c.rms_eps);
-  w.put_f32(c.rope_base);
-  w.put_f32(c.rope_freq_scale);
-  w.put_u8(c.rope_neox);
-  w.put_u8(c.qkv_bias);
-  w.put_u8(c.qk_norm);
-  w.put_u8(uint8_t(c.act) | uint8_t(c.post_norms) << 1);  // gemma3's fields (model/config.h)
-  for (int v : {c.n_swa, c.swa_pattern}) w.put_i32(v);
-  for (float v : {c.embed_scale, c.q_scale, c.logit_softcap, c.rope_base_swa}) w.put_f32(v);
-  for (int v : {c.n_expert, c.n_expert_used}) w.put_i32(v);  // qwen3moe's fields (v8)
-  w.put_u8(c.expert_norm);
-  w.put_f32(c.expert_scale);
-  w.put_u8(c.gpt_oss);  // v10: gpt-oss and YaRN
-  for (float v : {c.yarn.ext_factor, c.yarn.attn_factor, c.yarn.beta_fast, c.yarn.beta_slow}) w.put_f32(v);
-  w.put_i32(c.yarn.n_ctx_orig);
-  put_range(w, s.slice.heads);
-  put_range(w, s.slice.kv_heads);
-  put_range(w, s.slice.ff);
-  put_range(w, s.slice.vocab);
-  w.put_u8(uint8_t(s.slice.exact) | uint8_t(s.slice.gather_q8_att) << 1 | uint8_t(s.slice.gather_q8_ff) << 2);
-  put_range(w, s.slice.rows);
-  w.put_u8(uint8_t(s.sync));
-  w.put_u8(uint8_t(s.forced_algo));
-  put_f64(w, s.alpha_us);
-  put_f64(w, s.beta_gbps);
-  w.put_i32(s.ctx);
-  w.put_i32(s.batch);
-  w.put_i32(s.n_slots);
-  w.put_u8(uint8_t(s.kv_type));
-  w.put_u8(uint8_t(s.attention));
-  w.put_u8(uint8_t(s.lane_order ? 1 : 0) | uint8_t(s.decode_lanes ? 2 : 0));
-  put_f64(w, s.step_timeout_s);
-  w.put_u64(s.slice_bytes);
-  return w.take();
+  return encode_with(s, [](auto& io, auto& m) { return setup_fields(io, m); });
 }
 
 util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string& peer) {
   const std::string what = "session setup from " + peer;
-  net::Reader r(p, what);
-  Setup s;
-  model::Config& c = s.config;
-  uint8_t u = 0;
-  RETURN_IF_ERROR(r.get_string(&s.model_hash, 128));
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(model::Arch::kGptOss)) return Status::error(what + " names an unknown architecture");
-  c.arch = model::Arch(u);
-  RETURN_IF_ERROR(r.get_string(&c.arch_name, 256));
-  RETURN_IF_ERROR(r.get_string(&c.name, 4096));
-  for (int* v : {&c.dim, &c.n_layers, &c.n_heads, &c.n_kv_heads, &c.head_dim, &c.n_ff, &c.n_vocab, &c.n_rot,
-                 &c.ctx_train})
-    RETURN_IF_ERROR(get_int(r, v));
-  RETURN_IF_ERROR(r.get_f32(&c.rms_eps));
-  RETURN_IF_ERROR(r.get_f32(&c.rope_base));
-  RETURN_IF_ERROR(r.get_f32(&c.rope_freq_scale));
-  RETURN_IF_ERROR(get_bool(r, &c.rope_neox));
-  RETURN_IF_ERROR(get_bool(r, &c.qkv_bias));
-  RETURN_IF_ERROR(get_bool(r, &c.qk_norm));
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > 3) return Status::error(what + " has unknown model flags");
-  c.act = model::Activation(u & 1);
-  c.post_norms = u & 2;
-  for (int* v : {&c.n_swa, &c.swa_pattern}) RETURN_IF_ERROR(r.get_i32(v));
-  for (float* v : {&c.embed_scale, &c.q_scale, &c.logit_softcap, &c.rope_base_swa}) RETURN_IF_ERROR(r.get_f32(v));
-  for (int* v : {&c.n_expert, &c.n_expert_used}) RETURN_IF_ERROR(r.get_i32(v));
-  RETURN_IF_ERROR(get_bool(r, &c.expert_norm));
-  RETURN_IF_ERROR(r.get_f32(&c.expert_scale));
-  RETURN_IF_ERROR(get_bool(r, &c.gpt_oss));
-  for (float* v : {&c.yarn.ext_factor, &c.yarn.attn_factor, &c.yarn.beta_fast, &c.yarn.beta_slow})
-    RETURN_IF_ERROR(r.get_f32(v));
-  RETURN_IF_ERROR(r.get_i32(&c.yarn.n_ctx_orig));
-  RETURN_IF_ERROR(get_range(r, &s.slice.heads));
-  RETURN_IF_ERROR(get_range(r, &s.slice.kv_heads));
-  RETURN_IF_ERROR(get_range(r, &s.slice.ff));
-  RETURN_IF_ERROR(get_range(r, &s.slice.vocab));
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > 7) return Status::error(what + " has unknown slice flags");
-  s.slice.exact = u & 1;
-  s.slice.gather_q8_att = u & 2;
-  s.slice.gather_q8_ff = u & 4;
-  RETURN_IF_ERROR(get_range(r, &s.slice.rows));
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(net::SyncType::kF32)) return Status::error(what + " names an unknown sync type");
-  s.sync = net::SyncType(u);
-  RETURN_IF_ERROR(r.get_u8(&u));
-  s.forced_algo = int8_t(u);
-  if (s.forced_algo > int8_t(net::AllReduceAlgo::kMpi)) return Status::error(what + " names an unknown algorithm");
-  RETURN_IF_ERROR(get_f64(r, &s.alpha_us));
-  RETURN_IF_ERROR(get_f64(r, &s.beta_gbps));
-  RETURN_IF_ERROR(r.get_i32(&s.ctx));
-  RETURN_IF_ERROR(r.get_i32(&s.batch));
-  RETURN_IF_ERROR(r.get_i32(&s.n_slots));
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(model::KvType::kQ8_0)) return Status::error(what + " names an unknown KV cache type");
-  s.kv_type = model::KvType(u);
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > uint8_t(model::AttentionMode::kFlash)) return Status::error(what + " names an unknown attention mode");
-  s.attention = model::AttentionMode(u);
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > 3) return Status::error(what + " has a bad batch-order flag");
-  s.lane_order = u & 1;
-  s.decode_lanes = u & 2;
-  RETURN_IF_ERROR(get_f64(r, &s.step_timeout_s));
-  RETURN_IF_ERROR(r.get_u64(&s.slice_bytes));
-  RETURN_IF_ERROR(r.finish());
-  if (!consistent(s)) return Status::error(what + " has an inconsistent shape or slice");
+  auto s = parse_with<Setup>(p, what, [](auto& io, auto& m) { return setup_fields(io, m); });
+  if (s && !consistent(*s)) return Status::error(what + " has an inconsistent shape or slice");
   return s;
 }
 
@@ -215,32 +220,15 @@ model::RunConfig Setup::run_config() const {
 }
 
 std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c) {
-  net::Writer w;
-  w.put_string(c.name);
-  w.put_u32(uint32_t(c.type));
-  w.put_u64(c.rows);
-  w.put_u64(c.cols);
-  w.put_u64(c.total_bytes);
-  w.put_u64(c.offset);
-  w.put_u64(c.bytes.size());
-  w.put_bytes(c.bytes);
-  return w.take();
+  return encode_with(c, [](auto& io, auto& m) { return chunk_fields(io, m); });
 }
 
 util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer) {
   const std::string what = "weight chunk from " + peer;
-  net::Reader r(p, what);
-  TensorChunk c;
-  uint64_t n = 0;
-  RETURN_IF_ERROR(r.get_string(&c.name, 256));
-  RETURN_IF_ERROR(get_type(r, &c.type, what));
-  RETURN_IF_ERROR(r.get_u64(&c.rows));
-  RETURN_IF_ERROR(r.get_u64(&c.cols));
-  RETURN_IF_ERROR(r.get_u64(&c.total_bytes));
-  RETURN_IF_ERROR(r.get_u64(&c.offset));
-  RETURN_IF_ERROR(r.get_u64(&n));
-  RETURN_IF_ERROR(r.get_bytes(n, &c.bytes));
-  RETURN_IF_ERROR(r.finish());
+  auto got = parse_with<TensorChunk>(p, what, [](auto& io, auto& m) { return chunk_fields(io, m); });
+  if (!got) return got;
+  const TensorChunk& c = *got;
+  const uint64_t n = c.bytes.size();
   const auto& tr = tensor::traits(c.type);
   if (c.rows > (uint64_t(1) << 32) || c.cols > (uint64_t(1) << 32) || c.cols % tr.block_size != 0 ||
       c.total_bytes != c.rows * tensor::row_bytes(c.type, int64_t(c.cols)) || c.offset > c.total_bytes ||
@@ -313,100 +301,11 @@ Status get_mask(net::Reader& r, std::vector<uint64_t>* m, const std::string& wha
 }  // namespace
 
 std::vector<uint8_t> encode_step(const Step& s) {
-  net::Writer w;
-  w.put_u32(uint32_t(s.embd_type));
-  w.put_u64(s.rows.size());
-  w.put_bytes(s.rows);
-  w.put_u32(uint32_t(s.segs.size()));
-  for (const StepSegment& g : s.segs) {
-    w.put_i32(g.slot);
-    w.put_i32(g.pos);
-    w.put_i32(g.n);
-    w.put_u8(uint8_t(g.want) | (g.rowwise ? 0x80 : 0) | (g.every_row ? 0x40 : 0));
-    w.put_i32(g.k);
-    w.put_f32(g.repeat_penalty);
-    w.put_f32(g.presence_penalty);
-    w.put_f32(g.frequency_penalty);
-    w.put_u32(uint32_t(g.penalties.size()));
-    for (const sampler::PenaltyCounts& row : g.penalties) {
-      w.put_u32(uint32_t(row.size()));
-      for (const auto& [id, count] : row) {
-        w.put_i32(id);
-        w.put_i32(count);
-      }
-    }
-    w.put_u32(uint32_t(g.logit_bias.size()));
-    for (const auto& [id, bias] : g.logit_bias) {
-      w.put_i32(id);
-      w.put_f32(bias);
-    }
-    put_mask(w, g.allowed);
-    w.put_u32(uint32_t(g.targets.size()));
-    for (int32_t t : g.targets) w.put_i32(t);
-  }
-  return w.take();
+  return encode_with(s, [](auto& io, auto& m) { return step_fields(io, m); });
 }
 
 util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer) {
-  const std::string what = "step from " + peer;
-  net::Reader r(p, what);
-  Step s;
-  uint64_t nb = 0;
-  uint32_t n_segs = 0;
-  RETURN_IF_ERROR(get_type(r, &s.embd_type, what));
-  RETURN_IF_ERROR(r.get_u64(&nb));
-  RETURN_IF_ERROR(r.get_bytes(nb, &s.rows));
-  RETURN_IF_ERROR(r.get_u32(&n_segs));
-  if (n_segs == 0 || n_segs > r.remaining() / 34) return Status::error(what + " lists a bad number of segments");
-  s.segs.resize(n_segs);
-  for (StepSegment& g : s.segs) {
-    uint8_t want = 0;
-    uint32_t np = 0, nb = 0, nt = 0;
-    RETURN_IF_ERROR(r.get_i32(&g.slot));
-    RETURN_IF_ERROR(r.get_i32(&g.pos));
-    RETURN_IF_ERROR(r.get_i32(&g.n));
-    RETURN_IF_ERROR(r.get_u8(&want));
-    g.rowwise = want & 0x80;
-    g.every_row = want & 0x40;
-    want &= 0x3f;
-    RETURN_IF_ERROR(r.get_i32(&g.k));
-    RETURN_IF_ERROR(r.get_f32(&g.repeat_penalty));
-    RETURN_IF_ERROR(r.get_f32(&g.presence_penalty));
-    RETURN_IF_ERROR(r.get_f32(&g.frequency_penalty));
-    RETURN_IF_ERROR(r.get_u32(&np));
-    if (np > r.remaining() / 4) return Status::error(what + " lists more penalty rows than it carries");
-    g.penalties.resize(np);
-    for (sampler::PenaltyCounts& row : g.penalties) {
-      uint32_t nc = 0;
-      RETURN_IF_ERROR(r.get_u32(&nc));
-      if (nc > r.remaining() / 8) return Status::error(what + " lists more penalties than it carries");
-      row.resize(nc);
-      for (auto& [id, count] : row) {
-        RETURN_IF_ERROR(r.get_i32(&id));
-        RETURN_IF_ERROR(r.get_i32(&count));
-      }
-    }
-    RETURN_IF_ERROR(r.get_u32(&nb));
-    if (nb > r.remaining() / 8) return Status::error(what + " lists more logit biases than it carries");
-    g.logit_bias.resize(nb);
-    for (auto& [id, bias] : g.logit_bias) {
-      RETURN_IF_ERROR(r.get_i32(&id));
-      RETURN_IF_ERROR(r.get_f32(&bias));
-      if (!std::isfinite(bias)) return Status::error(what + " has a logit bias that is not finite");
-    }
-    RETURN_IF_ERROR(get_mask(r, &g.allowed, what));
-    RETURN_IF_ERROR(r.get_u32(&nt));
-    if (nt > r.remaining() / 4) return Status::error(what + " lists more targets than it carries");
-    g.targets.resize(nt);
-    for (int32_t& t : g.targets) RETURN_IF_ERROR(r.get_i32(&t));
-    const uint32_t sampled = want != 1 ? 0 : g.every_row ? uint32_t(g.n) : 1;
-    if (g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 || (want == 2 && nt != uint32_t(g.n)) ||
-        (g.every_row && want != 1) || (want == 1 && np != sampled) || (!g.allowed.empty() && (want != 1 || g.every_row)))
-      return Status::error(what + " is malformed");
-    g.want = Want(want);
-  }
-  RETURN_IF_ERROR(r.finish());
-  return s;
+  return parse_with<Step>(p, "step from " + peer, [](auto& io, auto& m) { return step_fields(io, m); });
 }
 
 int Step::rows_total() const {
@@ -441,87 +340,23 @@ Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_row
 }
 
 std::vector<uint8_t> encode_step_reply(const StepReply& rep) {
-  net::Writer w;
-  w.put_u32(uint32_t(rep.sampled.size()));
-  for (const SegmentCandidates& sc : rep.sampled) {
-    w.put_u32(uint32_t(sc.cand.size()));
-    for (const auto& c : sc.cand) {
-      w.put_i32(c.id);
-      w.put_f32(c.logit);
-    }
-    w.put_f32(sc.lse);
-  }
-  w.put_u32(uint32_t(rep.scores.size()));
-  for (const RowScore& x : rep.scores) {
-    w.put_f32(x.max);
-    put_f64(w, x.sum);
-    w.put_f32(x.target);
-    w.put_u8(x.owns);
-  }
-  w.put_u64(rep.counters.bytes_sent);
-  w.put_u64(rep.counters.bytes_received);
-  put_f64(w, rep.counters.compute_s);
-  put_f64(w, rep.counters.sync_s);
-  w.put_u64(rep.counters.steps);
-  return w.take();
+  return encode_with(rep, [](auto& io, auto& m) { return step_reply_fields(io, m); });
 }
 
 util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std::string& peer) {
-  const std::string what = "step reply from " + peer;
-  net::Reader r(p, what);
-  StepReply rep;
-  uint32_t n = 0;
-  RETURN_IF_ERROR(r.get_u32(&n));
-  if (n > r.remaining() / 8) return Status::error(what + " lists more sampled segments than it carries");
-  rep.sampled.resize(n);
-  for (SegmentCandidates& sc : rep.sampled) {
-    RETURN_IF_ERROR(r.get_u32(&n));
-    if (n > r.remaining() / 8) return Status::error(what + " lists more candidates than it carries");
-    sc.cand.resize(n);
-    for (auto& c : sc.cand) {
-      RETURN_IF_ERROR(r.get_i32(&c.id));
-      RETURN_IF_ERROR(r.get_f32(&c.logit));
-    }
-    RETURN_IF_ERROR(r.get_f32(&sc.lse));
-  }
-  RETURN_IF_ERROR(r.get_u32(&n));
-  if (n > r.remaining() / 17) return Status::error(what + " lists more row scores than it carries");
-  rep.scores.resize(n);
-  for (RowScore& x : rep.scores) {
-    RETURN_IF_ERROR(r.get_f32(&x.max));
-    RETURN_IF_ERROR(get_f64(r, &x.sum));
-    RETURN_IF_ERROR(r.get_f32(&x.target));
-    RETURN_IF_ERROR(get_bool(r, &x.owns));
-  }
-  RETURN_IF_ERROR(r.get_u64(&rep.counters.bytes_sent));
-  RETURN_IF_ERROR(r.get_u64(&rep.counters.bytes_received));
-  RETURN_IF_ERROR(get_f64(r, &rep.counters.compute_s));
-  RETURN_IF_ERROR(get_f64(r, &rep.counters.sync_s));
-  RETURN_IF_ERROR(r.get_u64(&rep.counters.steps));
-  RETURN_IF_ERROR(r.finish());
-  return rep;
+  return parse_with<StepReply>(p, "step reply from " + peer,
+                               [](auto& io, auto& m) { return step_reply_fields(io, m); });
 }
 
 std::vector<uint8_t> encode_speed_probe(const SpeedProbe& p) {
-  net::Writer w;
-  w.put_u8(p.measure ? 1 : 0);
-  for (int v : {p.shape.dim, p.shape.n_heads, p.shape.n_kv_heads, p.shape.head_dim, p.shape.n_ff}) w.put_i32(v);
-  w.put_u32(uint32_t(p.shape.type));
-  return w.take();
+  return encode_with(p, [](auto& io, auto& m) { return speed_probe_fields(io, m); });
 }
 
 util::Expected<SpeedProbe> parse_speed_probe(std::span<const uint8_t> p, const std::string& peer) {
   const std::string what = "speed probe from " + peer;
-  net::Reader r(p, what);
-  SpeedProbe s;
-  uint8_t u = 0;
-  RETURN_IF_ERROR(r.get_u8(&u));
-  if (u > 1) return Status::error(what + " has a bad flag");
-  s.measure = u != 0;
-  ProbeShape& sh = s.shape;
-  for (int* v : {&sh.dim, &sh.n_heads, &sh.n_kv_heads, &sh.head_dim, &sh.n_ff}) RETURN_IF_ERROR(get_int(r, v));
-  RETURN_IF_ERROR(get_type(r, &sh.type, what));
-  RETURN_IF_ERROR(r.finish());
+  auto s = parse_with<SpeedProbe>(p, what, [](auto& io, auto& m) { return speed_probe_fields(io, m); });
+  if (!s) return s;
+  const ProbeShape& sh = s->shape;
   constexpr int kMax = 1 << 20;  // no model is this wide
   const auto ok = [](int v) { return v > 0 && v <= kMax; };
   if (!ok(sh.dim) || !ok(sh.n_heads) || !ok(sh.n_kv_heads) || !ok(sh.head_dim) || !ok(sh.n_ff) ||
@@ -531,20 +366,14 @@ util::Expected<SpeedProbe> parse_speed_probe(std::span<const uint8_t> p, const s
 }
 
 std::vector<uint8_t> encode_speed_reply(const SpeedReply& rep) {
-  net::Writer w;
-  w.put_string(rep.device);
-  put_f64(w, rep.tokens_per_s);
-  return w.take();
+  return encode_with(rep, [](auto& io, auto& m) { return speed_reply_fields(io, m); });
 }
 
 util::Expected<SpeedReply> parse_speed_reply(std::span<const uint8_t> p, const std::string& peer) {
   const std::string what = "speed reply from " + peer;
-  net::Reader r(p, what);
-  SpeedReply rep;
-  RETURN_IF_ERROR(r.get_string(&rep.device, 1024));
-  RETURN_IF_ERROR(get_f64(r, &rep.tokens_per_s));
-  RETURN_IF_ERROR(r.finish());
-  if (!(rep.tokens_per_s >= 0) || !std::isfinite(rep.tokens_per_s))
+  auto rep = parse_with<SpeedReply>(p, what, [](auto& io, auto& m) { return speed_reply_fields(io, m); });
+  if (!rep) return rep;
+  if (!(rep->tokens_per_s >= 0) || !std::isfinite(rep->tokens_per_s))
     return Status::error(what + " gives a speed that is not a non-negative number");
   return rep;
 }
