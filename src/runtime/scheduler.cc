@@ -36,13 +36,17 @@ Scheduler::~Scheduler() {
   }
   cv_.notify_all();
   thread_.join();
-  for (Active& a : active_) {
-    a.end.cancelled = true;
+  end_jobs(active_, queue_, [](JobEnd& e) { e.cancelled = true; });
+}
+
+void Scheduler::end_jobs(std::vector<Active>& active, Queue& queued, const std::function<void(JobEnd&)>& mark) {
+  for (Active& a : active) {
+    mark(a.end);
     finish(a);
   }
-  for (auto& [job, t] : queue_) {
+  for (auto& [job, t] : queued) {
     JobEnd e;
-    e.cancelled = true;
+    mark(e);
     if (job->on_end) job->on_end(e);
   }
 }
@@ -230,7 +234,7 @@ size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<
 void Scheduler::fail_all(const util::Status& why) {
   std::vector<Active> failed;
   failed.swap(active_);
-  std::deque<std::pair<std::shared_ptr<Job>, double>> queued;
+  Queue queued;
   {
     std::lock_guard<std::mutex> lock(mu_);
     broken_ = why;
@@ -238,15 +242,7 @@ void Scheduler::fail_all(const util::Status& why) {
     stats_.queued = 0;
     stats_.slots_in_use = 0;
   }
-  for (Active& a : failed) {
-    a.end.status = why;
-    finish(a);
-  }
-  for (auto& [job, t] : queued) {
-    JobEnd e;
-    e.status = why;
-    if (job->on_end) job->on_end(e);
-  }
+  end_jobs(failed, queued, [&](JobEnd& e) { e.status = why; });
 }
 
 Scheduler::Drawn Scheduler::take_results(const std::vector<Cluster::SeqStep>& batch, const std::vector<size_t>& who,

@@ -89,6 +89,7 @@ class Scheduler {
   int slot_ctx() const { return cluster_.ctx(); }
 
  private:
+  using Queue = std::deque<std::pair<std::shared_ptr<Job>, double>>;
   struct Active {
     std::shared_ptr<Job> job;
     Sequence* seq = nullptr;
@@ -109,6 +110,7 @@ class Scheduler {
   // in arrival order; who: each entry's active index; returns how many decode.
   size_t build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
   void fail_all(const util::Status& why);  // every job, active and queued, ends with why
+  void end_jobs(std::vector<Active>& active, Queue& queued, const std::function<void(JobEnd&)>& mark);
   // A step's results to its sequences; the decode counts of stats_.
   struct Drawn {
     uint64_t rounds = 0, drawn = 0, guessed = 0, kept = 0;
@@ -131,7 +133,7 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::shared_ptr<Job>, double>> queue_;  // with submit time
+  Queue queue_;  // with submit time
   bool stop_ = false;
   util::Status broken_;
   SchedulerStats stats_;
