@@ -1,7 +1,8 @@
 // protocol.h: the runtime's session messages between the root and a worker, carried as
-// net app messages over the cluster's Transport. Every field is written explicitly
-// little-endian with net::Writer and read back with bounds-checked net::Reader; a parse
-// error names the message and the peer.
+// net app messages over the cluster's Transport. Each message's fields are listed once
+// (protocol.cc), and that one list is both written little-endian with net::Writer and read
+// back with the bounds-checked net::Reader (wire_fields.h); a parse error names the message
+// and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
 //                measurements (α, β) or a forced algorithm, ctx, KV type, attention mode,
 //                batch (rows per step), KV slots, timeouts, the slice's bytes
