@@ -6,7 +6,7 @@
 // run the same algorithm. Under --transport mpi, for f32 and f16, MPI_Allreduce competes
 // too: its time is the one the transport measured at start (the slowest rank's, the same
 // on every rank), ours the model's under α and β; the faster is taken.
-// Deliberately no measuring here (cluster.cc probes the links, the MPI transport its
+// Deliberately no measuring here (forming.cc probes the links, the MPI transport its
 // all-reduce).
 #pragma once
 #include <memory>

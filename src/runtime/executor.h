@@ -2,7 +2,7 @@
 // the forward pass of the step's segments (embedded rows in), then per segment what the
 // root asked for: penalties applied to its last row and the local top-k candidates with
 // the range's log-sum-exp, or per scored row its (max, sum of exp, target logit). It
-// counts compute and sync time. Deliberately no I/O: the root (cluster.cc) and the worker
+// counts compute and sync time. Deliberately no I/O: the root (stepping.cc) and the worker
 // loop (worker.cc) move the messages and add the byte counters of their transport.
 #pragma once
 #include <vector>

@@ -25,7 +25,7 @@
 //                matrix type, and whether to time it or only name the device
 //   speed-reply  worker -> root: its device's description, and decode tokens per second
 //                of one layer of that width (0 when not timed); or an error (net kError)
-// Deliberately no I/O here: runtime/cluster.cc (root) and worker.cc send and receive.
+// Deliberately no I/O here: runtime/forming.cc and stepping.cc (root) and worker.cc send and receive.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -117,7 +117,7 @@ util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& p
 // Whether a parsed step fits a session: its rows of `dim` values in embd_type, at most
 // max_rows of them, each segment in a slot < n_slots (no slot twice) and inside the context.
 util::Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer);
-// The part of that check the root applies to a step it builds (cluster.cc), in the same
+// The part of that check the root applies to a step it builds (stepping.cc), in the same
 // order: rows over max_rows, a slot outside [0, n_slots) or a segment past ctx, a slot twice.
 enum class StepFit : uint8_t { kFits, kRows, kSlotOrContext, kSlotTwice };
 StepFit step_fit(const std::vector<StepSegment>& segs, int rows, int ctx, int n_slots, int max_rows);

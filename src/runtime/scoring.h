@@ -3,7 +3,7 @@
 // reduces a row to its local (max, sum of exp(logit - max)) and, if it owns the target,
 // the target's logit; the root combines the pieces exactly as llama.cpp's perplexity
 // computes -log p on whole rows: float max, double sum of expf, log(sum) - (logit - max).
-// Deliberately no I/O: protocol.* carries RowScore, cluster.cc and worker.cc call these.
+// Deliberately no I/O: protocol.* carries RowScore, stepping.cc and worker.cc call these.
 #pragma once
 #include <cstdint>
 #include <span>

@@ -6,7 +6,7 @@
 // device. A node's share is then proportional to its speed. Decode reads every weight
 // once per token, so its speed is the node's weight bandwidth, which is what a slice of
 // layers costs; prompts (compute-bound) are not measured.
-// Deliberately no network here: cluster.cc and worker.cc carry the probe.
+// Deliberately no network here: forming.cc and worker.cc carry the probe.
 #pragma once
 #include <string>
 
