@@ -16,6 +16,7 @@ constexpr uint32_t kSetsPerPool = 64;
 constexpr uint32_t kMaxGroups = 65535;  // the minimum maxComputeWorkGroupCount Vulkan guarantees
 constexpr int kDecodeChunk = 64;        // KV positions per workgroup of flash_decode.comp
 constexpr int kPrefillRows = 8;         // query rows per workgroup of flash_attention.comp
+constexpr int kMatvecRows = 16;         // weight rows per workgroup of matvec.comp
 
 uint32_t groups(int64_t n, int64_t per_group) {
   return uint32_t(std::min<int64_t>((n + per_group - 1) / per_group, kMaxGroups));
@@ -248,7 +249,7 @@ void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t co
   const Buffer& s = sums ? *sums : x;  // binding 3: read by the Q4_1 and Q5_1 shaders only
   if (n_batch == 1) {
     struct { uint32_t rows, cols, row_bytes; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes)};
-    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push, groups(rows, 1));
+    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push, groups(rows, kMatvecRows));
   } else {
     CHECK((rows + 15) / 16 <= kMaxGroups && (n_batch + 15) / 16 <= kMaxGroups);
     struct { uint32_t rows, cols, row_bytes, n_batch; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes),

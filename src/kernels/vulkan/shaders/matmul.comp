@@ -15,7 +15,8 @@ layout(std430, binding = 3) readonly buffer S { float sums[]; };   // [n_batch][
 layout(push_constant) uniform Push { uint rows, cols, row_bytes, n_batch; } p;
 
 shared float ws[16][TK * 32 + 1];  // [row in tile][element of the step], padded
-shared float xs[16][TK * 32 + 1];  // [batch in tile][element of the step]
+shared float xs[TK * 32][16];      // [element of the step][batch in tile]: lanes of one row read
+                                   // consecutive words (one vector load, not a gather, on lavapipe)
 #ifdef WTYPE_HAS_MIN
 shared float ms[16][TK];  // [row in tile][chunk of the step]: the blocks' m
 shared float ss[16][TK];  // [batch in tile][chunk of the step]: the activations' s
@@ -40,10 +41,10 @@ void main() {
     }
     for (uint e = tid; e < 16u * TK * 32u; e += 256u) {
       const uint b = e / (TK * 32u), i = e % (TK * 32u);
-      xs[b][i] = b0 + b < p.n_batch && 32u * c0 + i < p.cols ? x[(b0 + b) * p.cols + 32u * c0 + i] : 0.0;
+      xs[i][b] = b0 + b < p.n_batch && 32u * c0 + i < p.cols ? x[(b0 + b) * p.cols + 32u * c0 + i] : 0.0;
     }
     barrier();
-    for (uint i = 0; i < TK * 32u; ++i) acc += ws[lr][i] * xs[lb][i];
+    for (uint i = 0; i < TK * 32u; ++i) acc += ws[lr][i] * xs[i][lb];
 #ifdef WTYPE_HAS_MIN
     for (uint k = 0; k < TK; ++k) acc += ms[lr][k] * ss[lb][k];
 #endif
