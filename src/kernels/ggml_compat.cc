@@ -140,6 +140,22 @@ SHARDLM_AVX2 float dot_f16_avx2(const uint16_t* x, const uint16_t* y, int64_t n)
   return static_cast<float>(sum);
 }
 
+SHARDLM_AVX2 float dot_f32_avx2(const float* x, const float* y, int64_t n) {
+  const int64_t np = n & ~int64_t(31);
+  __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j)
+      s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), s[j]);
+  s[0] = _mm256_add_ps(s[0], s[2]);
+  s[1] = _mm256_add_ps(s[1], s[3]);
+  s[0] = _mm256_add_ps(s[0], s[1]);
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s[0]), _mm256_extractf128_ps(s[0], 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  float sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
+}
+
 // acc[m][0..hd) += v[t][0..hd) * p[t] for t = m (mod 32), in increasing t, fused.
 SHARDLM_AVX2 void weighted_rows_avx2(const uint16_t* v, size_t stride, const uint16_t* p, int64_t n, int hd,
                                      float* acc) {
@@ -275,6 +291,18 @@ float dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {
   double sum = reduce32(s);
   for (int64_t i = np; i < n; ++i) sum += double(util::fp16_to_f32(x[i]) * util::fp16_to_f32(y[i]));
   return static_cast<float>(sum);
+}
+
+float dot_f32(const float* x, const float* y, int64_t n) {
+#if defined(__x86_64__)
+  if (use_avx2()) return dot_f32_avx2(x, y, n);
+#endif
+  const int64_t np = n & ~int64_t(31);
+  float s[32] = {};
+  for (int64_t i = 0; i < np; ++i) s[i % 32] = std::fma(x[i], y[i], s[i % 32]);
+  float sum = reduce32(s);
+  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
 }
 
 void weighted_sum_f16(const uint16_t* v, size_t stride, const uint16_t* p, int64_t n, int hd, float* out) {

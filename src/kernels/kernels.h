@@ -82,6 +82,10 @@ void softmax(float* x, int64_t n, const float* sink = nullptr);
 float log_sum_exp(const float* x, int64_t n);
 // ggml_v_expf for one value (bit-exact with ggml's AVX2 exp)
 float ggml_expf(float x);
+// F32 dot product as ggml_vec_dot_f32 (AVX2, -mfma): 4 x 8 lanes fused, reduced as
+// dot_f16, a tail past the last 32 fused into the float sum. llama.cpp's matrix x vector of
+// an F32 weight (an MoE router at decode: llamafile's sgemm takes batches of 2+ only).
+float dot_f32(const float* x, const float* y, int64_t n);
 // F16 dot product in ggml's accumulation order (4 x 8 lanes, fused multiply-add).
 float dot_f16(const uint16_t* x, const uint16_t* y, int64_t n);
 // out[i] = sum over t < n of v[t * stride + i] * p[t] (F16 values and weights), summed in

@@ -352,7 +352,16 @@ util::Status CpuBackend::moe(int l, int n, Collective* comm) {
   const LayerWeights& lw = w_.layers[l];
   const int E = cfg_.n_expert, k = cfg_.n_expert_used, D = cfg_.dim, F = part_.n_ff;
   act_src_ = nullptr;
-  linear(lw.router, xn_.data(), n, router_.data(), runs_, lw.router.rows);  // replicated: every node picks the same experts
+  // Replicated: every node picks the same experts. An F32 router (make-model's, the
+  // published files') as llama.cpp's decode multiplies it, ggml_vec_dot_f32 per row.
+  if (lw.router.type == tensor::Type::F32) {
+    pool_.parallel_for(int64_t(n) * E, 16, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        router_[j] = kernels::dot_f32(reinterpret_cast<const float*>(lw.router.row(j % E)), &xn_[size_t(j / E) * D], D);
+    });
+  } else {
+    linear(lw.router, xn_.data(), n, router_.data(), runs_, lw.router.rows);
+  }
   route(lw, n);
   for (const auto& [stack, out] : {std::pair{&lw.gate_exps, &gate_}, std::pair{&lw.up_exps, &up_}}) {
     const tensor::Type vt = tensor::traits(stack->type).vec_dot_type;
