@@ -41,6 +41,7 @@ Command add_chat(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_keygen(CLI::App& app);
 Command add_devices(CLI::App& app);
+Command add_status(CLI::App& app);
 
 // A parsed command under --transport mpi (mpi.cc): runs this rank of the job (rank 0: the
 // command; others: a worker session from the same options) and ends MPI.

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   add(cli::add_perplexity);
   add(cli::add_keygen);
   add(cli::add_devices);
+  add(cli::add_status);
   // Every rank of an MPI job parses the same command line (files only the root opens are
   // checked on rank 0 alone: cli::root_file).
   try {

@@ -6,12 +6,59 @@
 #include <deque>
 #include <random>
 
+#include "plan/plan.h"
 #include "serve/stop.h"
 
 namespace serve {
 
 Engine::Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk, runtime::Speculation spec)
     : cluster_(cluster), tok_(tok), sched_(cluster, chunk, spec) {
+  root_device_ = cluster_.root_device();  // no job yet: the scheduler's thread waits
+  refresh_info();
+}
+
+void Engine::refresh_info() {
+  const runtime::ClusterHealth h = cluster_.health();
+  const std::vector<runtime::NodeStats> now = cluster_.stats();
+  const plan::Plan& p = cluster_.plan();
+  const std::string summary = cluster_.describe();
+  std::lock_guard<std::mutex> lock(info_mu_);
+  std::vector<NodeInfo> next;
+  for (size_t i = 0; i < now.size(); ++i) {
+    NodeInfo n;
+    n.name = now[i].name;
+    n.device = i == 0 ? root_device_ : "";
+    if (int(i) < p.n_nodes()) {
+      n.share = p.nodes[i].share;
+      n.memory_bytes = plan::resident_bytes(p, int(i));
+    }
+    for (const NodeInfo& old : info_.nodes)
+      if (old.name == n.name && (old.state == "lost" || old.state == "rejoined")) n.state = "rejoined";
+    next.push_back(std::move(n));
+  }
+  for (const NodeInfo& old : info_.nodes) {
+    bool here = false;
+    for (const NodeInfo& n : next) here = here || n.name == old.name;
+    if (here) continue;
+    NodeInfo gone = old;
+    gone.state = "lost";
+    gone.share = 0;
+    gone.memory_bytes = 0;
+    next.push_back(std::move(gone));
+  }
+  info_.nodes = std::move(next);
+  info_.summary = summary;
+  seen_events_ = h.recoveries + h.lost;
+}
+
+void Engine::maybe_refresh_info() {
+  const runtime::ClusterHealth h = cluster_.health();
+  if (h.recoveries + h.lost != seen_events_) refresh_info();
+}
+
+ClusterInfo Engine::cluster_info() const {
+  std::lock_guard<std::mutex> lock(info_mu_);
+  return info_;
 }
 
 namespace {
@@ -66,7 +113,8 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   auto dec = std::make_shared<tokenizer::StreamDecoder>(tok_);
   auto stop = std::make_shared<StopMatcher>(req.stop);
   const tokenizer::Tokenizer* tok = &tok_;
-  job->on_token = [ch, dec, stop, tok](int32_t id, const sampler::Logprobs* lp) {
+  job->on_token = [this, ch, dec, stop, tok](int32_t id, const sampler::Logprobs* lp) {
+    maybe_refresh_info();  // the scheduler's thread, after a step (which may have re-formed)
     if (tok->is_eog(id)) {
       ch->stopped = true;
       ch->push("");
@@ -83,7 +131,8 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
     if (stop->stopped()) ch->stopped = true;
     return !stop->stopped();
   };
-  job->on_end = [ch, dec, stop](const runtime::JobEnd& e) {
+  job->on_end = [this, ch, dec, stop](const runtime::JobEnd& e) {
+    maybe_refresh_info();
     std::string rest;
     if (!e.cancelled && e.status.ok() && !stop->stopped()) rest = stop->push(dec->flush()) + stop->flush();
     std::lock_guard<std::mutex> lock(ch->mu);

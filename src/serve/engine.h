@@ -10,6 +10,7 @@
 // Deliberately no text formats here: prompts arrive as tokens (prompt.h), text leaves
 // through a callback, HTTP lives in server.h.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -69,6 +70,21 @@ struct EngineMetrics {
   grammar::MaskStats grammar;     // constrained requests' token masks, over all of them
 };
 
+// The cluster as /cluster shows it (cluster_view.h): every node the cluster has had, in
+// the order it had them (the root first), with its share and memory from the current plan
+// and its state: "ok", "lost" (gone since a re-forming), "rejoined" (back after a loss).
+struct NodeInfo {
+  std::string name;    // "root", "worker 127.0.0.1:9001" (NodeStats::name)
+  std::string device;  // the root's ("" for workers: the root does not keep theirs)
+  double share = 0;    // of the model's rows (plan::NodeSlice::share); 0 when lost
+  uint64_t memory_bytes = 0;  // weights held (plan::resident_bytes)
+  std::string state = "ok";
+};
+struct ClusterInfo {
+  std::string summary;  // Cluster::describe()
+  std::vector<NodeInfo> nodes;
+};
+
 class Engine {
  public:
   // chunk: prompt tokens per step, spec: speculative decoding (see runtime::Scheduler).
@@ -78,6 +94,9 @@ class Engine {
                             const LogprobSink& logprobs = {});
 
   EngineMetrics metrics() const;
+  // The nodes, shares and states as of the latest re-forming (read on the scheduler's
+  // thread, where the cluster re-forms, so never while it changes).
+  ClusterInfo cluster_info() const;
   int ctx() const { return cluster_.ctx(); }  // of one slot
   // The error that broke the engine (a lost worker), or ok.
   util::Status health() const { return sched_.health(); }
@@ -90,6 +109,15 @@ class Engine {
   mutable std::mutex mu_;
   EngineMetrics m_;
   std::shared_ptr<const grammar::VocabTrie> trie_;  // built for the first constrained request
+
+  // cluster_info()'s snapshot, refreshed by refresh_info() (at start, then on the
+  // scheduler's thread after a recovery or a loss).
+  void refresh_info();
+  void maybe_refresh_info();
+  mutable std::mutex info_mu_;
+  ClusterInfo info_;
+  std::string root_device_;
+  std::atomic<uint64_t> seen_events_{0};  // recoveries + losses when info_ was taken
 };
 
 }  // namespace serve

@@ -11,7 +11,8 @@
 // and the API key are kept in localStorage. ?q=TEXT sends TEXT on load in a new
 // conversation (the headless tests); <body data-state> is "idle", "waiting", "streaming",
 // "done" or "error"; the Nth reply of the conversation has id "answer-N" and its raw text
-// in data-raw.
+// in data-raw. A Cluster panel (toggled, remembered; ?cluster=1 opens it) draws /cluster
+// every 2 s: the nodes, their states, shares and per-step times, the latest recovery.
 #include "serve/page.h"
 
 namespace serve {
@@ -62,6 +63,16 @@ const char* const kChatPage = R"HTML(<!doctype html>
   button:disabled { opacity:.4; cursor:default; }
   #stop { background:#fff; color:var(--accent); }
   #speed { color:var(--muted); font-size:.9em; margin-left:auto; }
+  #clusterbtn { background:#fff; color:var(--accent); padding:0 .8em; }
+  aside#cluster { width:58em; flex-shrink:0; background:#fff; border-left:1px solid var(--line); padding:.6em .8em; overflow:auto; font-size:.85em; }
+  aside#cluster[hidden] { display:none; }
+  aside#cluster h2 { font-size:1.05em; margin:.2em 0 .4em; }
+  aside#cluster table { border-collapse:collapse; width:100%; }
+  aside#cluster th, aside#cluster td { border-bottom:1px solid var(--line); padding:.25em .35em; text-align:right; white-space:nowrap; }
+  aside#cluster th:first-child, aside#cluster td:first-child { text-align:left; }
+  aside#cluster .st-ok { color:#15803d; } aside#cluster .st-lost { color:#b91c1c; font-weight:bold; } aside#cluster .st-rejoined { color:#b45309; }
+  aside#cluster tr.lost td { color:var(--muted); }
+  #clustersum, #clusterlast { color:var(--muted); margin:.4em 0; white-space:normal; }
 </style>
 </head>
 <body data-state="idle">
@@ -76,6 +87,7 @@ const char* const kChatPage = R"HTML(<!doctype html>
   <label>max tokens <input id="maxtok" type="number" min="1" step="1" value="256"></label>
   <label>API key <input id="key" type="password" placeholder="(if required)"></label>
   <span id="speed"></span>
+  <button id="clusterbtn" title="the cluster's nodes, live (GET /cluster)">Cluster</button>
   <textarea id="system" placeholder="System prompt for this conversation (optional)"></textarea>
 </header>
 <div id="log"></div>
@@ -85,6 +97,14 @@ const char* const kChatPage = R"HTML(<!doctype html>
   <button id="stop" disabled>Stop</button>
 </footer>
 </main>
+<aside id="cluster" hidden>
+  <h2>Cluster <span id="clusterstatus"></span></h2>
+  <div id="clustersum"></div>
+  <table><thead><tr><th>node</th><th>state</th><th>share</th><th>MiB</th><th title="compute, ms per step">compute ms</th>
+    <th title="sync (all-reduces), ms per step">sync ms</th><th>sent MB</th><th>recv MB</th><th>steps</th></tr></thead>
+    <tbody id="clusterrows"></tbody></table>
+  <div id="clusterlast"></div>
+</aside>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
@@ -317,7 +337,67 @@ $("input").addEventListener("keydown", (e) => {
 });
 if (!conv()) current = convs.length ? convs[0].id : null;
 showConv();
+// The cluster panel: GET /cluster every 2 s while it is open. Each row is a node
+// (tr[data-node], data-state), each number cell keeps the value as served in data-v (the
+// same as /metrics); <aside> data-polls counts the answers drawn, data-status the last one's.
+let clusterTimer = null;
+async function pollCluster() {
+  const panel = $("cluster");
+  try {
+    const res = await fetch("/cluster", {cache: "no-store"});
+    const j = await res.json();
+    $("clusterstatus").textContent = "(" + j.status + ": " + j.nodes_now + " of " + j.nodes_planned + " nodes, " +
+                                     j.recoveries + " recoveries)";
+    $("clustersum").textContent = j.summary || "";
+    $("clusterlast").textContent = j.last_recovery ? "last recovery: " + j.last_recovery : "no recovery";
+    const rows = $("clusterrows");
+    rows.textContent = "";
+    const cols = [["share", 3, 1], ["memory_bytes", 1, 1 / 1048576], ["compute_ms_per_step", 3, 1],
+                  ["sync_ms_per_step", 3, 1], ["bytes_sent", 3, 1e-6], ["bytes_received", 3, 1e-6], ["steps", 0, 1]];
+    for (const n of j.nodes) {
+      const tr = document.createElement("tr");
+      tr.dataset.node = n.name;
+      tr.dataset.state = n.state;
+      tr.className = n.state;
+      const name = document.createElement("td");
+      name.textContent = n.name;
+      name.title = n.device ? "device: " + n.device : "";
+      tr.appendChild(name);
+      const st = document.createElement("td");
+      st.textContent = n.state;
+      st.className = "st-" + n.state;
+      tr.appendChild(st);
+      for (const [k, digits, scale] of cols) {
+        const td = document.createElement("td");
+        td.dataset.k = k;
+        if (typeof n[k] === "number") {
+          td.dataset.v = String(n[k]);
+          td.textContent = (n[k] * scale).toFixed(digits);
+        } else {
+          td.textContent = "-";
+        }
+        tr.appendChild(td);
+      }
+      rows.appendChild(tr);
+    }
+    panel.dataset.status = j.status;
+    panel.dataset.recoveries = j.recoveries;
+  } catch (e) {
+    $("clusterstatus").textContent = "(unreachable)";
+    panel.dataset.status = "unreachable";
+  }
+  panel.dataset.polls = String(Number(panel.dataset.polls || 0) + 1);
+}
+function showCluster(on) {
+  $("cluster").hidden = !on;
+  localStorage.setItem("shardlm_cluster", on ? "1" : "0");
+  clearInterval(clusterTimer);
+  clusterTimer = null;
+  if (on) { pollCluster(); clusterTimer = setInterval(pollCluster, 2000); }
+}
+$("clusterbtn").addEventListener("click", () => showCluster($("cluster").hidden));
 const q = new URLSearchParams(location.search);
+showCluster(q.get("cluster") === "1" || (q.get("cluster") === null && localStorage.getItem("shardlm_cluster") === "1"));
 if (q.get("temp") !== null) $("temp").value = q.get("temp");
 if (q.get("max_tokens") !== null) $("maxtok").value = q.get("max_tokens");
 if (q.get("q")) { newConv(); send(q.get("q")); }

@@ -20,6 +20,7 @@
 #include <random>
 
 #include "serve/assets.h"
+#include "serve/cluster_view.h"
 #include "serve/generation.h"
 #include "serve/infill.h"
 #include "serve/anthropic.h"
@@ -85,7 +86,7 @@ const Route kRoutes[] = {{"/", false, false},          {"/health", false, false}
                          {"/api/tags", false, true},   {"/api/ps", false, true},
                          {"/api/version", false, true}, {"/v1/messages", true, true},
                          {"/v1/messages/count_tokens", true, true}, {"/v1/responses", true, true},
-                         {"/infill", true, true}};
+                         {"/infill", true, true},      {"/cluster", false, false}};
 
 void method_not_allowed(const httplib::Request& req, httplib::Response& res, bool post) {
   res.set_header("Allow", post ? "POST" : "GET");
@@ -97,7 +98,7 @@ void not_found(const httplib::Request& req, httplib::Response& res) {
   send_error(req, res, api_error(404, "no route " + req.method + " " + req.path +
                                      "; see /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize, "
                                      "/props, /health, /metrics, /api/chat, /api/generate, /api/tags, /api/show, "
-                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens, /v1/responses, /infill",
+                                     "/api/ps, /api/version, /v1/messages, /v1/messages/count_tokens, /v1/responses, /infill, /cluster",
                             "invalid_request_error", "unknown_url"));
 }
 
@@ -266,6 +267,14 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   for (size_t i = 0; i < m.sched.nodes.size(); ++i)
     value("shardlm_node_bytes_sent_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
           double(m.sched.nodes[i].counters.bytes_sent));
+  metric("shardlm_node_bytes_received_total", "counter", "Bytes each node received.");
+  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
+    value("shardlm_node_bytes_received_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
+          double(m.sched.nodes[i].counters.bytes_received));
+  metric("shardlm_node_steps_total", "counter", "Steps of the model each node took part in.");
+  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
+    value("shardlm_node_steps_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
+          double(m.sched.nodes[i].counters.steps));
   return s;
 }
 
@@ -556,6 +565,11 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   });
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_text(engine.metrics(), counter), "text/plain; version=0.0.4");
+  });
+  svr.Get("/cluster", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(dump(cluster_json(engine.metrics(), engine.cluster_info(), engine.health().ok())),
+                    "application/json");
   });
   svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
     json m = {{"id", o.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "shardlm"},
