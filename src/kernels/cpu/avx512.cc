@@ -6,7 +6,8 @@
 // kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's and Q6_K's
 // matrix x vector add their scaled int16 pairs with one vpdpwssd instead of vpmaddwd +
 // vpaddd (VnniScale; the same int32s), and so do Q2_K's and Q3_K's (FusedQ2K / FusedQ3K);
-// IQ4_NL and MXFP4 take vpdpbusd through the 32-element tiles. IQ4_XS has no VNNI form (a
+// IQ4_NL and MXFP4 take vpdpbusd through the 32-element decode tiles (their larger batches
+// the AVX2 entry: measured faster). IQ4_XS has no VNNI form (a
 // fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
 // 32 ymm registers and its batches spill less (measured on Zen 4, BENCHMARKS.md). Entries
 // left null here (float types, Q5_K, quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
@@ -37,6 +38,18 @@ struct VnniScale {
   static __m256i acc(__m256i sum, __m256i scale, __m256i p16) { return _mm256_dpwssd_epi32(sum, scale, p16); }
 };
 
+// IQ4_NL, MXFP4: vpdpbusd pays in the decode tiles (matrix x vector, batches up to
+// kDecodeTilesMaxBatch); their packed GEMM (ggml's two-accumulator order since issue 31)
+// measured 2-5% faster in the AVX2 build on Zen 4, so larger batches take the AVX2 entry.
+// Both give the same bits (the self-test checks the tables against each other).
+template <class D, tensor::Type kType>
+void matmul_codebook(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                     size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  if (n_batch > kDecodeTilesMaxBatch)
+    return avx2_table().matmul[slot(kType)](n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  matmul_q<D, VnniDot>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+}
+
 }  // namespace
 }  // namespace avx512
 
@@ -57,8 +70,8 @@ const KernelTable& avx512_table() {
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_fused<FusedQ4K, VnniScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_fused<FusedQ6K, VnniScale>);
-    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>, matmul_q<DecIQ4_NL, VnniDot>);
-    set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>, matmul_q<DecMXFP4, VnniDot>);
+    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>);
+    set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>);
     set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>, matmul_fused<FusedQ2K, VnniScale>);
     set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>, matmul_fused<FusedQ3K, VnniScale>);
     set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_k<DecIQ4_XS>);  // AVX-512 registers, AVX2 integers
