@@ -22,7 +22,7 @@ After the line "#noparse", lines "<index>\\t<ids>" give ids with special=False f
 (every text containing '<' or '[' plus every 7th text); <index> counts texts from 0.
 
 Usage: python3 tools/make_tokenizer_golden.py [--corpus] [--vocab-dir DIR] [--smollm PATH] [--gemma3 PATH]
-                                             [--only NAME]
+                                             [--toy-gpt-oss PATH] [--only NAME]
 """
 import argparse
 import os
@@ -454,6 +454,9 @@ def main():
     ap.add_argument("--vocab-dir", default=DEFAULT_VOCAB_DIR, help="folder with ggml-vocab-*.gguf")
     ap.add_argument("--smollm", default=DEFAULT_SMOLLM, help="SmolLM2 GGUF path")
     ap.add_argument("--gemma3", default=DEFAULT_GEMMA3, help="Gemma 3 GGUF path (its 262k SentencePiece vocab)")
+    ap.add_argument("--toy-gpt-oss", default="/tmp/toy-gpt-oss.gguf",
+                    help="make-model's toy (o200k pre-tokenizer): shardlm make-model --shape toy-gpt-oss "
+                         "--type Q8_0 --seed 3 PATH (tests/unit/tokenizer_test.cc writes the same file)")
     ap.add_argument("--only", help="make only this vocabulary's golden file")
     args = ap.parse_args()
     if args.corpus:
@@ -464,7 +467,8 @@ def main():
               ("llama_spm", os.path.join(args.vocab_dir, "ggml-vocab-llama-spm.gguf")),
               ("llama_bpe", os.path.join(args.vocab_dir, "ggml-vocab-llama-bpe.gguf")),
               ("qwen2", os.path.join(args.vocab_dir, "ggml-vocab-qwen2.gguf")),
-              ("gemma3", args.gemma3)]
+              ("gemma3", args.gemma3),
+              ("toy_gpt_oss", args.toy_gpt_oss)]
     for name, path in vocabs:
         if args.only and name != args.only:
             continue

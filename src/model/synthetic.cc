@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <random>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -141,6 +144,55 @@ std::string byte_token(int b) {
   return s;
 }
 
+std::string byte_level(const std::string& raw) {
+  std::string s;
+  for (unsigned char c : raw) s += byte_token(c);
+  return s;
+}
+
+// Toy merges (raw bytes, in rank order): common English pairs, pairs that cross the o200k
+// pre-tokenizer's boundaries (case changes, digit runs of 3, contractions, punctuation with
+// a trailing '/' or newline, letters with combining marks), a few UTF-8 letters, then
+// second-level merges. Only boundaries change which of them apply.
+std::vector<std::pair<std::string, std::string>> toy_bpe_merges() {
+  std::vector<std::pair<std::string, std::string>> m;
+  auto pairs = [&](const char* list) {  // space-separated two-byte pairs
+    std::string t;
+    for (const char* p = list;; ++p) {
+      if (*p == ' ' || *p == 0) {
+        if (t.size() == 2) m.push_back({t.substr(0, 1), t.substr(1, 1)});
+        t.clear();
+        if (*p == 0) break;
+      } else {
+        t += *p;
+      }
+    }
+  };
+  pairs("th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le ve "
+        "co me de hi ri ro ic ne ea ra ce li ch ll be ma si om ur");
+  for (const char* sp : {" t", " a", " s", " w", " c", " b", " o", " d", " m", " p", " f", " i", " h", " T",
+                         " I", " H", " W", " 1", " 2", " (", " \"", " '", " -", " =", " {", " <", " /",
+                         "  ", "\n\n", " \n", "\n ", "\r\n", "\t\t", " \t"})
+    m.push_back({std::string(1, sp[0]), std::string(1, sp[1])});
+  pairs("oW eW lW dW oH tS eC rT sA nB He Wo Th It Hi In TH HE IT ON ER AT");
+  pairs("'s 't 'm 'd 'S 'T t' s' e' n' I' 12 23 34 45 56 00 11 19 20 99 01 10 1s 2n x2 a1");
+  pairs(".. ., ,  ). /n // :: -> == () {} !! ?? ;; %) $1 1% <| |> _s s_ __");
+  m.push_back({".", " "}), m.push_back({",", " "}), m.push_back({".", "\n"}), m.push_back({"/", "\n"});
+  m.push_back({"/", " "}), m.push_back({":", " "}), m.push_back({"!", "\n"}), m.push_back({")", "\n"});
+  for (const char* u : {"\xC3\xA9", "\xC3\xBC", "\xC3\x9F", "\xC3\xA4", "\xC3\xB6", "\xCC\x81",
+                        "\xD0\xBE", "\xD0\xB0", "\xCE\xB1", "\xE4\xB8", "\xE3\x81"})
+    m.push_back({std::string(1, u[0]), std::string(1, u[1])});
+  m.push_back({"e", "\xCC\x81"}), m.push_back({"\xC3\xA9", "t"}), m.push_back({"W", "\xC3\xA4"});
+  m.push_back({"\xC3\x9F", "e"}), m.push_back({"o", "\xC3\xA9"});
+  m.push_back({" t", "he"}), m.push_back({" a", "nd"}), m.push_back({"i", "ng"}), m.push_back({" th", "e"});
+  m.push_back({"12", "3"}), m.push_back({"123", "4"}), m.push_back({"o", "W"}), m.push_back({"oW", "or"});
+  m.push_back({"He", "l"}), m.push_back({"Hel", "lo"}), m.push_back({"ll", "o"}), m.push_back({"t", "'s"});
+  m.push_back({"n", "'t"}), m.push_back({" ", " \n"}), m.push_back({"\n", "\n\n"}), m.push_back({"  ", "  "});
+  m.push_back({"...", "."}), m.push_back({"..", "."}), m.push_back({"w", "or"}), m.push_back({"l", "d"});
+  m.push_back({"wor", "ld"}), m.push_back({"W", "or"}), m.push_back({"Wor", "ld"});
+  return m;
+}
+
 // A pool of random rows of one (type, cols), quantized once and reused.
 class RowPool {
  public:
@@ -220,7 +272,20 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   for (int b = 0; b < 256; ++b) { tokens.push_back(byte_token(b)); types.push_back(1); }
   const char* fim[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|repo_name|>",
                        "<|file_sep|>"};
-  for (int i = 256; i < s.n_vocab - 2; ++i) {
+  // gpt-oss's toy: merges (byte-level BPE) fill the first slots, so that a tokenization
+  // shows where the o200k ("gpt-4o") pre-tokenizer put its word boundaries.
+  std::vector<std::string> merges;
+  if (gpt_oss) {
+    std::set<std::string> seen;
+    for (const auto& [l, r] : toy_bpe_merges()) {
+      if (static_cast<int>(tokens.size()) >= s.n_vocab - 2) break;
+      if (!seen.insert(l + r).second) continue;
+      tokens.push_back(byte_level(l + r));
+      types.push_back(1);
+      merges.push_back(byte_level(l) + " " + byte_level(r));
+    }
+  }
+  for (int i = static_cast<int>(tokens.size()); i < s.n_vocab - 2; ++i) {
     const bool named = s.fim_tokens && i - 256 < 6;
     tokens.push_back(named ? fim[i - 256] : "<filler_" + std::to_string(i) + ">");
     types.push_back(named ? 3 : 4);
@@ -228,10 +293,10 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   tokens.push_back("<|begin_of_text|>"); types.push_back(3);
   tokens.push_back("<|end_of_text|>"); types.push_back(3);
   w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
-  w.set("tokenizer.ggml.pre", gguf::Value::string("gpt-2"));
+  w.set("tokenizer.ggml.pre", gguf::Value::string(gpt_oss ? "gpt-4o" : "gpt-2"));
   w.set("tokenizer.ggml.tokens", gguf::Value::string_array(std::move(tokens)));
   w.set("tokenizer.ggml.token_type", gguf::Value::i32_array(std::move(types)));
-  w.set("tokenizer.ggml.merges", gguf::Value::string_array({}));
+  w.set("tokenizer.ggml.merges", gguf::Value::string_array(std::move(merges)));
   w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(s.n_vocab - 2));
   w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(s.n_vocab - 1));
   w.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(true));

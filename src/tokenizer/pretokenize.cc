@@ -27,6 +27,12 @@ constexpr const char* kLlama3 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char* kQwen2 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// o200k (gpt-4o, gpt-oss, llama4): llama.cpp's rewrite of tokenizer.json's regex without
+// \p{Lu}/\p{Ll} classes, which llama.cpp runs on text whose non-ASCII letters are collapsed
+// to one letter: "(?=[\p{L}])([^a-z])" is a letter other than a-z, so every non-ASCII
+// letter counts as both upper and lower case there and, identically, here.
+constexpr const char* kGpt4o =
+    R"re([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 std::vector<std::string> regexes_for(PreType t) {
   switch (t) {
@@ -34,6 +40,7 @@ std::vector<std::string> regexes_for(PreType t) {
     case PreType::kQwen2: return {kQwen2};
     case PreType::kSmollm: return {R"(\p{N})", kGpt2};
     case PreType::kGpt2: return {kGpt2};
+    case PreType::kGpt4o: return {kGpt4o};
     case PreType::kFalcon:
       return {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"};
     case PreType::kDeepseekCoder:
@@ -138,6 +145,9 @@ bool lookup_pre(std::string_view name, PreInfo& info) {
       {"falcon", PreType::kFalcon, false, false},
       {"deepseek-llm", PreType::kDeepseekLlm, false, false},
       {"deepseek-coder", PreType::kDeepseekCoder, false, false},
+      {"gpt-4o", PreType::kGpt4o, false, false}, {"llama4", PreType::kGpt4o, false, false},
+      {"kanana2", PreType::kGpt4o, false, false}, {"talkie", PreType::kGpt4o, false, false},
+      {"minimax-m2", PreType::kGpt4o, false, false},
   };
   for (const Entry& e : kEntries) {
     if (name == e.name) {

@@ -30,7 +30,7 @@ enum TokenAttr : uint32_t {
 enum class VocabType { kSpm, kBpe };
 
 // Pre-tokenizer families (regex lists in pretokenize.cc); names follow llama.cpp.
-enum class PreType { kDefault, kLlama3, kQwen2, kSmollm, kGpt2, kFalcon, kDeepseekLlm, kDeepseekCoder };
+enum class PreType { kDefault, kLlama3, kQwen2, kSmollm, kGpt2, kFalcon, kDeepseekLlm, kDeepseekCoder, kGpt4o };
 
 // Transparent hashing so lookups by string_view do not allocate.
 struct StringHash {

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "gguf/gguf.h"
+#include "model/synthetic.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -104,6 +105,17 @@ std::string model_path(const std::string& name) {
     return env ? env : SHARDLM_DEFAULT_MODEL;
   }
   if (name == "gemma3") return kSrc + "/.deps/pip/gemma3/gemma-3-270m-q4_k_m.gguf";  // `make gemma3`
+  if (name == "toy_gpt_oss") {
+    // make-model's toy-gpt-oss (Q8_0, seed 3): o200k ("gpt-4o") pre-tokenizer, toy merges.
+    static const std::string path = [] {
+      const std::string p = (fs::temp_directory_path() / ("shardlm_tok_" + std::to_string(getpid()) + "_toy_gpt_oss.gguf")).string();
+      const util::Status st = model::write_synthetic_model(p, *model::shape_by_name("toy-gpt-oss"), tensor::Type::Q8_0, 3);
+      EXPECT_TRUE(st.ok()) << st.message();
+      std::atexit([] { std::error_code ec; fs::remove(fs::temp_directory_path() / ("shardlm_tok_" + std::to_string(getpid()) + "_toy_gpt_oss.gguf"), ec); });
+      return p;
+    }();
+    return path;
+  }
   static const std::map<std::string, std::string> files = {
       {"llama_spm", "ggml-vocab-llama-spm.gguf"}, {"llama_bpe", "ggml-vocab-llama-bpe.gguf"},
       {"qwen2", "ggml-vocab-qwen2.gguf"}};
@@ -274,7 +286,7 @@ TEST_P(GoldenTest, PathologicalInputs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, GoldenTest, ::testing::Values("smollm2", "llama_spm", "llama_bpe", "qwen2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Vocabs, GoldenTest, ::testing::Values("smollm2", "llama_spm", "llama_bpe", "qwen2", "gemma3", "toy_gpt_oss"));
 
 // llama.cpp's own test cases (models/ggml-vocab-<name>.gguf.inp/.out): texts separated by
 // "\n__ggml_vocab_test__\n", ids tokenized with add_special=false, parse_special=false.
