@@ -6,7 +6,10 @@
 // conversation, marked " [stopped]" on stderr); at the prompt it ends the program, as do
 // Ctrl-D and /quit. A reply cut off by -n is marked " [cut off at -n N tokens]" (stderr). /help lists the
 // commands, /reset starts over and says so. The same engine as `serve` (KV prefix reuse
-// makes each turn evaluate only the new messages).
+// makes each turn evaluate only the new messages). A reply's <think> thought (serve/reasoning.h,
+// as `serve --reasoning-format auto` splits it) is shown before the answer, on a line of its
+// own: dim (ANSI) when stdout is a terminal, else each of its lines marked "[thinking] "; the
+// conversation keeps the reply as the model wrote it (the template decides what to show of it).
 #include <editline/readline.h>
 #include <unistd.h>
 
@@ -20,6 +23,7 @@
 
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "serve/reasoning.h"
 
 namespace cli {
 
@@ -75,6 +79,41 @@ class InterruptScope {
 
  private:
   struct sigaction old_ {};
+};
+
+// Writes a reply to stdout, its thought set apart (see the top of this file).
+class ReplyPrinter {
+ public:
+  ReplyPrinter(bool forced_open, bool tty) : split_(forced_open), tty_(tty) {}
+  void push(const std::string& t) { show(split_.push(t)); }
+  void finish() {
+    show(split_.finish());
+    if (thinking_) end_thought();
+  }
+
+ private:
+  void show(const serve::ReasoningPiece& p) {
+    if (!p.reasoning.empty()) {
+      if (!thinking_ && tty_) std::fputs("\033[2m", stdout);
+      thinking_ = true;
+      for (const char c : p.reasoning) {
+        if (!tty_ && line_start_) std::fputs("[thinking] ", stdout);
+        std::fputc(c, stdout);
+        line_start_ = c == '\n';
+      }
+    }
+    if (!p.content.empty()) {
+      if (thinking_) end_thought();
+      std::fwrite(p.content.data(), 1, p.content.size(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  void end_thought() {
+    std::fputs(tty_ ? "\033[0m\n" : "\n", stdout);
+    thinking_ = false;
+  }
+  serve::ReasoningSplitter split_;
+  bool tty_, thinking_ = false, line_start_ = true;
 };
 
 const char kHelp[] =
@@ -149,16 +188,19 @@ Command add_chat(CLI::App& app) {
       g.max_tokens = std::min(*n_predict, room);
       std::string reply;
       serve::GenerationResult r;
+      const size_t tail = std::min<size_t>(g.prompt.size(), 8);
+      const std::string prompt_end = b.prompts->tokenizer().decode({g.prompt.end() - tail, g.prompt.end()}, true);
+      ReplyPrinter printer(serve::ends_in_open_think(prompt_end), isatty(1));
       {
         InterruptScope interrupts;
         r = b.engine->generate(g, [&](const std::string& t) {
           if (g_interrupted) return false;
           reply += t;
-          std::fwrite(t.data(), 1, t.size(), stdout);
-          std::fflush(stdout);
+          printer.push(t);
           return true;
         });
       }
+      printer.finish();
       if (!r.status.ok()) {
         std::fputc('\n', stdout);
         return fail(r.status.message());

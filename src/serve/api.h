@@ -94,6 +94,7 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose KV came from the previous request
+  int reasoning_tokens = 0;  // of completion_tokens, those of the thought (Generator::run)
 };
 nlohmann::json usage_json(const Usage& u);
 

@@ -70,17 +70,21 @@ struct Channel {
   struct Piece {
     std::string text;
     std::vector<TokenLogprobs> logprobs;  // of the tokens behind it
+    int tokens = 0;  // how many
   };
   std::deque<Piece> pieces;
   std::vector<TokenLogprobs> pending;  // of tokens whose text is not out yet
   bool started = false, done = false, stopped = false;
   int completion = 0;  // tokens shown (end-of-text not counted)
+  int pending_tokens = 0;  // of those, the ones not yet in a piece
   runtime::JobEnd end;
   void push(std::string s) {
     std::lock_guard<std::mutex> lock(mu);
     started = true;
-    if (!s.empty() || !pending.empty()) pieces.push_back({std::move(s), std::move(pending)});
+    if (!s.empty() || !pending.empty() || pending_tokens > 0)
+      pieces.push_back({std::move(s), std::move(pending), pending_tokens});
     pending.clear();
+    pending_tokens = 0;
     cv.notify_all();
   }
 };
@@ -88,7 +92,7 @@ struct Channel {
 }  // namespace
 
 GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting,
-                                  const LogprobSink& logprobs) {
+                                  const LogprobSink& logprobs, const TokenCountSink& tokens) {
   auto ch = std::make_shared<Channel>();
   auto job = std::make_shared<runtime::Job>();
   job->prompt = req.prompt;
@@ -120,7 +124,11 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
       ch->push("");
       return false;
     }
-    ch->completion++;
+    {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      ch->completion++;
+      ch->pending_tokens++;
+    }
     if (lp) {
       TokenLogprobs t{tok->piece(id), lp->logprob, {}};
       for (const sampler::TokenLogprob& c : lp->top) t.top.emplace_back(tok->piece(c.id), c.logprob);
@@ -136,7 +144,9 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
     std::string rest;
     if (!e.cancelled && e.status.ok() && !stop->stopped()) rest = stop->push(dec->flush()) + stop->flush();
     std::lock_guard<std::mutex> lock(ch->mu);
-    if (!rest.empty() || !ch->pending.empty()) ch->pieces.push_back({std::move(rest), std::move(ch->pending)});
+    if (!rest.empty() || !ch->pending.empty() || ch->pending_tokens > 0)
+      ch->pieces.push_back({std::move(rest), std::move(ch->pending), ch->pending_tokens});
+    ch->pending_tokens = 0;
     ch->end = e;
     ch->done = true;
     ch->cv.notify_all();
@@ -155,6 +165,7 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
     for (const Channel::Piece& p : pieces) {
       if (gone) break;
       if (logprobs && !p.logprobs.empty()) logprobs(p.logprobs);
+      if (tokens && p.tokens > 0) tokens(p.tokens);
       if (!p.text.empty() && !sink(p.text)) gone = true;
     }
     if (!woke && !gone) gone = started || !waiting ? !sink("") : !waiting();

@@ -53,6 +53,10 @@ struct GenerationResult {
 // Receives the log-probabilities of the tokens behind the next piece of text, just before
 // that piece reaches the TextSink (only when params.top_logprobs >= 0).
 using LogprobSink = std::function<void(const std::vector<TokenLogprobs>&)>;
+// Receives the number of generated tokens behind the next piece of text (end-of-text not
+// counted), just before that piece reaches the TextSink; a piece may have no text (tokens
+// a stop string swallowed, or held at the end). Their sum is usage.completion_tokens.
+using TokenCountSink = std::function<void(int)>;
 
 // Receives each piece of text that may be shown, and "" about every 100 ms while nothing
 // new is there (a chance to notice a client that left); false: the client is gone.
@@ -91,7 +95,7 @@ class Engine {
   Engine(runtime::Cluster& cluster, const tokenizer::Tokenizer& tok, int chunk, runtime::Speculation spec = {});
 
   GenerationResult generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting = {},
-                            const LogprobSink& logprobs = {});
+                            const LogprobSink& logprobs = {}, const TokenCountSink& tokens = {});
 
   EngineMetrics metrics() const;
   // The nodes, shares and states as of the latest re-forming (read on the scheduler's

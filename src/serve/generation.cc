@@ -174,9 +174,10 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
         if (!p.reasoning.empty() && reasoning && !reasoning(p.reasoning)) return false;
         return content(p.content);
       },
-      waiting, logprobs);
+      waiting, logprobs, [&](int n) { thought.count(n); });
   r.finish_reason = r.out.finish_reason;
   const ReasoningPiece last = split ? thought.finish() : ReasoningPiece{};
+  if (split) r.out.usage.reasoning_tokens = thought.reasoning_tokens();
   r.reasoning += last.reasoning;
   if (!last.reasoning.empty() && reasoning && !legacy) reasoning(last.reasoning);
   const std::string held = legacy ? "" : last.content;

@@ -13,6 +13,9 @@
 // "done" or "error"; the Nth reply of the conversation has id "answer-N" and its raw text
 // in data-raw. A Cluster panel (toggled, remembered; ?cluster=1 opens it) draws /cluster
 // every 2 s: the nodes, their states, shares and per-step times, the latest recovery.
+// A reply's thought (reasoning_content deltas, reasoning.h) streams into a collapsed
+// <details class="thought"> ("Thought") above the answer, as plain text; it is kept with the
+// reply (as "reasoning") but not sent back to the server with the history.
 #include "serve/page.h"
 
 namespace serve {
@@ -56,6 +59,9 @@ const char* const kChatPage = R"HTML(<!doctype html>
   .tools { margin-top:.3em; display:flex; gap:.4em; align-items:center; font-size:.8em; color:var(--muted); }
   .tools button { font-size:1em; padding:0 .6em; background:#fff; color:var(--accent); }
   .mark { color:#b45309; }
+  .thought { margin-bottom:.4em; color:var(--muted); font-size:.9em; }
+  .thought summary { cursor:pointer; }
+  .thought .text { white-space:pre-wrap; border-left:2px solid var(--line); padding-left:.6em; margin-top:.3em; }
   .error { align-self:center; color:#b91c1c; }
   footer { display:flex; gap:.5em; padding:.7em 1em; background:#fff; border-top:1px solid var(--line); }
   textarea#input { flex:1; resize:none; height:3.2em; font:inherit; padding:.4em; }
@@ -136,6 +142,18 @@ function renderMarkdown(el, text) {
 
 function scrollDown() { $("log").scrollTop = $("log").scrollHeight; }
 
+// The collapsed "Thought" block of a reply's bubble (made on first use), its text set.
+function showThought(d, text) {
+  let t = d.querySelector(".thought");
+  if (!t) {
+    t = document.createElement("details");
+    t.className = "thought";
+    t.innerHTML = "<summary>Thought</summary><div class=\"text\"></div>";
+    d.insertBefore(t, d.firstChild);
+  }
+  t.querySelector(".text").textContent = text;
+}
+
 function bubble(m, index) {
   const d = document.createElement("div");
   d.className = "msg " + m.role;
@@ -149,6 +167,7 @@ function bubble(m, index) {
     body.className = "body";
     renderMarkdown(body, m.content);
     d.appendChild(body);
+    if (m.reasoning) showThought(d, m.reasoning);
     const tools = document.createElement("div");
     tools.className = "tools";
     if (m.mark) {
@@ -230,7 +249,7 @@ async function reply() {
   controller = new AbortController();
   setBusy(true);
   document.body.dataset.state = "waiting";
-  let answer = "", tokens = 0, chunks = 0, t0 = 0, finish = null, failed = null, drawn = false;
+  let answer = "", thought = "", tokens = 0, chunks = 0, t0 = 0, finish = null, failed = null, drawn = false;
   const draw = () => { drawn = false; renderMarkdown(body, answer); out.dataset.raw = answer; scrollDown(); };
   try {
     const res = await fetch("/v1/chat/completions", {method: "POST", headers, body: JSON.stringify(req),
@@ -266,11 +285,17 @@ async function reply() {
           if (j.usage) tokens = j.usage.completion_tokens;
           const ch = j.choices && j.choices[0];
           if (ch && ch.finish_reason) finish = ch.finish_reason;
-          if (ch && ch.delta && ch.delta.content) {
+          if (ch && ch.delta && (ch.delta.content || ch.delta.reasoning_content)) {
             if (!t0) { t0 = performance.now(); document.body.dataset.state = "streaming"; }
             chunks++;
-            answer += ch.delta.content;
-            if (!drawn) { drawn = true; requestAnimationFrame(draw); }
+            if (ch.delta.reasoning_content) {
+              thought += ch.delta.reasoning_content;
+              showThought(out, thought);
+            }
+            if (ch.delta.content) {
+              answer += ch.delta.content;
+              if (!drawn) { drawn = true; requestAnimationFrame(draw); }
+            }
           }
         }
       }
@@ -285,7 +310,7 @@ async function reply() {
   }
   controller = null;
   setBusy(false);
-  if (failed !== null || (finish !== "stopped" && !answer)) {
+  if (failed !== null || (finish !== "stopped" && !answer && !thought)) {
     // Not kept: the user's message goes back into the input box.
     const user = c.messages.pop();
     save();
@@ -298,7 +323,7 @@ async function reply() {
     document.body.dataset.state = "error";
     return;
   }
-  c.messages.push({role: "assistant", content: answer, mark: finish === "length" || finish === "stopped" ? finish : undefined});
+  c.messages.push({role: "assistant", content: answer, reasoning: thought || undefined, mark: finish === "length" || finish === "stopped" ? finish : undefined});
   save();
   showConv();
   document.body.dataset.state = "done";

@@ -56,6 +56,7 @@ void ReasoningSplitter::run(ReasoningPiece* out) {
       if (rest.size() >= kOpen.size() && rest.substr(0, kOpen.size()) == kOpen) {
         held_.erase(0, held_.size() - rest.size() + kOpen.size());
         state_ = kThinking;
+        opened_ = true;
         continue;
       }
       if (rest.empty() || kOpen.substr(0, rest.size()) == rest) return;  // may still be <think>
@@ -99,7 +100,16 @@ void ReasoningSplitter::run(ReasoningPiece* out) {
 ReasoningPiece ReasoningSplitter::push(const std::string& text) {
   held_ += text;
   ReasoningPiece out;
+  const State before = state_;
   run(&out);
+  if (before == kThinking) {
+    reasoning_tokens_ += uncounted_;
+  } else if (before == kStart) {
+    undecided_ += uncounted_;
+    if (opened_) reasoning_tokens_ += undecided_;
+    if (state_ != kStart) undecided_ = 0;
+  }
+  uncounted_ = 0;
   return out;
 }
 
@@ -108,6 +118,7 @@ ReasoningPiece ReasoningSplitter::finish() {
   if (state_ == kStart) {
     out.content = std::move(held_);
   } else if (state_ == kThinking) {  // never closed: all of it is the thought
+    reasoning_tokens_ += uncounted_;
     size_t end = held_.size();
     while (end > 0 && space(held_[end - 1])) --end;
     out.reasoning = held_.substr(0, end);

@@ -11,6 +11,13 @@
 // block is split off. A thought never closed (max_tokens reached) is all reasoning. White
 // space around the thought is dropped, as llama-server's parser does. Streamed, text is
 // held only while it may still be the start of a tag (or trailing white space).
+// Reasoning tokens (usage.completion_tokens_details.reasoning_tokens): the generated tokens
+// from the one that opens the thought through the one that completes </think> (both tags
+// count: the model spends them thinking; a forced-open thought starts at the first token);
+// white space after </think> and the answer are not. Tokens are counted by the pieces of
+// text they came in (count() before push()): a piece that starts inside the thought counts
+// whole, so a piece held across the boundary (a stop string's prefix) counts as thought.
+// A thought never closed is all reasoning tokens. Always <= completion_tokens.
 #pragma once
 #include <optional>
 #include <string>
@@ -34,17 +41,22 @@ struct ReasoningPiece {
 class ReasoningSplitter {
  public:
   explicit ReasoningSplitter(bool forced_open) : state_(forced_open ? kThinking : kStart) {}
+  // n more generated tokens behind the text of the next push (or of the end).
+  void count(int n) { uncounted_ += n; }
   // What may be shown now of the text pushed so far.
   ReasoningPiece push(const std::string& text);
   // The end of the reply: what was held.
   ReasoningPiece finish();
+  // The tokens counted so far that belong to the thought.
+  int reasoning_tokens() const { return reasoning_tokens_; }
 
  private:
   enum State { kStart, kThinking, kAfter, kContent };
   void run(ReasoningPiece* out);
   State state_;
   std::string held_;
-  bool reasoning_started_ = false;
+  bool reasoning_started_ = false, opened_ = false;  // opened_: <think> seen in the reply
+  int uncounted_ = 0, undecided_ = 0, reasoning_tokens_ = 0;  // undecided_: before the thought may start
 };
 
 // The whole reply split at once (what push + finish give).

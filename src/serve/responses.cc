@@ -297,7 +297,7 @@ json response_object(const ResponsesRequest& r, const std::string& id, long long
   if (status == "incomplete") o["incomplete_details"] = {{"reason", "max_output_tokens"}};
   if (status == "completed" || status == "incomplete")
     o["usage"] = {{"input_tokens", u.prompt_tokens}, {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-                  {"output_tokens", u.completion_tokens}, {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"output_tokens", u.completion_tokens}, {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
                   {"total_tokens", u.prompt_tokens + u.completion_tokens}};
   return o;
 }

@@ -303,7 +303,7 @@ class Handler {
         total.prompt_tokens = u.prompt_tokens;
         total.cached_tokens = u.cached_tokens;
       }
-      total.completion_tokens += u.completion_tokens;
+      total.completion_tokens += u.completion_tokens, total.reasoning_tokens += u.reasoning_tokens;
     };
 
     if (!r.stream) {

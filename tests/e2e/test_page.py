@@ -10,7 +10,9 @@
     message is back in the input box, an error shows;
   * regenerate replaces the last reply; new chat starts a second conversation with its
     own system prompt, which reaches the server;
-  * stored HTML is sanitised (DOMPurify): an onerror attribute never reaches the DOM.
+  * stored HTML is sanitised (DOMPurify): an onerror attribute never reaches the DOM; a
+    stored reply's thought shows as plain text in a collapsed "Thought" block (streamed in
+    test_reasoning.py).
 A screenshot is kept as $SHARDLM_ARTIFACT_DIR/serve_page_markdown.png.
 """
 import json
@@ -134,7 +136,8 @@ def main():
               "new chat: a second conversation whose system prompt reaches the server (%r)" % sys_ref)
 
         browser.eval("""(() => { const c = JSON.parse(localStorage.getItem('shardlm_conversations'));
-            c[0].messages.push({role: 'assistant', content: '<img src=x onerror="window.pwned=1"> **bold**'});
+            c[0].messages.push({role: 'assistant', content: '<img src=x onerror="window.pwned=1"> **bold**',
+                                reasoning: '<img src=y onerror="window.pwned=2">Hmm'});
             localStorage.setItem('shardlm_conversations', JSON.stringify(c)); })()""")
         load(browser, url + "/")
         time.sleep(0.5)
@@ -142,6 +145,9 @@ def main():
               browser.eval("typeof window.pwned") == "undefined" and
               browser.eval("document.querySelectorAll('.msg.assistant strong').length") >= 1,
               "stored HTML is sanitised (no onerror in the DOM), markdown still renders")
+        check(browser.eval("[...document.querySelectorAll('details.thought')].map((d) => [d.open, "
+                           "d.querySelector('.text').textContent])") == [[False, '<img src=y onerror="window.pwned=2">Hmm']],
+              "a stored thought shows as text in a collapsed Thought block")
     finally:
         browser.close()
     server.kill()

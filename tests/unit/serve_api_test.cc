@@ -77,6 +77,31 @@ TEST(Reasoning, ShowsTextAsSoonAsItCannotBeATag) {
   EXPECT_EQ(plain.push("Hello").content, "Hello");
 }
 
+// Each piece one token: the tags and the thought count, white space after </think> and the
+// answer do not; a thought never closed is all reasoning.
+TEST(Reasoning, CountsTheThoughtsTokens) {
+  auto count = [](bool open, std::initializer_list<const char*> pieces) {
+    ReasoningSplitter s(open);
+    for (const char* p : pieces) {
+      s.count(1);
+      s.push(p);
+    }
+    s.finish();
+    return s.reasoning_tokens();
+  };
+  EXPECT_EQ(count(false, {"<think>", "I", " wonder", "</think>", "\n\n", "Four"}), 4);
+  EXPECT_EQ(count(false, {"\n", "<th", "ink>", "x", "</th", "ink>", "Yes"}), 6);  // white space before <think> too
+  EXPECT_EQ(count(false, {"<think>", "</think>", "A"}), 2);
+  EXPECT_EQ(count(true, {"I", " wonder", "\n", "</think>", "\n", "Four", "."}), 4);
+  EXPECT_EQ(count(true, {"I", " wonder"}), 2);  // never closed
+  EXPECT_EQ(count(false, {"Four", "<think>", "."}), 0);  // no thought: a later tag is content
+  EXPECT_EQ(count(false, {" ", "Four"}), 0);
+  ReasoningSplitter s(true);  // tokens with no text (a stop string's) inside the thought
+  s.count(2);
+  s.finish();
+  EXPECT_EQ(s.reasoning_tokens(), 2);
+}
+
 TEST(Reasoning, FormatsAndForcedOpenPrompts) {
   for (const char* name : {"none", "auto", "deepseek", "deepseek-legacy"})
     EXPECT_STREQ(reasoning_format_name(*reasoning_format_from_name(name)), name);
