@@ -7,6 +7,7 @@ json.dumps(ensure_ascii=False)), and writes the expected outputs (or expected er
 tests/data/chat_template_golden.json for tests/unit/chat_template_test.cc.
 
 Variables passed: messages, add_generation_prompt, bos_token, eos_token, raise_exception,
+strftime_now (at a fixed date, 2026-01-01),
 plus the case's "extra" object (as transformers does; tools etc. are absent unless given).
 
 Usage: python3 tools/make_chat_template_golden.py [--check]
@@ -47,6 +48,16 @@ def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
 
+# strftime_now (gpt-oss's "Current date:") at a fixed instant, so the golden is stable;
+# tests/unit/chat_template_test.cc puts the same date in place of today's.
+FIXED_DATE = (2026, 1, 1)
+
+
+def strftime_now(fmt):
+    import datetime
+    return datetime.datetime(*FIXED_DATE).strftime(fmt)
+
+
 def main():
     with open(os.path.join(DATA, "chat_template_cases.json"), encoding="utf-8") as f:
         spec = json.load(f)
@@ -61,7 +72,7 @@ def main():
             for agp in (False, True):
                 variables = dict(messages=case["messages"], add_generation_prompt=agp,
                                  bos_token=tinfo["bos_token"], eos_token=tinfo["eos_token"],
-                                 raise_exception=raise_exception)
+                                 raise_exception=raise_exception, strftime_now=strftime_now)
                 variables.update(case.get("extra", {}))
                 entry = {"template": tname, "case": case["name"], "add_generation_prompt": agp}
                 try:

@@ -24,7 +24,7 @@ util::Expected<PromptBuilder> PromptBuilder::create(const gguf::File& f, const t
   } else {
     std::ifstream in(choice, std::ios::binary);
     if (!in) return util::Status::error("--chat-template '" + choice + "' is neither a built-in name (chatml, llama3, "
-                                        "llama2, mistral, qwen2, gemma) nor a readable file");
+                                        "llama2, mistral, qwen2, gemma, gemma3, gpt-oss) nor a readable file");
     std::ostringstream ss;
     ss << in.rdbuf();
     source = ss.str();

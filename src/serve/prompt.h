@@ -1,6 +1,6 @@
 // prompt.h: messages and prompts to tokens for `serve` and `chat`. The chat template is
 // the model's tokenizer.chat_template unless --chat-template names a built-in template
-// (chatml, llama3, llama2, mistral, qwen2, gemma) or a Jinja file; it is rendered by
+// (chatml, llama3, llama2, mistral, qwen2, gemma, gemma3, gpt-oss) or a Jinja file; it is rendered by
 // tokenizer/chat_template.h (exactly as Jinja2 renders it) with add_generation_prompt and
 // the vocabulary's BOS/EOS strings, then tokenized with special tokens parsed. BOS is added
 // only when the vocabulary asks for it and the rendered text does not already start with it.

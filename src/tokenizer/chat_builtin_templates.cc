@@ -4,6 +4,9 @@
 #include "tokenizer/chat_template.h"
 
 namespace tokenizer {
+
+const char* gpt_oss_template_source();  // chat_builtin_gpt_oss.cc
+
 namespace {
 
 struct BuiltinTemplate {
@@ -124,6 +127,7 @@ const BuiltinTemplate kBuiltins[] = {
 std::optional<std::string> builtin_chat_template(std::string_view name) {
   for (const auto& b : kBuiltins)
     if (name == b.name) return std::string(b.source);
+  if (name == "gpt-oss") return std::string(gpt_oss_template_source());
   return std::nullopt;
 }
 

@@ -54,8 +54,8 @@ class ChatTemplate {
   std::shared_ptr<const std::vector<std::unique_ptr<jinja::Node>>> nodes_;
 };
 
-// Built-in templates by name ("chatml", "llama3", "llama2", "mistral", "qwen2", "gemma")
-// for --chat-template NAME; nullopt for an unknown name.
+// Built-in templates by name ("chatml", "llama3", "llama2", "mistral", "qwen2", "gemma", "gemma3",
+// "gpt-oss": harmony) for --chat-template NAME; nullopt for an unknown name.
 std::optional<std::string> builtin_chat_template(std::string_view name);
 
 }  // namespace tokenizer

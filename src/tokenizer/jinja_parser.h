@@ -36,7 +36,7 @@ class Parser {
     throw JinjaError("unsupported template construct at line " + std::to_string(cur().line) + ": " + what +
                      " is not supported by shardlm's chat-template interpreter; pass a simpler template "
                      "with --chat-template FILE or a built-in one with --chat-template NAME "
-                     "(chatml, llama3, llama2, mistral, qwen2, gemma)");
+                     "(chatml, llama3, llama2, mistral, qwen2, gemma, gemma3, gpt-oss)");
   }
 
   std::string describe(const Token& t) const {
