@@ -32,6 +32,7 @@
 // Deliberately no tokenizer, no text, no terminal and no scheduling.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -111,6 +112,8 @@ struct ClusterHealth {
 struct NodeStats {
   std::string name;  // "root", "worker 127.0.0.1:9001"
   NodeCounters counters;
+  std::string device;         // its device description (a worker's from its speed-probe reply)
+  double link_alpha_us = -1;  // the root's link to it: latency α (µs) from the link probe; -1: not probed
 };
 
 class Cluster {
@@ -179,6 +182,11 @@ class Cluster {
     bool rejoined = false;     // active again after a loss (flap_window_s applies)
     double next_try = 0, backoff_s = 0;  // lost: when its address is tried again
   };
+  // What the root learned of a worker (by peer name) when it first formed with it.
+  struct PeerInfo {
+    std::string device;
+    double alpha_us = -1;  // -1: the link probe did not run (a forced algorithm, a spare)
+  };
   // What a forming did, for a re-forming's report line.
   struct Reform {
     uint64_t streamed_bytes = 0;
@@ -234,6 +242,7 @@ class Cluster {
   NodeModel root_slice_;
   Node node_;                       // the root's collective and executor
   std::vector<NodeStats> nodes_;
+  std::map<std::string, PeerInfo> peers_;  // every worker formed with so far
   std::vector<uint8_t> rows_;       // [rows][row bytes] embedding rows of a step
   std::vector<float> x_;            // [rows][dim] the same rows embedded
   std::vector<int32_t> step_tokens_;  // a step's rows' tokens in order

@@ -24,15 +24,20 @@ Expected<LinkModel> probe_links(net::Transport& t) {
   // tokens) for q8_0 on a loopback cluster.
   double best_small = 1e9, best_big = 1e9;
   std::vector<uint8_t> small(64, 0x5a), big(size_t(1) << 20, 0xa5);
+  LinkModel l;
+  l.alpha_us_per_rank.assign(size_t(t.size()), 0.0);
   for (int r = 1; r < t.size(); ++r) {
+    double own_small = 1e9;
     for (int i = 0; i < 24; ++i) {
       if (i > 0 && i % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       util::Timer tm;
       RETURN_IF_ERROR(t.send(r, net::MessageType::kPing, small, 5.0));
       auto pong = t.recv_expect(r, net::MessageType::kPong, 5.0);
       if (!pong) return pong.status();
-      best_small = std::min(best_small, tm.seconds());
+      own_small = std::min(own_small, tm.seconds());
     }
+    best_small = std::min(best_small, own_small);
+    l.alpha_us_per_rank[size_t(r)] = own_small / 2 * 1e6;
     for (int i = 0; i < 3; ++i) {
       util::Timer tm;
       RETURN_IF_ERROR(t.send(r, net::MessageType::kPing, big, 10.0));
@@ -41,7 +46,6 @@ Expected<LinkModel> probe_links(net::Transport& t) {
       best_big = std::min(best_big, tm.seconds());
     }
   }
-  LinkModel l;
   l.alpha_us = best_small / 2 * 1e6;
   const double transfer_s = std::max(best_big - best_small, 1e-6) / 2;  // one way, one MiB
   l.beta_gbps = double(big.size()) * 8 / transfer_s / 1e9;
@@ -103,10 +107,13 @@ Expected<MeasuredShares> measure_shares(net::Transport& t, const model::LoadedMo
   if (!measure) {
     for (int r = 1; r < n; ++r) RETURN_IF_ERROR(ask(r, false));
     for (int r = 1; r < n; ++r) measure = measure || node[size_t(r)].device != node[0].device;
+    for (const SpeedReply& s : node) out.devices.push_back(s.device);
     if (!measure) return out;  // alike: equal shares
   }
   // One node at a time, so that nodes sharing a machine do not slow each other.
   for (int r = 1; r < n; ++r) RETURN_IF_ERROR(ask(r, true));
+  out.devices.clear();
+  for (const SpeedReply& s : node) out.devices.push_back(s.device);
   auto own = measure_decode_speed(ps, pool, backend);
   if (!own) return own.status().wrap("root: ");
   node[0].tokens_per_s = *own;
@@ -123,6 +130,15 @@ Expected<MeasuredShares> measure_shares(net::Transport& t, const model::LoadedMo
     out.note += (r ? ", " : " ") + name + " " + s.device + buf;
   }
   return out;
+}
+
+Expected<std::string> ask_device(net::Transport& t, int r, const ProbeShape& shape) {
+  RETURN_IF_ERROR(t.send(r, msg_type(Msg::kSpeedProbe), encode_speed_probe({false, shape}), 10.0));
+  auto rep = t.recv_expect(r, msg_type(Msg::kSpeedReply), 10.0);
+  if (!rep) return rep.status();
+  auto p = parse_speed_reply(rep->payload, t.peer_name(r));
+  if (!p) return p.status().at_rank(r);
+  return p->device;
 }
 
 namespace {
@@ -266,8 +282,20 @@ Status Cluster::form(Reform* rep, int* failed) {
   std::vector<double> shares;
   RETURN_IF_ERROR(connect(&shares, failed));
   if (t_) {
-    for (int r = 1; r < t_->size(); ++r) nodes_.push_back({t_->peer_name(r), {}});
     if (first) RETURN_IF_ERROR(first_measures(&shares));
+    for (int r = 1; r < t_->size(); ++r) {
+      const std::string name = t_->peer_name(r);
+      PeerInfo& pi = peers_[name];
+      if (pi.device.empty()) {  // not asked yet (a forced share, or a spare's first forming)
+        auto dev = ask_device(*t_, r, probe_shape(m_.config, m_.weights));
+        if (!dev) {
+          if (size_t(r) < rank_member_.size()) *failed = rank_member_[size_t(r)];  // MPI: none
+          return dev.status();
+        }
+        pi.device = *dev;
+      }
+      nodes_.push_back({name, {}, pi.device, pi.alpha_us});
+    }
   }
   auto p = plan::make_plan(shape_, shares, o_.exact && t_);
   if (!p) return p.status();
@@ -288,6 +316,7 @@ Status Cluster::form(Reform* rep, int* failed) {
   auto node = make_node(s, m_.config, root_slice_, t_.get(), pool_, o_.backend);
   if (!node) return node.status();
   node_ = std::move(*node);
+  nodes_[0].device = root_device();
   return util::ok_status();
 }
 
@@ -325,12 +354,16 @@ Status Cluster::first_measures(std::vector<double>* shares) {
     auto l = probe_links(*t_);
     if (!l) return l.status();
     link_ = *l;
+    for (int r = 1; r < t_->size() && size_t(r) < link_.alpha_us_per_rank.size(); ++r)
+      peers_[t_->peer_name(r)].alpha_us = link_.alpha_us_per_rank[size_t(r)];
   }
   if (o_.shares.empty() && o_.shares_mode != SharesMode::kEqual) {
     const std::string dev = o_.device.empty() ? cpu_description(pool_.size()) : o_.device;
     auto ms = measure_shares(*t_, m_, o_.shares_mode == SharesMode::kMeasured, dev, pool_, o_.backend);
     if (!ms) return ms.status();
     if (!ms->shares.empty()) home_shares_ = ms->shares;
+    for (int r = 1; r < t_->size() && size_t(r) < ms->devices.size(); ++r)
+      peers_[t_->peer_name(r)].device = ms->devices[size_t(r)];
     shares_note_ = ms->note;
     *shares = home_shares_;  // the first forming has every member in its place
   }

@@ -14,6 +14,7 @@
 #include "net/collectives.h"
 #include "net/transport.h"
 #include "plan/plan.h"
+#include "runtime/speed.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
@@ -24,9 +25,11 @@ constexpr double kAutoSyncSaving = 1.0 / 3;
 // Memory bandwidth the auto choice assumes per node (a modest machine; GB/s).
 constexpr double kAutoSyncMemGbps = 10;
 
-// The links' latency α and bandwidth β, from the best round trips to any worker.
+// The links' latency α and bandwidth β, from the best round trips to any worker, and
+// each worker's own α (rank order, 0 for the root; empty when not probed).
 struct LinkModel {
   double alpha_us = 50, beta_gbps = 1;
+  std::vector<double> alpha_us_per_rank;
 };
 util::Expected<LinkModel> probe_links(net::Transport& t);
 
@@ -46,7 +49,11 @@ util::Expected<SyncChoice> choose_sync(const plan::ModelShape& shape, const std:
 struct MeasuredShares {
   std::vector<double> shares;
   std::string note;  // each node's device, speed and share
+  std::vector<std::string> devices;  // one per rank, the root's first
 };
+// Worker r's device description (a speed probe that measures nothing: one round trip;
+// shape: any valid one, probe_shape of the model).
+util::Expected<std::string> ask_device(net::Transport& t, int r, const ProbeShape& shape);
 util::Expected<MeasuredShares> measure_shares(net::Transport& t, const model::LoadedModel& m, bool measure,
                                               const std::string& root_device, util::ThreadPool& pool,
                                               const model::BackendFactory& backend);

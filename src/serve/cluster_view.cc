@@ -13,6 +13,8 @@ json cluster_json(const EngineMetrics& m, const ClusterInfo& info, bool healthy)
     json node = {{"name", n.name},
                  {"address", n.name.rfind("worker ", 0) == 0 ? n.name.substr(7) : ""},
                  {"device", n.device.empty() ? json(nullptr) : json(n.device)},
+                 // The root's link to it (the link probe's α; null: the root, or not probed).
+                 {"link_latency_us", n.link_alpha_us >= 0 ? json(n.link_alpha_us) : json(nullptr)},
                  {"share", n.share},
                  {"memory_bytes", n.memory_bytes},
                  {"state", n.state}};
@@ -69,22 +71,24 @@ std::string cluster_table(const json& j) {
                   " nodes, " + text(j, "recoveries") + " recoveries, " + text(j, "workers_lost") + " workers lost\n";
   if (j.contains("summary") && j["summary"].is_string()) s += "  " + j["summary"].get<std::string>() + "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-28s %-9s %6s %9s %11s %11s %10s %10s %8s  %s\n", "node", "state", "share",
-                "mem MiB", "compute ms", "sync ms", "sent MB", "recv MB", "steps", "device");
+  std::snprintf(line, sizeof line, "%-28s %-9s %6s %9s %9s %11s %11s %10s %10s %8s  %s\n", "node", "state", "share",
+                "mem MiB", "link us", "compute ms", "sync ms", "sent MB", "recv MB", "steps", "device");
   s += line;
   const auto nodes = j.find("nodes");
   if (nodes != j.end() && nodes->is_array())
     for (const json& n : *nodes) {
       if (!n.is_object()) continue;
-      std::snprintf(line, sizeof line, "%-28s %-9s %6s %9s %11s %11s %10s %10s %8s  %s\n", text(n, "name").c_str(),
-                    text(n, "state").c_str(), num(n, "share", "%.3f").c_str(),
+      std::snprintf(line, sizeof line, "%-28s %-9s %6s %9s %9s %11s %11s %10s %10s %8s  %s\n",
+                    text(n, "name").c_str(), text(n, "state").c_str(), num(n, "share", "%.3f").c_str(),
                     num(n, "memory_bytes", "%.1f", 1.0 / (1 << 20)).c_str(),
+                    num(n, "link_latency_us", "%.1f").c_str(),
                     num(n, "compute_ms_per_step", "%.3f").c_str(), num(n, "sync_ms_per_step", "%.3f").c_str(),
                     num(n, "bytes_sent", "%.3f", 1e-6).c_str(), num(n, "bytes_received", "%.3f", 1e-6).c_str(),
                     text(n, "steps").c_str(), text(n, "device").c_str());
       s += line;
     }
-  s += "(compute and sync: ms per step of the model, a decode step being a token per sequence)\n";
+  s += "(compute and sync: ms per step of the model, a decode step being a token per sequence; link us: the "
+       "root's link latency alpha to the node, measured when the cluster formed)\n";
   if (j.contains("last_recovery") && j["last_recovery"].is_string())
     s += "last recovery: " + j["last_recovery"].get<std::string>() + "\n";
   return s;

@@ -27,7 +27,8 @@ void Engine::refresh_info() {
   for (size_t i = 0; i < now.size(); ++i) {
     NodeInfo n;
     n.name = now[i].name;
-    n.device = i == 0 ? root_device_ : "";
+    n.device = now[i].device.empty() && i == 0 ? root_device_ : now[i].device;
+    n.link_alpha_us = now[i].link_alpha_us;
     if (int(i) < p.n_nodes()) {
       n.share = p.nodes[i].share;
       n.memory_bytes = plan::resident_bytes(p, int(i));

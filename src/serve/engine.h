@@ -79,7 +79,8 @@ struct EngineMetrics {
 // and its state: "ok", "lost" (gone since a re-forming), "rejoined" (back after a loss).
 struct NodeInfo {
   std::string name;    // "root", "worker 127.0.0.1:9001" (NodeStats::name)
-  std::string device;  // the root's ("" for workers: the root does not keep theirs)
+  std::string device;  // its device description (NodeStats::device)
+  double link_alpha_us = -1;  // the root's link to it, α in µs (NodeStats::link_alpha_us); -1: not probed
   double share = 0;    // of the model's rows (plan::NodeSlice::share); 0 when lost
   uint64_t memory_bytes = 0;  // weights held (plan::resident_bytes)
   std::string state = "ok";

@@ -107,7 +107,8 @@ const char* const kChatPage = R"HTML(<!doctype html>
   <h2>Cluster <span id="clusterstatus"></span></h2>
   <div id="clustersum"></div>
   <table><thead><tr><th>node</th><th>state</th><th>share</th><th>MiB</th><th title="compute, ms per step">compute ms</th>
-    <th title="sync (all-reduces), ms per step">sync ms</th><th>sent MB</th><th>recv MB</th><th>steps</th></tr></thead>
+    <th title="sync (all-reduces), ms per step">sync ms</th><th>sent MB</th><th>recv MB</th><th>steps</th>
+    <th title="the root's link to the node: latency alpha, from the link probe when the cluster formed">link &micro;s</th><th>device</th></tr></thead>
     <tbody id="clusterrows"></tbody></table>
   <div id="clusterlast"></div>
 </aside>
@@ -378,7 +379,8 @@ async function pollCluster() {
     const rows = $("clusterrows");
     rows.textContent = "";
     const cols = [["share", 3, 1], ["memory_bytes", 1, 1 / 1048576], ["compute_ms_per_step", 3, 1],
-                  ["sync_ms_per_step", 3, 1], ["bytes_sent", 3, 1e-6], ["bytes_received", 3, 1e-6], ["steps", 0, 1]];
+                  ["sync_ms_per_step", 3, 1], ["bytes_sent", 3, 1e-6], ["bytes_received", 3, 1e-6], ["steps", 0, 1],
+                  ["link_latency_us", 1, 1]];
     for (const n of j.nodes) {
       const tr = document.createElement("tr");
       tr.dataset.node = n.name;
@@ -403,6 +405,11 @@ async function pollCluster() {
         }
         tr.appendChild(td);
       }
+      const dev = document.createElement("td");
+      dev.dataset.k = "device";
+      dev.textContent = n.device || "-";
+      dev.style.textAlign = "left";
+      tr.appendChild(dev);
       rows.appendChild(tr);
     }
     panel.dataset.status = j.status;

@@ -2,7 +2,8 @@
 """test_cluster_view.py: the cluster, live (issue 33 item 7) on a 3-node cluster (the root
 and 2 workers, SmolLM2):
 
-  * GET /cluster lists the 3 nodes (address, device, share, memory, state ok) with their
+  * GET /cluster lists the 3 nodes (address, device of every node, link latency of each
+    worker from the link probe, share, memory, state ok) with their
     counters equal to /metrics' (compute and sync seconds, bytes sent and received, steps)
     and the per-step averages computed from them;
   * the web page's Cluster panel (?cluster=1, headless Chromium) draws the same numbers:
@@ -118,12 +119,20 @@ def main():
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=4, temperature=0)
     cl, _ = check_against_metrics(url, "healthy", 3)
     check(cl["status"] == "ok" and cl["nodes_now"] == 3 and cl["nodes_planned"] == 3 and cl["recoveries"] == 0 and
-          [n["address"] for n in cl["nodes"][1:]] == [w[1] for w in workers] and cl["nodes"][0]["device"] and
+          [n["address"] for n in cl["nodes"][1:]] == [w[1] for w in workers] and
           abs(sum(n["share"] for n in cl["nodes"]) - 1) < 1e-9 and all(n["memory_bytes"] > 0 for n in cl["nodes"]),
-          "/cluster: 3 nodes ok, addresses, the root's device, shares summing to 1, memory held")
+          "/cluster: 3 nodes ok, addresses, shares summing to 1, memory held")
+    # Every node's device (the workers' from their speed-probe replies); the link probe ran
+    # (--algo auto), so each worker has its latency, the root none.
+    check(all(isinstance(n["device"], str) and n["device"] for n in cl["nodes"]) and
+          cl["nodes"][0]["link_latency_us"] is None and
+          all(isinstance(n["link_latency_us"], (int, float)) and n["link_latency_us"] > 0 for n in cl["nodes"][1:]),
+          "/cluster: every node's device, each worker's link latency: %s" %
+          [(n["name"], n["device"], n["link_latency_us"]) for n in cl["nodes"]])
     rc, out, _ = status(url)
-    check(rc == 0 and "cluster ok: 3 of 3 nodes" in out and out.count(" ok ") >= 3 and workers[0][1] in out,
-          "shardlm status URL prints the 3 nodes:\n" + out)
+    check(rc == 0 and "cluster ok: 3 of 3 nodes" in out and out.count(" ok ") >= 3 and workers[0][1] in out and
+          all(n["device"] in out for n in cl["nodes"]) and "link us" in out,
+          "shardlm status URL prints the 3 nodes with devices and link latency:\n" + out)
     try:
         urllib.request.urlopen(urllib.request.Request(url + "/cluster", data=b"{}", method="POST"), timeout=30)
         check(False, "POST /cluster is refused")
@@ -138,7 +147,11 @@ def main():
         deadline = time.time() + 30
         while not browser.eval("document.querySelectorAll('#clusterrows tr').length === 3") and time.time() < deadline:
             time.sleep(0.2)
-        check_panel(browser, url, "healthy", cl)
+        rows = check_panel(browser, url, "healthy", cl)
+        check(all(r["v"].get("link_latency_us", -1) > 0 for r in rows[1:]) and "link_latency_us" not in rows[0]["v"] and
+              all(browser.eval("document.querySelector('#clusterrows tr[data-node=\"%s\"] td[data-k=device]')"
+                               ".textContent" % n["name"]) == n["device"] for n in cl["nodes"]),
+              "the panel shows every node's device and each worker's link latency")
         shot = os.path.join(ARTIFACTS, "cluster_panel_healthy.png")
         browser.screenshot(shot)
         check(os.path.getsize(shot) > 5000, "screenshot saved: %s" % shot)
