@@ -84,7 +84,7 @@ class InterruptScope {
 // Writes a reply to stdout, its thought set apart (see the top of this file).
 class ReplyPrinter {
  public:
-  ReplyPrinter(bool forced_open, bool tty) : split_(forced_open), tty_(tty) {}
+  ReplyPrinter(bool forced_open, bool harmony, bool tty) : split_(forced_open, harmony), tty_(tty) {}
   void push(const std::string& t) { show(split_.push(t)); }
   void finish() {
     show(split_.finish());
@@ -190,7 +190,7 @@ Command add_chat(CLI::App& app) {
       serve::GenerationResult r;
       const size_t tail = std::min<size_t>(g.prompt.size(), 8);
       const std::string prompt_end = b.prompts->tokenizer().decode({g.prompt.end() - tail, g.prompt.end()}, true);
-      ReplyPrinter printer(serve::ends_in_open_think(prompt_end), isatty(1));
+      ReplyPrinter printer(serve::ends_in_open_think(prompt_end), serve::ends_in_harmony_start(prompt_end), isatty(1));
       {
         InterruptScope interrupts;
         r = b.engine->generate(g, [&](const std::string& t) {

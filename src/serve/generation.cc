@@ -83,8 +83,10 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
     const size_t n = std::min<size_t>(tokens.size(), 8);
     // A reply under a format's grammar (response_format, a forced tool call) is that format
     // from its first token, not a thought; a request's own GBNF may write the thought.
+    const std::string tail = prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true);
     j.think_open = splits(j.reasoning) && (!r.grammar || r.gbnf || !j.gen.triggers.empty()) &&
-                   ends_in_open_think(prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true));
+                   ends_in_open_think(tail);
+    j.harmony = splits(j.reasoning) && ends_in_harmony_start(tail);
   }
   j.gen.prompt = std::move(tokens);
   *job = std::move(j);
@@ -148,7 +150,7 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
   ToolStream tools(job.format, "");
   // The reply: the thought split off first (reasoning.h), the rest through the tool-call
   // stream; deepseek-legacy splits the thought off only to give it, the text keeps it.
-  ReasoningSplitter thought(job.think_open);
+  ReasoningSplitter thought(job.think_open, job.harmony);
   const bool split = splits(job.reasoning), legacy = job.reasoning == ReasoningFormat::kDeepseekLegacy;
   Reply r;
   auto give_calls = [&] {

@@ -32,6 +32,7 @@ struct Job {
   bool tools_on = false;
   ReasoningFormat reasoning = ReasoningFormat::kNone;  // chat: the request's, else --reasoning-format
   bool think_open = false;  // the prompt ends in <think>: the reply starts inside the thought
+  bool harmony = false;     // the prompt ends in <|start|>assistant: a gpt-oss harmony reply (harmony.h)
 };
 
 // Receives the pieces of the reply's tool calls as they are written (tools.h); false: the

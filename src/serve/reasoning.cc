@@ -98,6 +98,7 @@ void ReasoningSplitter::run(ReasoningPiece* out) {
 }
 
 ReasoningPiece ReasoningSplitter::push(const std::string& text) {
+  if (harmony_) return harmony_->push(text);
   held_ += text;
   ReasoningPiece out;
   const State before = state_;
@@ -114,6 +115,7 @@ ReasoningPiece ReasoningSplitter::push(const std::string& text) {
 }
 
 ReasoningPiece ReasoningSplitter::finish() {
+  if (harmony_) return harmony_->finish();
   ReasoningPiece out;
   if (state_ == kStart) {
     out.content = std::move(held_);
@@ -127,8 +129,8 @@ ReasoningPiece ReasoningSplitter::finish() {
   return out;
 }
 
-ReasoningPiece split_reasoning(const std::string& text, bool forced_open) {
-  ReasoningSplitter s(forced_open);
+ReasoningPiece split_reasoning(const std::string& text, bool forced_open, bool harmony) {
+  ReasoningSplitter s(forced_open, harmony);
   ReasoningPiece a = s.push(text), b = s.finish();
   return {a.reasoning + b.reasoning, a.content + b.content};
 }

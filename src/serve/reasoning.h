@@ -18,9 +18,14 @@
 // text they came in (count() before push()): a piece that starts inside the thought counts
 // whole, so a piece held across the boundary (a stop string's prefix) counts as thought.
 // A thought never closed is all reasoning tokens. Always <= completion_tokens.
+// A gpt-oss reply (the prompt ends with <|start|>assistant) is split by its harmony channels
+// instead (harmony.h): ReasoningSplitter(_, true) hands everything to a HarmonySplitter.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "serve/harmony.h"
 
 namespace serve {
 
@@ -40,15 +45,21 @@ struct ReasoningPiece {
 
 class ReasoningSplitter {
  public:
-  explicit ReasoningSplitter(bool forced_open) : state_(forced_open ? kThinking : kStart) {}
+  // harmony: the reply is gpt-oss's harmony format (forced_open is then ignored).
+  explicit ReasoningSplitter(bool forced_open, bool harmony = false)
+      : state_(forced_open ? kThinking : kStart),
+        harmony_(harmony ? std::make_unique<HarmonySplitter>() : nullptr) {}
   // n more generated tokens behind the text of the next push (or of the end).
-  void count(int n) { uncounted_ += n; }
+  void count(int n) {
+    if (harmony_) harmony_->count(n);
+    uncounted_ += n;
+  }
   // What may be shown now of the text pushed so far.
   ReasoningPiece push(const std::string& text);
   // The end of the reply: what was held.
   ReasoningPiece finish();
   // The tokens counted so far that belong to the thought.
-  int reasoning_tokens() const { return reasoning_tokens_; }
+  int reasoning_tokens() const { return harmony_ ? harmony_->reasoning_tokens() : reasoning_tokens_; }
 
  private:
   enum State { kStart, kThinking, kAfter, kContent };
@@ -57,9 +68,10 @@ class ReasoningSplitter {
   std::string held_;
   bool reasoning_started_ = false, opened_ = false;  // opened_: <think> seen in the reply
   int uncounted_ = 0, undecided_ = 0, reasoning_tokens_ = 0;  // undecided_: before the thought may start
+  std::unique_ptr<HarmonySplitter> harmony_;
 };
 
 // The whole reply split at once (what push + finish give).
-ReasoningPiece split_reasoning(const std::string& text, bool forced_open);
+ReasoningPiece split_reasoning(const std::string& text, bool forced_open, bool harmony = false);
 
 }  // namespace serve

@@ -15,8 +15,8 @@ namespace serve {
 namespace {
 
 // The reply pushed in pieces of n bytes (and, n = 0, at every split into two), summed.
-ReasoningPiece pushed(const std::string& text, bool open, size_t n) {
-  ReasoningSplitter s(open);
+ReasoningPiece pushed(const std::string& text, bool open, size_t n, bool harmony = false) {
+  ReasoningSplitter s(open, harmony);
   ReasoningPiece sum;
   for (size_t i = 0; i < text.size(); i += n) {
     ReasoningPiece p = s.push(text.substr(i, n));
@@ -112,6 +112,82 @@ TEST(Reasoning, FormatsAndForcedOpenPrompts) {
   EXPECT_TRUE(ends_in_open_think("<think>"));
   EXPECT_FALSE(ends_in_open_think("<think>\n\n</think>\n\n"));
   EXPECT_FALSE(ends_in_open_think("assistant\n"));
+}
+
+// gpt-oss harmony replies as our detokenizer writes them (<|end|> dropped, harmony.h); a few
+// with <|end|> kept, as llama-server writes them.
+TEST(Harmony, SplitsTheChannelsAtAnyCut) {
+  const std::string a = "<|channel|>analysis<|message|>", f = "<|channel|>final<|message|>",
+                    next = "<|start|>assistant";
+  const std::vector<Case> cases = {
+      {a + "User asks 2+2. Answer 4." + next + f + "It is 4.", false, "User asks 2+2. Answer 4.", "It is 4."},
+      {a + "think<|end|>" + next + f + "done", false, "think", "done"},
+      {a + "cut off by max_tokens <|sta", false, "cut off by max_tokens <|sta", ""},
+      {a + "a < b, <| not a tag", false, "a < b, <| not a tag", ""},
+      {"Plain answer, no channels.", false, "", "Plain answer, no channels."},
+      {"<|chan", false, "", "<|chan"},  // a cut-off prefix with nothing before it is content
+      {f + "only final", false, "", "only final"},
+      {a + "one" + next + a + "two" + next + f + "ans", false, "onetwo", "ans"},
+      {"<|channel|>commentary to=assistant" + a + "x" + next + f + "y", false, "x", "y"},  // stray commentary
+      {"<|channel|>commentary<|message|>Let me check." + next + a + "t" + next + f + "z", false, "t",
+       "Let me check.z"},  // a preamble is content
+      {a + "t" + next, false, "t", ""},  // markup left at the end after a message is dropped
+      {a + "\n spaced \n" + next + f + " kept ", false, "\n spaced \n", " kept "},
+      {f + "answer <|start|>assistant<|channel|>analysis", false, "", "answer <|start|>assistant<|channel|>analysis"},
+      {"", false, "", ""},
+  };
+  for (const Case& c : cases) {
+    const ReasoningPiece whole = split_reasoning(c.text, false, true);
+    EXPECT_EQ(whole.reasoning, c.reasoning) << c.text;
+    EXPECT_EQ(whole.content, c.content) << c.text;
+    for (size_t n = 1; n <= c.text.size(); ++n) {
+      const ReasoningPiece p = pushed(c.text, false, n, true);
+      EXPECT_EQ(p.reasoning, c.reasoning) << c.text << " in pieces of " << n;
+      EXPECT_EQ(p.content, c.content) << c.text << " in pieces of " << n;
+    }
+    for (size_t i = 0; i <= c.text.size(); ++i) {  // every split into two
+      ReasoningSplitter s(false, true);
+      ReasoningPiece p = s.push(c.text.substr(0, i)), q = s.push(c.text.substr(i)), r = s.finish();
+      EXPECT_EQ(p.reasoning + q.reasoning + r.reasoning, c.reasoning) << c.text << " cut at " << i;
+      EXPECT_EQ(p.content + q.content + r.content, c.content) << c.text << " cut at " << i;
+    }
+  }
+}
+
+TEST(Harmony, ShowsTheThoughtAsItComes) {
+  ReasoningSplitter s(false, true);
+  EXPECT_EQ(s.push("<|channel|>").reasoning, "");
+  EXPECT_EQ(s.push("analysis<|message|>Hmm").reasoning, "Hmm");
+  ReasoningPiece p = s.push(" ok<|st");
+  EXPECT_EQ(p.reasoning, " ok");  // a possible <|start|> is held
+  p = s.push("art|>assistant<|channel|>final<|message|>Four");
+  EXPECT_EQ(p.reasoning, "");
+  EXPECT_EQ(p.content, "Four");
+  ReasoningSplitter plain(false, true);
+  EXPECT_EQ(plain.push("Hello").content, "Hello");
+}
+
+// Each piece one token (<|end|> an empty piece): an analysis message's header, text and end
+// (through the next <|start|>) count; a final message does not; never ended is all reasoning.
+TEST(Harmony, CountsTheAnalysisTokens) {
+  auto count = [](std::initializer_list<const char*> pieces) {
+    ReasoningSplitter s(false, true);
+    for (const char* p : pieces) {
+      s.count(1);
+      if (*p) s.push(p);  // generation.cc pushes no empty text: its token counts with the next
+    }
+    s.finish();
+    return s.reasoning_tokens();
+  };
+  EXPECT_EQ(count({"<|channel|>", "analysis", "<|message|>", "Hmm", "", "<|start|>", "assistant", "<|channel|>",
+                   "final", "<|message|>", "Four"}),
+            6);
+  EXPECT_EQ(count({"<|channel|>", "analysis", "<|message|>", "Hmm", " more"}), 5);  // never ended
+  EXPECT_EQ(count({"<|channel|>", "final", "<|message|>", "Four"}), 0);
+  EXPECT_EQ(count({"Four", "."}), 0);
+  EXPECT_TRUE(ends_in_harmony_start("<|end|><|start|>assistant"));
+  EXPECT_TRUE(ends_in_harmony_start("<|start|>assistant\n"));
+  EXPECT_FALSE(ends_in_harmony_start("<|im_start|>assistant\n"));
 }
 
 TEST(ResponseStore, DropsTheLeastRecentlyUsed) {

@@ -1,0 +1,126 @@
+// harmony.cc: the gpt-oss harmony split (see harmony.h).
+#include "serve/harmony.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "serve/reasoning.h"
+
+namespace serve {
+
+namespace {
+
+constexpr std::string_view kChannel = "<|channel|>", kMessage = "<|message|>", kStart = "<|start|>",
+                           kEnd = "<|end|>";
+
+bool space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// s is a proper prefix of tag (it may still become the tag).
+bool prefix_of(std::string_view s, std::string_view tag) { return s.size() < tag.size() && starts_with(tag, s); }
+
+// The length of the longest suffix of s that is a proper prefix of tag.
+size_t partial_tag(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+  return 0;
+}
+
+}  // namespace
+
+bool ends_in_harmony_start(const std::string& tail) {
+  constexpr std::string_view kAssistant = "<|start|>assistant";
+  size_t end = tail.size();
+  while (end > 0 && space(tail[end - 1])) --end;
+  return end >= kAssistant.size() &&
+         std::string_view(tail).substr(end - kAssistant.size(), kAssistant.size()) == kAssistant;
+}
+
+void HarmonySplitter::run(ReasoningPiece* out) {
+  for (;;) {
+    const std::string_view h = held_;
+    if (state_ == kBetween) {  // before a message: <|end|>, <|start|>role, then <|channel|>
+      if (starts_with(h, kEnd)) {
+        held_.erase(0, kEnd.size());
+        continue;
+      }
+      if (starts_with(h, kChannel)) {
+        state_ = kHeader;
+        continue;
+      }
+      if (starts_with(h, kStart)) {
+        const size_t at = h.find(kChannel);
+        if (at == std::string_view::npos) return;  // the role, then the channel, to come
+        held_.erase(0, at);
+        state_ = kHeader;
+        continue;
+      }
+      if (h.empty() || prefix_of(h, kChannel) || prefix_of(h, kStart) || prefix_of(h, kEnd)) return;
+      state_ = kPlain;
+      continue;
+    }
+    if (state_ == kHeader) {  // <|channel|>NAME[ to=...][<|constrain|>...]<|message|>
+      const size_t at = h.find(kMessage);
+      if (at == std::string_view::npos) return;
+      std::string_view header = h.substr(0, at);
+      header.remove_prefix(header.rfind(kChannel) + kChannel.size());  // past a stray commentary
+      const std::string_view name = header.substr(0, header.find_first_of(" <"));
+      state_ = name == "analysis" ? kAnalysis : name == "final" ? kFinal : kCommentary;
+      if (state_ == kAnalysis) entered_analysis_ = true;
+      seen_ = true;
+      held_.erase(0, at + kMessage.size());  // name is a view of held_: read it first
+      continue;
+    }
+    if (state_ == kAnalysis || state_ == kCommentary) {  // to <|end|> or the next <|start|>
+      std::string& to = state_ == kAnalysis ? out->reasoning : out->content;
+      const size_t at = std::min(h.find(kEnd), h.find(kStart));
+      if (at != std::string_view::npos) {
+        to += held_.substr(0, at);
+        held_.erase(0, at);
+        state_ = kBetween;
+        continue;
+      }
+      const size_t keep = std::max(partial_tag(h, kEnd), partial_tag(h, kStart));
+      to += held_.substr(0, held_.size() - keep);
+      held_.erase(0, held_.size() - keep);
+      return;
+    }
+    out->content += held_;  // kFinal, kPlain: the rest is the answer
+    held_.clear();
+    return;
+  }
+}
+
+ReasoningPiece HarmonySplitter::push(const std::string& text) {
+  held_ += text;
+  ReasoningPiece out;
+  const State before = state_;
+  entered_analysis_ = false;
+  run(&out);
+  if (before == kAnalysis) {
+    reasoning_tokens_ += uncounted_;
+  } else if (before == kBetween || before == kHeader) {
+    undecided_ += uncounted_;
+    if (entered_analysis_) reasoning_tokens_ += undecided_;
+    if (state_ != kBetween && state_ != kHeader) undecided_ = 0;
+  }
+  uncounted_ = 0;
+  return out;
+}
+
+ReasoningPiece HarmonySplitter::finish() {
+  ReasoningPiece out;
+  if (state_ == kAnalysis) {  // never ended: all of it is the thought
+    reasoning_tokens_ += uncounted_;
+    out.reasoning = std::move(held_);
+  } else if (state_ == kBetween || state_ == kHeader) {
+    if (!seen_) out.content = std::move(held_);
+  } else {
+    out.content = std::move(held_);
+  }
+  held_.clear();
+  return out;
+}
+
+}  // namespace serve
