@@ -188,7 +188,7 @@ Command add_chat(CLI::App& app) {
       g.max_tokens = std::min(*n_predict, room);
       std::string reply;
       serve::GenerationResult r;
-      const size_t tail = std::min<size_t>(g.prompt.size(), 8);
+      const size_t tail = std::min<size_t>(g.prompt.size(), 24);
       const std::string prompt_end = b.prompts->tokenizer().decode({g.prompt.end() - tail, g.prompt.end()}, true);
       ReplyPrinter printer(serve::ends_in_open_think(prompt_end), serve::ends_in_harmony_start(prompt_end), isatty(1));
       {

@@ -80,7 +80,7 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
   }
   if (chat) {
     j.reasoning = r.reasoning_format.value_or(o_.reasoning_format);
-    const size_t n = std::min<size_t>(tokens.size(), 8);
+    const size_t n = std::min<size_t>(tokens.size(), 24);  // a byte-level toy vocab spells the tags out
     // A reply under a format's grammar (response_format, a forced tool call) is that format
     // from its first token, not a thought; a request's own GBNF may write the thought.
     const std::string tail = prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true);
