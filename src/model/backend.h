@@ -36,7 +36,7 @@ enum class Act : uint8_t {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // "cpu (2 threads)", "Vulkan device 0 (llvmpipe ..., 2.0 GiB of device memory)".
+  // "cpu (avx512, 2 threads)", "Vulkan device 0 (llvmpipe ..., 2.0 GiB of device memory)".
   virtual std::string describe() const = 0;
   // A new batch of n rows (segs in order): kX = x[n][dim] * cfg.embed_scale; each row's
   // slot, position and rope table; the batch's per-segment matmul order.

@@ -53,7 +53,12 @@ CpuBackend::CpuBackend(const Config& cfg, const Weights& w, util::ThreadPool& po
   row_pos_.resize(B);
 }
 
-std::string CpuBackend::describe() const { return "cpu (" + std::to_string(pool_.size()) + " threads)"; }
+std::string cpu_description(int threads) {
+  return std::string("cpu (") + kernels::isa_name(kernels::active_isa()) + ", " + std::to_string(threads) +
+         (threads == 1 ? " thread)" : " threads)");
+}
+
+std::string CpuBackend::describe() const { return cpu_description(int(pool_.size())); }
 
 float* CpuBackend::buf(Act a) {
   switch (a) {

@@ -16,12 +16,16 @@
 
 namespace model {
 
+// "cpu (avx512, 2 threads)": the CPU, its kernel table and thread count, as every node names
+// its device (speed probe, /cluster, bench).
+std::string cpu_description(int threads);
+
 class CpuBackend : public Backend {
  public:
   // CHECKs that rc's KV type and attention mode can run (attention_unsupported).
   CpuBackend(const Config& cfg, const Weights& w, util::ThreadPool& pool, const RunConfig& rc,
              const Partition& part);
-  std::string describe() const override;
+  std::string describe() const override;  // cpu_description(its pool's threads)
   void begin(const Segment* segs, int n_segs, int n, const float* x) override;
   void rmsnorm(Act out, Act in, const Vector& w, int n) override;
   void linear(const Matrix& w, Act in, Act out, int n) override;

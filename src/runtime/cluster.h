@@ -72,7 +72,7 @@ struct ClusterOptions {
   std::vector<std::string> workers;  // "host:port"; empty: one node
   std::vector<double> shares;        // one per node (root first); empty: by shares_mode
   SharesMode shares_mode = SharesMode::kAuto;
-  std::string device;                // the root's device description; empty: cpu_description()
+  std::string device;                // the root's device description; empty: model::cpu_description()
   net::SyncType sync = net::SyncType::kQ8_0;  // all-reduce encoding (unused when exact)
   bool exact = false;                // gathers instead of all-reduces (runtime/reduce.h)
   bool auto_sync = false;            // choose exact or q8_0 from the measured links (above)
@@ -168,7 +168,7 @@ class Cluster {
   std::vector<NodeStats> stats() const;
   ClusterHealth health() const;
   std::string describe() const;  // "3 nodes, sync q8_0, all-reduce auto (alpha .. us, beta .. Gbit/s)"
-  std::string root_device() const;  // what runs the root's part: "cpu (2 threads)", "Vulkan device 0 (...)"
+  std::string root_device() const;  // what runs the root's part: "cpu (avx512, 2 threads)", "Vulkan device 0 (...)"
 
  private:
   Cluster(const model::LoadedModel& m, util::ThreadPool& pool) : m_(m), pool_(pool) {}

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "model/cpu_backend.h"
 #include "net/tcp_transport.h"
 #include "runtime/cluster.h"
 #include "runtime/speed.h"
@@ -332,7 +333,8 @@ Status Cluster::connect(std::vector<double>* shares, int* failed) {
       rank_member_.push_back(places_[i]);
       shares->push_back(home_shares_[i + 1]);
     }
-  nodes_.assign(1, {"root", {}});
+  nodes_.assign(1, NodeStats{});
+  nodes_[0].name = "root";
   if (o_.transport) {  // MPI: formed already; every rank is a worker
     t_ = o_.transport;
     *shares = home_shares_;
@@ -358,7 +360,7 @@ Status Cluster::first_measures(std::vector<double>* shares) {
       peers_[t_->peer_name(r)].alpha_us = link_.alpha_us_per_rank[size_t(r)];
   }
   if (o_.shares.empty() && o_.shares_mode != SharesMode::kEqual) {
-    const std::string dev = o_.device.empty() ? cpu_description(pool_.size()) : o_.device;
+    const std::string dev = o_.device.empty() ? model::cpu_description(int(pool_.size())) : o_.device;
     auto ms = measure_shares(*t_, m_, o_.shares_mode == SharesMode::kMeasured, dev, pool_, o_.backend);
     if (!ms) return ms.status();
     if (!ms->shares.empty()) home_shares_ = ms->shares;

@@ -147,7 +147,7 @@ struct SpeedProbe {
 std::vector<uint8_t> encode_speed_probe(const SpeedProbe& p);
 util::Expected<SpeedProbe> parse_speed_probe(std::span<const uint8_t> p, const std::string& peer);
 struct SpeedReply {
-  std::string device;       // cpu_description() or the Vulkan device's describe()
+  std::string device;       // model::cpu_description() or the Vulkan device's describe()
   double tokens_per_s = 0;  // measure_decode_speed(); 0 when not measured
 };
 std::vector<uint8_t> encode_speed_reply(const SpeedReply& r);

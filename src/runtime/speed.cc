@@ -46,11 +46,6 @@ ProbeShape probe_shape(const model::Config& cfg, const model::Weights& w) {
   return s;
 }
 
-std::string cpu_description(int threads) {
-  return std::string("cpu (") + kernels::isa_name(kernels::active_isa()) + ", " + std::to_string(threads) +
-         (threads == 1 ? " thread)" : " threads)");
-}
-
 namespace {
 
 double layer_bytes(const ProbeShape& s, int n_ff) {

@@ -24,9 +24,9 @@ struct ProbeShape {
 };
 ProbeShape probe_shape(const model::Config& cfg, const model::Weights& w);
 
-// This node's device for the auto choice: "cpu (avx512, 2 threads)" or describe() of
-// its Vulkan device. Nodes whose descriptions all agree keep equal shares under auto.
-std::string cpu_description(int threads);
+// A node's device for the auto choice is model::cpu_description(threads) ("cpu (avx512, 2
+// threads)", also the CPU backend's describe()) or describe() of its Vulkan device. Nodes
+// whose descriptions all agree keep equal shares under auto.
 
 // Decode tokens per second of one layer of `s` (n_ff capped so the layer stays under
 // kProbeLayerBytes) on `backend` (empty: the CPU on pool). Writes the synthetic layer to

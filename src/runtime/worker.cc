@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "model/cpu_backend.h"
 #include "model/loader.h"
 #include "net/tcp_transport.h"
 #include "runtime/node.h"
@@ -170,7 +171,7 @@ Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
     if (m->type == msg_type(Msg::kSpeedProbe)) {
       auto probe = parse_speed_probe(m->payload, root);
       if (!probe) return refuse(t, probe.error());
-      SpeedReply rep{o_.device.empty() ? cpu_description(o_.threads) : o_.device, 0};
+      SpeedReply rep{o_.device.empty() ? model::cpu_description(o_.threads) : o_.device, 0};
       if (probe->measure) {
         auto v = measure_decode_speed(probe->shape, pool_, o_.backend);
         if (!v) return refuse(t, "worker: " + v.error());

@@ -33,7 +33,7 @@ struct WorkerOptions {
   int max_sessions = -1;         // < 0: serve forever (tests may bound it)
   int cache_slices = 4;          // slices kept across sessions
   model::BackendFactory backend;  // `--device`; empty: the CPU on `threads` threads
-  std::string device;             // its description (speed replies); empty: cpu_description(threads)
+  std::string device;             // its description (speed replies); empty: model::cpu_description(threads)
 };
 
 // Runs until max_sessions sessions were served (forever by default). Prints

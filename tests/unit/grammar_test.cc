@@ -437,8 +437,12 @@ TEST(Grammar, TriggeredGrammarStartsAtItsTrigger) {
   grammar::TriggeredConstraint early(obj, trie, {{"{", true}});
   const std::vector<uint64_t> m = early.allowed();
   const int32_t open_digit = tok->find_token("{1").value_or(-1), open_letter = tok->find_token("{a").value_or(-1);
-  if (open_digit >= 0) EXPECT_FALSE((m[size_t(open_digit) / 64] >> (open_digit % 64)) & 1);
-  if (open_letter >= 0) EXPECT_TRUE((m[size_t(open_letter) / 64] >> (open_letter % 64)) & 1);
+  if (open_digit >= 0) {
+    EXPECT_FALSE((m[size_t(open_digit) / 64] >> (open_digit % 64)) & 1);
+  }
+  if (open_letter >= 0) {
+    EXPECT_TRUE((m[size_t(open_letter) / 64] >> (open_letter % 64)) & 1);
+  }
   for (int32_t id : tok->encode(" {ab", false, false)) early.accept(id);
   EXPECT_TRUE(early.triggered());
 }
