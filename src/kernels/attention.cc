@@ -4,7 +4,8 @@
 // attention_internal::TileKernels, so the AVX2 kernels (cpu/attention_avx2.cc) and the
 // scalar ones below run exactly the same tiling.
 // Deliberately not here: SIMD intrinsics (see cpu/attention_avx2.cc), masks other than
-// causal, and any allocation that grows with the context (scores never exceed a tile).
+// causal and sliding-window, and any allocation that grows with the context (scores never
+// exceed a tile).
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -133,9 +134,22 @@ const TileKernels& pick_kernels(const AttentionArgs& a) {
   return (k && a.head_dim % 16 == 0) ? *k : kScalarKernels;
 }
 
+// First position the query at position p sees.
+int window_lo(const AttentionArgs& a, int p) { return a.window > 0 ? std::max(0, p - a.window + 1) : 0; }
+
+// Byte offset of position p's row in a view (a ring wraps).
+size_t row_offset(const KvHeadView& v, int p) { return size_t(v.ring > 0 ? p % v.ring : p) * v.row_bytes; }
+
 void check_args(const AttentionArgs& a) {
   CHECK(a.n_q >= 1 && a.pos0 >= 0 && a.n_heads >= 1 && a.n_kv_heads >= 1 && a.head_dim >= 1);
-  CHECK(a.kv_of_head && a.q && a.out && a.kv);
+  CHECK(a.kv_of_head && a.q && a.out && a.kv && a.window >= 0);
+  const int end = a.pos0 + a.n_q;  // one past the last position read
+  for (int g = 0; g < a.n_kv_heads; ++g) {
+    const int ring = a.kv[g].ring;
+    if (ring <= 0 || end <= ring) continue;
+    CHECK_MSG(ring % kKvTile == 0, "a KV ring that wraps must be a multiple of 64 rows");
+    CHECK_MSG(a.window > 0 && a.window + a.n_q - 1 <= ring, "a KV ring must hold each query's window");
+  }
   const KvFormat f = a.kv[0].format;
   CHECK_MSG(f != KvFormat::kQ8_0 || a.head_dim % tensor::kQK == 0,
             "a Q8_0 KV cache needs head_dim to be a multiple of 32");
@@ -232,6 +246,9 @@ Scratch& thread_scratch() {
 
 // One work unit: query tokens [t0, t1) x the query heads of one group, over KV positions
 // [c0, c1) (c0 a multiple of kChunk, c1 already clipped to the causal limit pos0 + t1).
+// With a window, the tiles before the first row's window are skipped and each tile runs
+// only the rows whose window meets it, so a row reads the same tiles (those meeting its
+// window) in whatever unit it sits: its result does not depend on the batch.
 // Row r is query token t0 + r / G and head heads[r % G]. Writes normalised output, or,
 // when partial is set (one chunk: c1 - c0 <= kChunk), that chunk's (max, sum, acc[head_dim])
 // for each head at partial + (head * n_chunks + chunk) * (2 + hd).
@@ -266,22 +283,30 @@ void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* 
     prepare_q_row(tk, f, x, sc.q.data() + r * qrb, hd);
   }
 
-  for (int j0 = c0; j0 < c1; j0 += kKvTile) {
-    if (j0 > c0 && j0 % kChunk == 0) {  // a chunk ends: fold it, start the next
+  const int j_first = std::max(c0, window_lo(a, a.pos0 + t0) / kKvTile * kKvTile);
+  for (int j0 = j_first; j0 < c1; j0 += kKvTile) {
+    if (j0 > j_first && j0 % kChunk == 0) {  // a chunk ends: fold it, start the next
       fold_rows();
       reset_chunk();
     }
     const int nk = std::min(kKvTile, c1 - j0);
-    // Rows whose query sees none of this tile (pos0 + t < j0) are the leading ones.
+    // Rows whose query sees none of this tile: the leading ones (pos0 + t < j0) and, with a
+    // window, the trailing ones (window_lo(pos0 + t) >= j0 + nk).
     const int rb = std::max(0, j0 - a.pos0 - t0) * G;
+    const int re = a.window > 0 ? std::clamp(j0 + nk + a.window - 1 - a.pos0 - t0, 0, t1 - t0) * G : R;
+    if (re <= rb) continue;
     float* s = sc.s.data();
-    prefetch_rows(view.v + size_t(j0) * view.row_bytes, nk, view.row_bytes, kv_row_bytes(f, hd));
-    tk.scores(f, sc.q.data() + rb * qrb, qrb, R - rb, view.k + size_t(j0) * view.row_bytes,
-              view.row_bytes, nk, hd, s + size_t(rb) * kKvTile, kKvTile);
-    for (int r = rb; r < R; ++r) {
+    const size_t off = row_offset(view, j0);  // a tile never wraps (check_args)
+    prefetch_rows(view.v + off, nk, view.row_bytes, kv_row_bytes(f, hd));
+    tk.scores(f, sc.q.data() + rb * qrb, qrb, re - rb, view.k + off, view.row_bytes, nk, hd,
+              s + size_t(rb) * kKvTile, kKvTile);
+    for (int r = rb; r < re; ++r) {
       float* row = s + size_t(r) * kKvTile;
-      const int n_valid = std::min(nk, a.pos0 + t0 + r / G - j0 + 1);
-      const float mx = tk.scale_max(row, n_valid, a.scale);
+      const int p = a.pos0 + t0 + r / G;
+      const int n_valid = std::min(nk, p - j0 + 1);
+      const int j_lo = std::max(0, window_lo(a, p) - j0);  // < n_valid: the row meets the tile
+      const float mx = tk.scale_max(row + j_lo, n_valid - j_lo, a.scale);
+      for (int j = 0; j < j_lo; ++j) row[j] = kNegInf;
       for (int j = n_valid; j < nk; ++j) row[j] = kNegInf;
       const float m_old = sc.m[r];
       const float m_new = std::max(m_old, mx);
@@ -294,8 +319,7 @@ void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* 
       sc.m[r] = m_new;
       sc.l[r] += tk.exp_sum(row, nk, m_new);
     }
-    tk.accumulate_v(f, s + size_t(rb) * kKvTile, kKvTile, R - rb,
-                    view.v + size_t(j0) * view.row_bytes, view.row_bytes, nk, hd,
+    tk.accumulate_v(f, s + size_t(rb) * kKvTile, kKvTile, re - rb, view.v + off, view.row_bytes, nk, hd,
                     acc + size_t(rb) * hd);
   }
 
@@ -365,22 +389,22 @@ void attention_ref(const AttentionArgs& a) {
   std::vector<float> s(size_t(a.pos0) + a.n_q);         // [n_ctx] scores of one query
   std::vector<float> v(hd);                             // one V row as F32
   for (int t = 0; t < a.n_q; ++t) {
-    const int n_ctx = a.pos0 + t + 1;
+    const int n_ctx = a.pos0 + t + 1, lo = window_lo(a, a.pos0 + t);
     for (int h = 0; h < a.n_heads; ++h) {
       const KvHeadView& kv = a.kv[a.kv_of_head[h]];
       prepare_q_row(kScalarKernels, f, a.q + size_t(t) * a.q_stride + size_t(h) * hd, q.data(), hd);
       float mx = kNegInf;
-      for (int j = 0; j < n_ctx; ++j) {
-        s[j] = dot_scalar(f, q.data(), kv.k + size_t(j) * kv.row_bytes, hd) * a.scale;
+      for (int j = lo; j < n_ctx; ++j) {
+        s[j] = dot_scalar(f, q.data(), kv.k + row_offset(kv, j), hd) * a.scale;
         mx = std::max(mx, s[j]);
       }
       if (a.sinks) mx = std::max(mx, a.sinks[h]);
       float sum = a.sinks ? std::exp(a.sinks[h] - mx) : 0.0f;
-      for (int j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int j = lo; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
       float* o = a.out + size_t(t) * a.out_stride + size_t(h) * hd;
       std::fill(o, o + hd, 0.0f);
-      for (int j = 0; j < n_ctx; ++j) {
-        kv_load_row(f, kv.v + size_t(j) * kv.row_bytes, v.data(), hd);
+      for (int j = lo; j < n_ctx; ++j) {
+        kv_load_row(f, kv.v + row_offset(kv, j), v.data(), hd);
         const float p = s[j] / sum;
         for (int i = 0; i < hd; ++i) o[i] += p * v[i];
       }
@@ -472,11 +496,13 @@ void flash_decode(const AttentionArgs& a, util::ThreadPool& pool) {
     partials.resize(size_t(a.n_heads) * n_chunks * (2 + hd));
     part = partials.data();
   }
-  const int n_units = n_groups * n_chunks;
+  // With a window, the chunks before it hold nothing for this query: skipped.
+  const int c_first = window_lo(a, a.pos0) / kChunk, n_run = n_chunks - c_first;
+  const int n_units = n_groups * n_run;
   std::atomic<int> next{0};
   pool.run([&](int, int) {
     for (int u = next.fetch_add(1); u < n_units; u = next.fetch_add(1)) {
-      const int gi = u / n_chunks, c = u % n_chunks;
+      const int gi = u / n_run, c = c_first + u % n_run;
       const int c0 = c * chunk_len, c1 = std::min(n_ctx, c0 + chunk_len);
       run_unit(a, tk, g.kv[gi], g.heads.data() + g.begin[gi], g.begin[gi + 1] - g.begin[gi],
                0, 1, c0, c1, part, n_chunks, c);
@@ -492,7 +518,7 @@ void flash_decode(const AttentionArgs& a, util::ThreadPool& pool) {
     for (int64_t h = h0; h < h1; ++h) {
       const float* p = part + size_t(h) * n_chunks * (2 + hd);
       float m = kNegInf, l = 0.0f;
-      for (int c = 0; c < n_chunks; ++c) {
+      for (int c = c_first; c < n_chunks; ++c) {
         const float* pc = p + c * (2 + hd);
         fold_chunk(&m, &l, acc.data(), pc[0], pc[1], pc + 2, hd);
       }

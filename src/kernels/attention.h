@@ -8,9 +8,12 @@
 // rounded to the K cache's dot-product type (F16 for an F16 cache, Q8_0 blocks -- quantized
 // by kernels::quantize_activation -- for a Q8_0 cache, F32 for F32), scores and the online
 // softmax are F32, V is converted to F32 and accumulated in F32.
-// Deliberately not here: masks other than causal, ALiBi, logit soft-capping, attention
-// sinks, sliding windows, different K and V formats or head sizes, and the KV cache itself
-// (model/ owns where rows live; these functions only read them).
+// Masks: causal, optionally narrowed to a sliding window (AttentionArgs::window: a query at
+// position p sees p - window + 1 .. p, as llama.cpp's SWA mask), over a cache that may be a
+// ring (KvHeadView::ring); attention sinks join each softmax's denominator.
+// Deliberately not here: other masks, ALiBi, logit soft-capping, different K and V formats
+// or head sizes, and the KV cache itself (model/ owns where rows live; these functions only
+// read them).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,12 +24,16 @@ namespace kernels {
 
 enum class KvFormat { kF16, kF32, kQ8_0 };
 
-// One KV head's cache: position p's row (head_dim values) is at base + p * row_bytes.
+// One KV head's cache: position p's row (head_dim values) is at base + p * row_bytes, or,
+// for a ring of `ring` rows, at base + (p % ring) * row_bytes. Flash attention reads a ring
+// in whole tiles of 64 positions: its size is a multiple of 64, or larger than every
+// position read. A ring must still hold every position of each query's window.
 struct KvHeadView {
   KvFormat format;
   const uint8_t* k;  // [n_ctx][row_bytes]
   const uint8_t* v;  // [n_ctx][row_bytes]
   size_t row_bytes;  // >= kv_row_bytes(format, head_dim); rows aligned to 4 (F32) / 2 bytes
+  int ring = 0;      // > 0: rows kept (position p in row p % ring); 0: every position
 };
 
 struct AttentionArgs {
@@ -44,9 +51,12 @@ struct AttentionArgs {
   const KvHeadView* kv;  // [n_kv_heads], all of one format
   // gpt-oss: one logit per local query head joining each softmax's denominator (nullptr: none).
   const float* sinks = nullptr;
+  // > 0: a sliding window: the query at position p attends to max(0, p - window + 1) .. p.
+  int window = 0;
 };
 
-// Naive causal attention: query t attends to positions 0 .. pos0 + t. Single thread.
+// Naive causal attention: query t attends to positions 0 .. pos0 + t (within the window, if
+// one is set). Single thread.
 void attention_ref(const AttentionArgs& a);
 // Tiled flash attention for a batch of queries, split across the pool's threads. Calls
 // flash_decode when n_q == 1, the pool has several threads and the context is long.

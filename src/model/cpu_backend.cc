@@ -46,7 +46,7 @@ CpuBackend::CpuBackend(const Config& cfg, const Weights& w, util::ThreadPool& po
     group_at_.resize(cfg.n_expert + 1);
   }
   proj_.resize(B * cfg.dim);
-  if (mode_ == AttentionMode::kExact || cfg.n_swa > 0) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
+  if (mode_ == AttentionMode::kExact) scores_.resize(size_t(pool.size()) * (rc.ctx + 8));
   rope_.resize(B * cfg.n_rot);
   if (cfg.n_swa > 0) rope_swa_.resize(B * cfg.n_rot);
   row_slot_.resize(B);
@@ -422,8 +422,7 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
     }
   }
   const float scale = c.q_scale > 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
-  // Flash attention has no window mask: windowed layers always take the exact path.
-  if (mode_ == AttentionMode::kFlash && !c.is_swa(l)) {
+  if (mode_ == AttentionMode::kFlash) {
     // Tiled over each slot's cache at absolute positions, online softmax, fixed reduction
     // order: a row's output is independent of the batch split, the threads and the other
     // segments.
@@ -446,6 +445,7 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
       a.out_stride = q_dim_;
       a.kv = views.data() + size_t(s) * n_kv;
       a.sinks = lw.sinks.empty() ? nullptr : lw.sinks.data();
+      a.window = c.is_swa(l) ? c.n_swa : 0;  // the ring of a windowed layer is in its views
       row += segs[s].n;
     }
     if (n_segs == 1)

@@ -75,12 +75,12 @@ class KvCache {
       kernels::kv_store_row(kv_format(type_), v, v_.data() + o, head_dim_);
     }
   }
-  // One KV head's rows of a layer in one slot, for kernels::flash_attention (a layer that
-  // keeps every position only).
+  // One KV head's rows of a layer in one slot, for kernels::flash_attention (a windowed
+  // layer's ring as a ring).
   kernels::KvHeadView view(int slot, int layer, int head) const {
-    CHECK(layer_ctx_[layer] == ctx_);
     const size_t o = offset(slot, layer, head, 0);
-    return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_};
+    const int ring = layer_ctx_[layer] < ctx_ ? layer_ctx_[layer] : 0;
+    return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_, ring};
   }
   // Element access of the exact (naive) path; o from offset().
   const uint16_t* k16(size_t o) const { return reinterpret_cast<const uint16_t*>(k_.data() + o); }

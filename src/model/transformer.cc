@@ -18,9 +18,6 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
 std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode) {
   if (kv_type == KvType::kQ8_0 && mode != AttentionMode::kFlash)
     return "a q8_0 KV cache needs flash attention (--flash-attn on), as in llama.cpp";
-  if (kv_type == KvType::kQ8_0 && cfg.n_swa > 0)
-    return "the sliding-window layers of " + cfg.arch_name +
-           " run the exact attention path, which reads an f16 or f32 KV cache: use --kv-type f16";
   if (kv_type == KvType::kQ8_0 && cfg.head_dim % 32 != 0)
     return "a q8_0 KV cache needs head_dim to be a multiple of 32 (this model's is " +
            std::to_string(cfg.head_dim) + "): use --kv-type f16";
@@ -29,11 +26,12 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
 
 // Rows each layer's cache keeps: a windowed layer needs its window behind the first row of a
 // batch, the batch's own rows after it, and up to 31 rows before the window (masked) so the
-// exact path's sums start on a 32-position boundary (see CpuBackend::attention).
+// exact path's sums start on a 32-position boundary (see CpuBackend::attention); rounded up
+// to 64 rows so flash attention's tiles of 64 positions never wrap the ring.
 std::vector<int> kv_layer_ctx(const Config& c, int ctx, int max_batch) {
   std::vector<int> r(c.n_layers, ctx);
   for (int l = 0; l < c.n_layers; ++l)
-    if (c.is_swa(l)) r[l] = std::min(ctx, c.n_swa + max_batch + 31);
+    if (c.is_swa(l)) r[l] = std::min(ctx, (c.n_swa + max_batch + 31 + 63) / 64 * 64);
   return r;
 }
 

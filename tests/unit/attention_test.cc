@@ -2,13 +2,17 @@
 // every KV format, head_dim 64/128 (and odd sizes), GQA ratios 1/3/4/8 plus a non-uniform
 // head map, contexts 1..1000 split as (n_q, pos0) with and without a prior context, on
 // 1, 2 and 3 threads, on the AVX2 and the scalar tile kernels; attention_ref against a
-// double-precision softmax; KV row round trips. No timing here (see bench/attention_bench.cc).
+// double-precision softmax; KV row round trips. Sliding windows (1 .. 300 positions, odd
+// sizes) over flat caches and rings: flash against the reference, rings against flat caches
+// and batch splits to the bit. No timing here (see bench/attention_bench.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -47,6 +51,7 @@ struct Case {
   std::vector<std::vector<uint8_t>> k, v;  // [n_kv][n_ctx * row_bytes]
   std::vector<KvHeadView> views;
   std::vector<float> q;                    // [n_q][n_heads * head_dim]
+  int window = 0;                          // > 0: sliding window of the queries
 
   Case(int n_q_, int pos0_, int head_dim_, KvFormat f, std::vector<int> map, uint32_t seed = 1)
       : n_q(n_q_), pos0(pos0_), head_dim(head_dim_), format(f), kv_of_head(std::move(map)) {
@@ -89,7 +94,24 @@ struct Case {
     a.out = out;
     a.out_stride = out_stride();
     a.kv = views.data();
+    a.window = window;
     return a;
+  }
+  // The same cache as a ring of `ring` rows (position p in row p % ring, later positions
+  // overwriting earlier ones), as a windowed layer keeps it.
+  Case ringed(int ring) const {
+    Case c = *this;
+    c.views.clear();
+    for (int g = 0; g < n_kv_heads; ++g) {
+      c.k[g].assign(size_t(ring) * row_bytes, 0);
+      c.v[g].assign(size_t(ring) * row_bytes, 0);
+      for (int p = 0; p < pos0 + n_q; ++p) {
+        std::copy_n(k[g].data() + p * row_bytes, row_bytes, c.k[g].data() + (p % ring) * row_bytes);
+        std::copy_n(v[g].data() + p * row_bytes, row_bytes, c.v[g].data() + (p % ring) * row_bytes);
+      }
+      c.views.push_back({format, c.k[g].data(), c.v[g].data(), row_bytes, ring});
+    }
+    return c;
   }
   std::vector<float> out_buffer() const { return std::vector<float>(n_q * out_stride(), NAN); }
 };
@@ -262,9 +284,10 @@ std::vector<float> run_double(const Case& c) {
     for (int h = 0; h < c.n_heads(); ++h) {
       const int g = c.kv_of_head[h];
       const int n_ctx = c.pos0 + t + 1;
-      std::vector<double> s(n_ctx);
+      const int lo = c.window > 0 ? std::max(0, n_ctx - c.window) : 0;
+      std::vector<double> s(n_ctx, -INFINITY);
       double mx = -INFINITY, sum = 0.0;
-      for (int j = 0; j < n_ctx; ++j) {
+      for (int j = lo; j < n_ctx; ++j) {
         const auto* k = reinterpret_cast<const float*>(c.k[g].data() + j * c.row_bytes);
         double d = 0.0;
         for (int i = 0; i < hd; ++i) d += double(c.q[(t * c.n_heads() + h) * hd + i]) * k[i];
@@ -274,7 +297,7 @@ std::vector<float> run_double(const Case& c) {
       for (double& e : s) sum += (e = std::exp(e - mx));
       for (int i = 0; i < hd; ++i) {
         double o = 0.0;
-        for (int j = 0; j < n_ctx; ++j)
+        for (int j = lo; j < n_ctx; ++j)
           o += s[j] / sum * reinterpret_cast<const float*>(c.v[g].data() + j * c.row_bytes)[i];
         out[t * c.out_stride() + h * hd + i] = float(o);
       }
@@ -290,6 +313,103 @@ TEST(Attention, RefAndFlashMatchDoublePrecision) {
     EXPECT_LE(max_diff(c, exact, run_ref(c)), tolerance(c)) << "ref, pos0 " << pos0;
     EXPECT_LE(max_diff(c, exact, run_flash(c, 2)), tolerance(c)) << "flash, pos0 " << pos0;
   }
+}
+
+// ---- sliding windows ------------------------------------------------------------------------
+
+// Windows of 1 to 300 positions (odd sizes, shorter and longer than a tile, a chunk, the
+// context), prompts and decode at odd offsets, every format, GQA maps, 1-3 threads, head
+// dims 64, 80 (AVX2, narrow V chunks) and 40 (scalar): flash within tolerance of the
+// reference, and the window changes the result once the context is longer than it.
+TEST(Attention, WindowedFlashMatchesRef) {
+  const std::pair<int, int> shapes[] = {{1, 0}, {7, 0}, {13, 50}, {1, 200}, {70, 100}, {40, 217}, {1, 600}, {129, 3}};
+  for (int window : {1, 8, 37, 64, 65, 128, 300})
+    for (int hd : {64, 80, 40})
+      for (KvFormat f : kFormats) {
+        if (f == KvFormat::kQ8_0 && hd % 32 != 0) continue;
+        for (auto [n_q, pos0] : shapes) {
+          Case c(n_q, pos0, hd, f, kMaps[(window + n_q) % kMaps.size()], uint32_t(window * 7 + n_q + pos0));
+          const auto full = run_ref(c);
+          c.window = window;
+          const auto ref = run_ref(c);
+          for (int th = 1; th <= 3; ++th)
+            ASSERT_LE(max_diff(c, ref, run_flash(c, th)), tolerance(c))
+                << "window " << window << " hd " << hd << " " << format_name(f) << " n_q " << n_q << " pos0 " << pos0
+                << " threads " << th;
+          if (pos0 + n_q > window) {
+            EXPECT_GT(max_diff(c, full, ref), 1e-3f) << "window " << window;
+          }
+        }
+      }
+}
+
+TEST(Attention, WindowedFlashMatchesRefScalarKernels) {
+  IsaGuard guard(kernels::Isa::kScalar);
+  for (KvFormat f : kFormats)
+    for (auto [n_q, pos0] : {std::pair{1, 0}, {9, 24}, {70, 100}, {1, 300}, {1, 700}}) {
+      Case c(n_q, pos0, 64, f, kMaps[4]);
+      c.window = 45;
+      const auto ref = run_ref(c);
+      for (int th : {1, 3})
+        EXPECT_LE(max_diff(c, ref, run_flash(c, th)), tolerance(c)) << format_name(f) << " " << n_q << "," << pos0;
+    }
+}
+
+// A window over an F32 cache against double precision: the reference's own masking is right.
+TEST(Attention, WindowedRefAndFlashMatchDoublePrecision) {
+  for (auto [n_q, pos0] : {std::pair{20, 80}, {24, 976}, {1, 333}}) {
+    Case c(n_q, pos0, 64, KvFormat::kF32, kMaps[4], 3);
+    c.window = 57;
+    const auto exact = run_double(c);
+    EXPECT_LE(max_diff(c, exact, run_ref(c)), tolerance(c)) << "ref, pos0 " << pos0;
+    EXPECT_LE(max_diff(c, exact, run_flash(c, 2)), tolerance(c)) << "flash, pos0 " << pos0;
+  }
+}
+
+// A windowed layer's ring (a multiple of 64 rows, holding window + batch - 1 positions and
+// more) reads as the flat cache to the bit, in the flash path, flash decoding and the
+// reference; a ring larger than every position read need not be a multiple of 64.
+TEST(Attention, RingEqualsFlatCacheBitForBit) {
+  for (KvFormat f : kFormats)
+    for (auto [window, ring, n_q, pos0] : {std::tuple{128, 192, 1, 700}, {128, 192, 40, 517}, {8, 64, 57, 300},
+                                           {100, 256, 100, 1000}, {37, 100, 20, 30}}) {
+      Case c(n_q, pos0, 64, f, kMaps[2], uint32_t(ring + pos0));
+      c.window = window;
+      const Case r = c.ringed(ring);
+      for (int th : {1, 2, 3}) {
+        EXPECT_EQ(max_diff(c, run_flash(c, th), run_flash(r, th)), 0.0f)
+            << format_name(f) << " ring " << ring << " pos0 " << pos0 << " threads " << th;
+        if (n_q == 1) {
+          EXPECT_EQ(max_diff(c, run_flash(c, 1), run_decode(r, th)), 0.0f) << "decode threads " << th;
+        }
+      }
+      EXPECT_EQ(max_diff(c, run_ref(c), run_ref(r)), 0.0f) << format_name(f) << " ring " << ring;
+    }
+}
+
+// With a window, a prompt split into batches of any size, token by token (flash decoding on
+// several threads past 512 positions) or in one batch gives the same rows to the bit: a row
+// reads the tiles that meet its window whatever unit it is in.
+TEST(Attention, WindowedAnyBatchSplitIsBitIdentical) {
+  for (KvFormat f : kFormats)
+    for (int window : {5, 128, 200}) {
+      Case whole(700, 0, 64, f, kMaps[2], 13);
+      whole.window = window;
+      const auto full = run_flash(whole, 2);
+      const size_t width = size_t(whole.n_heads()) * 64;
+      for (int threads : {1, 3})
+        for (int bs : {1, 37, 300}) {
+          float m = 0.0f;
+          for (int first = bs == 1 ? 600 : 0; first < whole.n_q; first += bs) {
+            const int n = std::min(bs, whole.n_q - first);
+            const auto part = run_rows(whole, first, n, threads);
+            for (int t = 0; t < n; ++t)
+              for (size_t i = 0; i < width; ++i)
+                m = std::max(m, std::fabs(part[t * whole.out_stride() + i] - full[(first + t) * whole.out_stride() + i]));
+          }
+          EXPECT_EQ(m, 0.0f) << format_name(f) << " window " << window << " batch " << bs << " threads " << threads;
+        }
+    }
 }
 
 TEST(Attention, KvRowRoundTrip) {

@@ -41,9 +41,9 @@ std::string make(const std::string& shape, tensor::Type type) {
 
 std::vector<float> run(const model::LoadedModel& m, const std::vector<int32_t>& toks, int threads, int batch,
                        model::KvType kv = model::KvType::kF16,
-                       model::AttentionMode mode = model::AttentionMode::kExact) {
+                       model::AttentionMode mode = model::AttentionMode::kExact, int ctx = 64) {
   util::ThreadPool pool(threads);
-  model::Transformer tf(m.config, m.weights, pool, 64, kv, batch, mode);
+  model::Transformer tf(m.config, m.weights, pool, ctx, kv, batch, mode);
   std::vector<float> logits(m.config.n_vocab);
   for (size_t i = 0; i < toks.size(); i += batch) {
     const int n = std::min<int>(batch, static_cast<int>(toks.size() - i));
@@ -426,32 +426,38 @@ TEST(ModelErrors, UnknownArchitectureListsSupported) {
   }, "unsupported architecture 'mamba'; supported: llama");
 }
 
-// toy-gemma3 (window 8, layer 5 global) over 60 positions: the windowed layers' rings
-// (8 + 1 + 31 = 40 rows, wrapped) give the logits of one batch of all 60 (whose ring is
-// the whole context), the
+// toy-gemma3 (window 8, layer 5 global) over 150 positions: the windowed layers' rings
+// (8 + 1 + 31 rounded up to 64 rows, wrapped) give the logits of one batch of all 150
+// (whose ring is the whole context), the
 // window shapes the result (a window-free copy of the config differs), and flash mode
-// (flash on the global layer, the exact path on the windowed ones) stays within F16
-// rounding of exact mode.
+// (the window masked in flash attention, the ring read as a ring) gives one batch's logits
+// position by position and stays within F16 rounding of exact mode, with an F16 cache
+// and with a Q8_0 one (which only flash attention reads).
 TEST(Gemma3, SlidingWindowRingAndModes) {
   auto m = model::load_model(make("toy-gemma3", tensor::Type::Q8_0));
   ASSERT_TRUE(m.ok()) << m.error();
   ASSERT_EQ((*m)->config.n_swa, 8);
   ASSERT_TRUE((*m)->config.is_swa(0) && !(*m)->config.is_swa(5));
   std::vector<int32_t> toks;
-  for (int i = 0; i < 60; ++i) toks.push_back((i * 37 + 11) % 500);
-  const std::vector<float> one = run(**m, toks, 2, 1);     // position by position
-  const std::vector<float> whole = run(**m, toks, 2, 60);  // one batch
+  for (int i = 0; i < 150; ++i) toks.push_back((i * 37 + 11) % 500);
+  const auto exact = model::AttentionMode::kExact, flash_mode = model::AttentionMode::kFlash;
+  const std::vector<float> one = run(**m, toks, 2, 1, model::KvType::kF16, exact, 160);       // position by position
+  const std::vector<float> whole = run(**m, toks, 2, 150, model::KvType::kF16, exact, 160);  // one batch
   EXPECT_EQ(one, whole);
   model::Config no_window = (*m)->config;
   no_window.n_swa = 0;
   util::ThreadPool pool(2);
-  model::Transformer tf(no_window, (*m)->weights, pool, 64, model::KvType::kF16, 60);
+  model::Transformer tf(no_window, (*m)->weights, pool, 160, model::KvType::kF16, 150);
   std::vector<float> full(no_window.n_vocab);
-  ASSERT_TRUE(tf.forward(toks.data(), 60, 0, full.data()).ok());
+  ASSERT_TRUE(tf.forward(toks.data(), 150, 0, full.data()).ok());
   EXPECT_GT(max_rel_diff(full, one), 1e-3);
-  const std::vector<float> flash = run(**m, toks, 2, 1, model::KvType::kF16, model::AttentionMode::kFlash);
+  const std::vector<float> flash = run(**m, toks, 2, 1, model::KvType::kF16, flash_mode, 160);
+  EXPECT_EQ(flash, run(**m, toks, 2, 150, model::KvType::kF16, flash_mode, 160));
   EXPECT_LT(max_rel_diff(flash, one), 2e-2);
-  EXPECT_NE(model::attention_unsupported((*m)->config, model::KvType::kQ8_0, model::AttentionMode::kFlash), "");
+  EXPECT_EQ(model::attention_unsupported((*m)->config, model::KvType::kQ8_0, flash_mode), "");
+  const std::vector<float> q8 = run(**m, toks, 2, 1, model::KvType::kQ8_0, flash_mode, 160);
+  EXPECT_EQ(q8, run(**m, toks, 2, 7, model::KvType::kQ8_0, flash_mode, 160));
+  EXPECT_LT(max_rel_diff(q8, one), 5e-2);
 }
 
 // A gemma3 file (the toy's keys under "gemma3.") without its sliding-window size.
