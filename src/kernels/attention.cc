@@ -1,8 +1,9 @@
 // attention.cc: the reference attention, the scalar tile kernels, and the portable driver
 // of flash attention / flash decoding (tiling, online softmax, grouped-query heads, the
 // split over threads and the log-sum-exp merge). The driver calls the tile kernels through
-// attention_internal::TileKernels, so the AVX2 kernels (cpu/attention_avx2.cc) and the
-// scalar ones below run exactly the same tiling.
+// attention_internal::TileKernels, so the AVX2 kernels (cpu/attention_avx2.cc), the NEON
+// ones (cpu/attention_neon.cc, the AVX2 arithmetic) and the scalar ones below run exactly
+// the same tiling.
 // Deliberately not here: SIMD intrinsics (see cpu/attention_avx2.cc), masks other than
 // causal and sliding-window, and any allocation that grows with the context (scores never
 // exceed a tile).
@@ -131,6 +132,7 @@ const TileKernels kScalarKernels = {scores_scalar, accumulate_v_scalar, scale_ma
 
 const TileKernels& pick_kernels(const AttentionArgs& a) {
   const TileKernels* k = attention_internal::avx2_tile_kernels();
+  if (!k) k = attention_internal::neon_tile_kernels();
   return (k && a.head_dim % 16 == 0) ? *k : kScalarKernels;
 }
 

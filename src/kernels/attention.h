@@ -75,8 +75,8 @@ void kv_store_row(KvFormat f, const float* x, uint8_t* dst, int head_dim);
 // Decodes one cache row to floats (tests and debugging).
 void kv_load_row(KvFormat f, const uint8_t* src, float* x, int head_dim);
 
-// ---- internal: the tile kernels shared by attention.cc (scalar) and
-// cpu/attention_avx2.cc. Not for callers outside the kernels module.
+// ---- internal: the tile kernels shared by attention.cc (scalar),
+// cpu/attention_avx2.cc and cpu/attention_neon.cc. Not for callers outside the kernels module.
 namespace attention_internal {
 
 // Queries prepared for the cache format: F32 rows (already rounded through F16 for an F16
@@ -101,6 +101,10 @@ const TileKernels& scalar_tile_kernels();
 // The AVX2+FMA+F16C kernels, or nullptr when not compiled in (non-x86) or when
 // kernels::active_isa() does not allow them. They need head_dim % 16 == 0.
 const TileKernels* avx2_tile_kernels();
+// The AArch64 NEON kernels (cpu/attention_neon.cc: avx2's arithmetic to the bit, so ARM and
+// x86 nodes attend alike), or nullptr when not compiled in (non-AArch64) or when
+// kernels::active_isa() is not a NEON table. Also head_dim % 16 == 0 only.
+const TileKernels* neon_tile_kernels();
 
 }  // namespace attention_internal
 }  // namespace kernels

@@ -6,21 +6,28 @@
 // lanes, lane k = the products of elements 4k..4k+3 (K-quants: of each 32-element chunk,
 // times its scale; the Q6_K bias and Q4_K / Q5_K mins in the lanes noted below); lane k +=
 // fma(dw * da, float(lane k)) block by block; the horizontal sum ((l0 + l4) + (l2 + l6)) +
-// ((l1 + l5) + (l3 + l7)); then the min terms. Each architecture runs the half it has
+// ((l1 + l5) + (l3 + l7)); then the min terms. The low-bit types (issue 28) as their x86
+// kernels: Q2_K / Q3_K / IQ4_XS with 16- or 32-element sub-block scales and 8 lanes of
+// mins or bias; IQ4_NL / MXFP4 with ggml's even / odd block accumulators and a fused odd
+// last block after the sum. Each architecture runs the half it has
 // (x86: avx2; ARM under qemu: neon, dotprod, i8mm). Sizes are odd block counts; batches
 // of 1 to 3 columns in vec_dot order (x86's lane-order GEMMs are another contract, see
 // kernels_test's MatmulBatchEqualsMatvecBitwise).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
+#include "tensor/codebook.h"
 #include "tensor/quants.h"
 #include "tensor/types.h"
 #include "util/fp16.h"
+#include "util/thread_pool.h"
 
 namespace kernels {
 namespace {
@@ -150,9 +157,102 @@ float spec_f(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
   return s;
 }
 
+// The low-bit K types against Q8_K: q[e] the integer weight (Q3_K: + 4), sc[s] the scale of
+// 16-element sub-block s, bias[s] what sub-block s takes off per bsum (Q2_K: its min, into
+// its own float step; Q3_K: 4 * its scale, in the integer lanes).
+float spec_lowbit_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
+  float v[8] = {};
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const tensor::BlockQ8_K& a = xb[b];
+    int q[256], sc[16], mn[16] = {}, lanes[8] = {}, mins[8] = {};
+    float d, dmin = 0.0f;
+    if (t == Type::Q2_K || t == Type::Q3_K) {
+      const uint8_t* qs = t == Type::Q2_K ? reinterpret_cast<const tensor::BlockQ2_K*>(w)[b].qs
+                                          : reinterpret_cast<const tensor::BlockQ3_K*>(w)[b].qs;
+      for (int e = 0; e < 256; ++e) q[e] = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    }
+    if (t == Type::Q2_K) {
+      const auto& k = reinterpret_cast<const tensor::BlockQ2_K*>(w)[b];
+      for (int s = 0; s < 16; ++s) sc[s] = k.scales[s] & 15, mn[s] = k.scales[s] >> 4;
+      d = fp16_to_f32(k.d) * a.d;
+      dmin = -fp16_to_f32(k.dmin) * a.d;
+    } else if (t == Type::Q3_K) {
+      const auto& k = reinterpret_cast<const tensor::BlockQ3_K*>(w)[b];
+      for (int e = 0; e < 256; ++e) q[e] += ((k.hmask[e % 32] >> (e / 32)) & 1) << 2;
+      for (int s = 0; s < 16; ++s) {  // low 4 bits: byte s (low) or s - 8 (high nibble); high 2: byte 8 + s % 4
+        const int lo4 = s < 8 ? k.scales[s] & 15 : k.scales[s - 8] >> 4;
+        sc[s] = (lo4 | (((k.scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32;
+      }
+      for (int l = 0; l < 8; ++l) lanes[l] -= 4 * (sc[2 * l] * a.bsums[2 * l] + sc[2 * l + 1] * a.bsums[2 * l + 1]);
+      d = fp16_to_f32(k.d) * a.d;
+    } else {  // IQ4_XS: one 6-bit scale per 32, codebook values
+      const auto& k = reinterpret_cast<const tensor::BlockIQ4_XS*>(w)[b];
+      for (int e = 0; e < 256; ++e) {
+        const int ib = e / 32, l = e % 32;
+        q[e] = tensor::kIQ4NLValues[l < 16 ? k.qs[16 * ib + l] & 15 : k.qs[16 * ib + l - 16] >> 4];
+      }
+      for (int ib = 0; ib < 8; ++ib)
+        sc[2 * ib] = sc[2 * ib + 1] = (((k.scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((k.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+      d = fp16_to_f32(k.d) * a.d;
+    }
+    for (int l = 0; l < 8; ++l) mins[l] = mn[2 * l] * a.bsums[2 * l] + mn[2 * l + 1] * a.bsums[2 * l + 1];
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 8; ++k) {
+        int s = 0;
+        for (int e = 32 * j + 4 * k; e < 32 * j + 4 * k + 4; ++e) s += q[e] * a.qs[e];
+        lanes[k] += sc[2 * j + k / 4] * s;
+      }
+    for (int k = 0; k < 8; ++k) v[k] = std::fma(d, float(lanes[k]), v[k]);
+    if (t == Type::Q2_K)
+      for (int k = 0; k < 8; ++k) v[k] = std::fma(dmin, float(mins[k]), v[k]);
+  }
+  return hsum8(v);
+}
+
+// The 32-element codebook types (IQ4_NL: fp16 d; MXFP4: E8M0 exponent) against Q8_0: the
+// even blocks into one set of 8 lanes, the odd into another, added lane by lane before the
+// sum; an odd last block's whole integer dot after it, one fused multiply-add.
+float spec_codebook(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
+  const bool mx = t == Type::MXFP4;
+  const size_t wb = tensor::traits(t).block_bytes, ab = sizeof(tensor::BlockQ8_0);
+  const int8_t* values = mx ? tensor::kMXFP4Values : tensor::kIQ4NLValues;
+  const int64_t nb = n / 32;
+  float lanes[2][8] = {};
+  auto block = [&](int64_t b, int* l8) {
+    const uint8_t* blk = w + b * wb;
+    const uint8_t* qs = blk + (mx ? 1 : 2);
+    const uint8_t* a = x + b * ab;
+    for (int k = 0; k < 8; ++k) {
+      l8[k] = 0;
+      for (int e = 4 * k; e < 4 * k + 4; ++e)
+        l8[k] += values[e < 16 ? qs[e] & 15 : qs[e - 16] >> 4] * static_cast<int8_t>(a[2 + e]);
+    }
+    return (mx ? tensor::e8m0_to_fp32_half(blk[0]) : fp16_to_f32(u16(blk))) * fp16_to_f32(u16(a));
+  };
+  for (int64_t b = 0; b < nb / 2 * 2; ++b) {
+    int l8[8];
+    const float p = block(b, l8);
+    for (int k = 0; k < 8; ++k) lanes[b % 2][k] = std::fma(p, float(l8[k]), lanes[b % 2][k]);
+  }
+  float sum8[8];
+  for (int k = 0; k < 8; ++k) sum8[k] = lanes[0][k] + lanes[1][k];
+  float s = hsum8(sum8);
+  if (nb % 2) {
+    int l8[8];
+    const float p = block(nb - 1, l8);
+    int isum = 0;
+    for (int k = 0; k < 8; ++k) isum += l8[k];
+    s = std::fma(p, float(isum), s);
+  }
+  return s;
+}
+
 float spec(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
   if (t == Type::F32 || t == Type::F16 || t == Type::BF16) return spec_f(t, n, w, x);
   if (t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K) return spec_k(t, n, w, x);
+  if (t == Type::Q2_K || t == Type::Q3_K || t == Type::IQ4_XS) return spec_lowbit_k(t, n, w, x);
+  if (t == Type::IQ4_NL || t == Type::MXFP4) return spec_codebook(t, n, w, x);
   return spec_q32(t, n, w, x);
 }
 
@@ -170,7 +270,7 @@ TEST_P(KernelsOrder, SimdMatmulEqualsTheOneArithmeticBitwise) {
   std::mt19937 rng(17 + static_cast<int>(wt));
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<int64_t> sizes;
-  for (int64_t blocks : {1, 3, 33}) sizes.push_back(blocks * (bs == 1 ? 32 : bs));
+  for (int64_t blocks : {1, 2, 3, 33}) sizes.push_back(blocks * (bs == 1 ? 32 : bs));
   if (bs == 1) sizes.insert(sizes.end(), {7, 67, 1001});  // element tails
   for (int64_t n : sizes) {
     const int64_t rows = 6, cols = 3;
@@ -201,9 +301,73 @@ TEST_P(KernelsOrder, SimdMatmulEqualsTheOneArithmeticBitwise) {
   set_isa(saved);
 }
 
+// Flash attention (the tile kernels: scores, online softmax, P.V) is the same arithmetic on
+// x86's AVX2 tiles and AArch64's NEON tiles (cpu/attention_neon.cc copies avx2's operations).
+// No second specification of it is written here: the output bits of fixed inputs (drawn from
+// mt19937's raw integers, the same on every platform) are hashed and compared with the hash
+// x86's AVX2 tiles give, recorded below; a change to the AVX2 attention arithmetic must
+// record its new hash (the test prints it). Prompt (8 queries) and decode (1 query) rows,
+// 2 query heads per KV head, each cache format, head_dim 64, contexts past one 64-key tile.
+uint64_t attention_hash(kernels::KvFormat f) {
+  std::mt19937 rng(29);
+  auto val = [&rng] { return float(int(rng() % 2001) - 1000) / 700.0f; };
+  const int hd = 64, n_heads = 4, n_kv = 2, n_ctx = 75;
+  const int kv_of_head[n_heads] = {0, 0, 1, 1};
+  const size_t rb = kv_row_bytes(f, hd);
+  std::vector<uint8_t> k(size_t(n_kv) * n_ctx * rb), v(k.size());
+  std::vector<float> row(hd);
+  for (size_t r = 0; r < size_t(n_kv) * n_ctx; ++r) {
+    for (auto& x : row) x = val();
+    kv_store_row(f, row.data(), k.data() + r * rb, hd);
+    for (auto& x : row) x = val();
+    kv_store_row(f, row.data(), v.data() + r * rb, hd);
+  }
+  KvHeadView views[n_kv];
+  for (int g = 0; g < n_kv; ++g) views[g] = {f, k.data() + size_t(g) * n_ctx * rb, v.data() + size_t(g) * n_ctx * rb, rb};
+  uint64_t h = 1469598103934665603ull;
+  util::ThreadPool pool(1);
+  for (auto [n_q, pos0] : {std::pair<int, int>{8, 67}, {1, 74}, {1, 20}}) {
+    std::vector<float> q(size_t(n_q) * n_heads * hd), out(q.size());
+    for (auto& x : q) x = val();
+    AttentionArgs a{n_q, pos0, n_heads, n_kv, kv_of_head, hd, 0.125f, q.data(), size_t(n_heads) * hd,
+                    out.data(), size_t(n_heads) * hd, views};
+    flash_attention(a, pool);
+    for (float x : out) {
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      h = (h ^ u) * 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+TEST(KernelsOrderAttention, FlashAttentionBitsEqualX86Avx2) {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm})
+    if (isa_supported(isa)) isas.push_back(isa);
+  if (isas.empty()) GTEST_SKIP() << "no AVX2 or NEON table on this CPU";
+  const struct {
+    KvFormat f;
+    const char* name;
+    uint64_t want;  // x86 AVX2 tiles
+  } cases[] = {{KvFormat::kF16, "F16", 0x004382a03f884c85ull},
+               {KvFormat::kF32, "F32", 0x33304cea25b0dd10ull},
+               {KvFormat::kQ8_0, "Q8_0", 0x36e9f52fd1b97207ull}};
+  const Isa saved = active_isa();
+  for (Isa isa : isas) {
+    set_isa(isa);
+    for (const auto& c : cases) {
+      const uint64_t got = attention_hash(c.f);
+      EXPECT_EQ(got, c.want) << c.name << " cache, isa=" << isa_name(isa) << ": hash 0x" << std::hex << got;
+    }
+  }
+  set_isa(saved);
+}
+
 INSTANTIATE_TEST_SUITE_P(SimdTypes, KernelsOrder,
                          ::testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0,
-                                           Type::Q5_1, Type::Q8_0, Type::Q4_K, Type::Q5_K, Type::Q6_K),
+                                           Type::Q5_1, Type::Q8_0, Type::Q4_K, Type::Q5_K, Type::Q6_K,
+                                           Type::Q2_K, Type::Q3_K, Type::IQ4_XS, Type::IQ4_NL, Type::MXFP4),
                          [](const auto& info) { return std::string(tensor::type_name(info.param)); });
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tensor/codebook.h"
 #include "tensor/types.h"
 
 namespace kernels::cpu::neon {
@@ -128,6 +129,12 @@ struct DecQ8_0 {
   }
   static float m(const W&) { return 0.0f; }
 };
+
+// A 32-element block's scale: its fp16 d, or MXFP4's E8M0 exponent (half, as the doubled
+// values want: tensor/codebook.h).
+template <class W>
+inline float block_d(const W& b) { return fp16(b.d); }
+inline float block_d(const BlockMXFP4& b) { return e8m0_to_fp32_half(b.e); }
 
 inline float act_s(const BlockQ8_0&) { return 0.0f; }
 inline float act_s(const BlockQ8_1& a) { return fp16(a.s); }

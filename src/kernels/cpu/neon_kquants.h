@@ -28,6 +28,7 @@ namespace {
 struct KInts {
   int32x4_t lo, hi, mins;
   float d, dmin;  // d * da, -dmin * da
+  int32x4_t mins_hi = vdupq_n_s32(0);  // Q2_K: mins lanes 4..7 (its 16 sub-blocks' mins)
 };
 
 // The float accumulators of one output: x86's 8 + 4 lanes, or lane order's one float.

@@ -1,5 +1,6 @@
 // neon_tiles.h: private to kernels/cpu: the NEON matrix x vector tiles of the 32-element
-// types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and of the float types (F32, F16, BF16),
+// types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; IQ4_NL and MXFP4 with neon_lowbit.h's decoders and
+// ggml's two accumulators, see pair_acc) and of the float types (F32, F16, BF16),
 // parametrized on the integer dot (MullDot or SdotDot, neon_common.h). A tile is RM weight
 // rows x RN activation rows: each weight block is decoded once per tile and each
 // activation block loaded once per tile, rows outer so the weights stream once; the next
@@ -26,9 +27,9 @@ constexpr int kTileRows = 4;
 constexpr int kTileCols = 2;
 constexpr int kPrefetchBytes = 256;
 
-// Tile<RM, RN>(r, c) over rows [r0, r1) x n_batch columns: RM-row tiles then single rows,
-// kTileCols-column tiles then single columns.
-template <class Tile>
+// Tile<RM, RN>(r, c) over rows [r0, r1) x n_batch columns: kRows-row tiles then single
+// rows, kTileCols-column tiles then single columns.
+template <int kRows = kTileRows, class Tile>
 inline void for_each_tile(int64_t r0, int64_t r1, int64_t n_batch, Tile&& tile) {
   auto cols = [&]<int RM>(int64_t r) {
     int64_t c = 0;
@@ -36,29 +37,44 @@ inline void for_each_tile(int64_t r0, int64_t r1, int64_t n_batch, Tile&& tile) 
     for (; c < n_batch; ++c) tile.template operator()<RM, 1>(r, c);
   };
   int64_t r = r0;
-  for (; r + kTileRows <= r1; r += kTileRows) cols.template operator()<kTileRows>(r);
+  for (; r + kRows <= r1; r += kRows) cols.template operator()<kRows>(r);
   for (; r < r1; ++r) cols.template operator()<1>(r);
+}
+
+// ggml's vec_dot of the 32-element codebook types (IQ4_NL, MXFP4) sums the even blocks into
+// one accumulator and the odd ones into another, adds the two before the horizontal sum, and
+// an odd last block after it as one fused multiply-add (avx2_tiles.h's pair_acc, the x86
+// kernels' order): D::kPairAcc. Those tiles hold twice the accumulators, so they take 2 rows.
+template <class D>
+constexpr bool pair_acc() {
+  if constexpr (requires { D::kPairAcc; }) return D::kPairAcc;
+  else return false;
 }
 
 // y[c * ys + r] = dot(W row r, X row c) for r < RM, c < RN; nb blocks per row. kLanes
 // (Q4_0 batches of kLaneMinBatch or more, as x86's gemm_lanes_q4_0): lane order instead,
-// acc = fma(float(int dot of block b), dw * da, acc), one float per output.
+// acc = fma(float(int dot of block b), dw * da, acc), one float per output. kPairAcc types:
+// the odd blocks in their own 8 lanes (pair_acc).
 template <class D, class Dot, int RM, int RN, bool kLanes = false>
 inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y, int64_t ys) {
   using W = typename D::W;
   using A = typename D::A;
-  float32x4_t lo[RM][RN], hi[RM][RN];
+  constexpr bool kPair = pair_acc<D>();
+  constexpr int kSets = kPair ? 2 : 1;  // accumulator sets: [0] even (or all) blocks, [1] odd
+  float32x4_t lo[kSets][RM][RN], hi[kSets][RM][RN];
   float acc_m[RM][RN];  // the min terms (lane order: the one float)
+  for (int s = 0; s < kSets; ++s)
+    for (int r = 0; r < RM; ++r)
+      for (int c = 0; c < RN; ++c) lo[s][r][c] = hi[s][r][c] = vdupq_n_f32(0.0f);
   for (int r = 0; r < RM; ++r)
-    for (int c = 0; c < RN; ++c) {
-      lo[r][c] = hi[r][c] = vdupq_n_f32(0.0f);
-      acc_m[r][c] = 0.0f;
-    }
+    for (int c = 0; c < RN; ++c) acc_m[r][c] = 0.0f;
   const W* wr[RM];
   for (int r = 0; r < RM; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
   const A* xr[RN];
   for (int c = 0; c < RN; ++c) xr[c] = reinterpret_cast<const A*>(x + c * xs);
-  for (int64_t b = 0; b < nb; ++b) {
+  const int64_t nb_main = kPair ? nb / 2 * 2 : nb;  // a pair type's odd last block: after the sum
+  for (int64_t b = 0; b < nb_main; ++b) {
+    const int set = kPair ? int(b & 1) : 0;
     int8x16_t qa_lo[RN], qa_hi[RN];
     float da[RN], sa[RN];
     for (int c = 0; c < RN; ++c) {
@@ -71,7 +87,7 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
       __builtin_prefetch(reinterpret_cast<const char*>(wr[r] + b) + kPrefetchBytes);
       int8x16_t q_lo, q_hi;
       D::quants(wr[r][b], q_lo, q_hi);
-      const float dw = fp16(wr[r][b].d);
+      const float dw = block_d(wr[r][b]);
       const float mw = D::m(wr[r][b]);
       for (int c = 0; c < RN; ++c) {
         const float p = dw * da[c];
@@ -80,16 +96,29 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
           acc_m[r][c] = std::fma(float(vaddvq_s32(vaddq_s32(i_lo, i_hi))), p, acc_m[r][c]);
           continue;
         }
-        lo[r][c] = vfmaq_n_f32(lo[r][c], vcvtq_f32_s32(i_lo), p);
-        hi[r][c] = vfmaq_n_f32(hi[r][c], vcvtq_f32_s32(i_hi), p);
+        lo[set][r][c] = vfmaq_n_f32(lo[set][r][c], vcvtq_f32_s32(i_lo), p);
+        hi[set][r][c] = vfmaq_n_f32(hi[set][r][c], vcvtq_f32_s32(i_hi), p);
         if constexpr (D::kHasMin) acc_m[r][c] = std::fma(mw, sa[c], acc_m[r][c]);
       }
     }
   }
   for (int r = 0; r < RM; ++r)
-    for (int c = 0; c < RN; ++c)
+    for (int c = 0; c < RN; ++c) {
+      if constexpr (kPair) {
+        float s = hsum8(vaddq_f32(lo[0][r][c], lo[1][r][c]), vaddq_f32(hi[0][r][c], hi[1][r][c]));
+        if (nb_main < nb) {  // ggml's scalar tail: the odd last block's exact sum, one fma
+          const int64_t b = nb_main;
+          int8x16_t q_lo, q_hi;
+          D::quants(wr[r][b], q_lo, q_hi);
+          const int32x4_t i = vaddq_s32(Dot::dot(q_lo, vld1q_s8(xr[c][b].qs)), Dot::dot(q_hi, vld1q_s8(xr[c][b].qs + 16)));
+          s = std::fma(block_d(wr[r][b]) * fp16(xr[c][b].d), float(vaddvq_s32(i)), s);
+        }
+        y[c * ys + r] = s;
+        continue;
+      }
       y[c * ys + r] = kLanes ? acc_m[r][c]  // the lane-order sum
-                      : D::kHasMin ? hsum8(lo[r][c], hi[r][c]) + acc_m[r][c] : hsum8(lo[r][c], hi[r][c]);
+                      : D::kHasMin ? hsum8(lo[0][r][c], hi[0][r][c]) + acc_m[r][c] : hsum8(lo[0][r][c], hi[0][r][c]);
+    }
 }
 
 template <class D, class Dot>
@@ -102,7 +131,7 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
       tile_q<D, Dot, RM, RN, true>(n / kQK, w + r * row_stride, row_stride, x + c * xq_stride, xq_stride,
                                    y + c * y_stride + r, y_stride);
     });
-  for_each_tile(r0, r1, n_batch, [&]<int RM, int RN>(int64_t r, int64_t c) {
+  for_each_tile<pair_acc<D>() ? 2 : kTileRows>(r0, r1, n_batch, [&]<int RM, int RN>(int64_t r, int64_t c) {
     tile_q<D, Dot, RM, RN>(n / kQK, w + r * row_stride, row_stride, x + c * xq_stride, xq_stride,
                            y + c * y_stride + r, y_stride);
   });

@@ -1,0 +1,168 @@
+// neon_lowbit.h: private to kernels/cpu, included by neon_table.h: the NEON decoders of the
+// low-bit and codebook types (issue 28's five), plugged into the loops that already exist,
+// as avx2_lowbit.h does on x86:
+//   IQ4_NL, MXFP4 (32 elements, x Q8_0): 32-element decoders for neon_tiles.h's tile_q: the
+//     4-bit indices through a byte table lookup (vqtbl1q) give signed int8 weights; MXFP4's
+//     scale is its E8M0 exponent (block_d). kPairAcc: ggml's two accumulators (even and
+//     odd blocks, added before the horizontal sum, an odd last block after it), as x86.
+//   Q2_K, Q3_K, IQ4_XS (256 elements, x Q8_K): super-block integer sums for
+//     neon_kquants.h's row_k (KQ2, KQ3, KIQ4XS).
+// One arithmetic with x86: the int32 lanes are avx2_lowbit.h's (lane l of a chunk = its
+// elements 4l..4l+3 times the scale of their 16- or 32-element sub-block; Q2_K's mins and
+// Q3_K's -4 bias in 8 lanes, lane l from bsums 2l and 2l + 1), the float steps are its
+// DecQ2_K / DecQ3_K / DecIQ4_XS::dot in the same order (v = fma(d * da, float(sumi), v);
+// Q2_K then v = fma(-dmin * da, float(mins), v)), then avx2's horizontal sum. No lane-order
+// GEMM for these types (x86 has none either), so every batch is in vec_dot order.
+#pragma once
+#include "kernels/cpu/neon_common.h"
+#include "kernels/cpu/neon_kquants.h"
+#include "tensor/codebook.h"
+
+namespace kernels::cpu::neon {
+namespace {
+
+// ---- 32-element codebook types -----------------------------------------------------------
+
+template <class Block, const int8_t* kValues>
+struct DecCodebook32 {
+  using W = Block; using A = BlockQ8_0;
+  static constexpr bool kHasMin = false, kPairAcc = true;
+  static void quants(const W& b, int8x16_t& lo, int8x16_t& hi) {
+    const int8x16_t values = vld1q_s8(kValues);
+    const uint8x16_t q = vld1q_u8(b.qs);
+    lo = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
+    hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+  }
+  static float m(const W&) { return 0.0f; }
+};
+using DecIQ4_NL = DecCodebook32<BlockIQ4_NL, kIQ4NLValues>;
+using DecMXFP4 = DecCodebook32<BlockMXFP4, kMXFP4Values>;
+
+// ---- 256-element types --------------------------------------------------------------------
+
+// Lanes 0..3 / 4..7 of 16 int16 scales times the 16 bsums, pairwise: lane l = s_2l bsums_2l
+// + s_2l+1 bsums_2l+1 (avx2's madd of the scales by the bsums).
+inline void scaled_bsums(int16x8_t s_lo, int16x8_t s_hi, const BlockQ8_K& a, int32x4_t& lo, int32x4_t& hi) {
+  const int16x8_t b_lo = vld1q_s16(a.bsums), b_hi = vld1q_s16(a.bsums + 8);
+  lo = vpaddq_s32(vmull_s16(vget_low_s16(s_lo), vget_low_s16(b_lo)), vmull_high_s16(s_lo, b_lo));
+  hi = vpaddq_s32(vmull_s16(vget_low_s16(s_hi), vget_low_s16(b_hi)), vmull_high_s16(s_hi, b_hi));
+}
+
+// Chunk c (elements 32c..32c+31: w_lo 0..15, w_hi 16..31) with sub-block scales sc_lo, sc_hi.
+template <class Dot>
+inline void chunk16(int8x16_t w_lo, int8x16_t w_hi, const int8_t* qa, int sc_lo, int sc_hi, int32x4_t& s_lo,
+                    int32x4_t& s_hi) {
+  s_lo = vmlaq_n_s32(s_lo, Dot::dot(w_lo, vld1q_s8(qa)), sc_lo);
+  s_hi = vmlaq_n_s32(s_hi, Dot::dot(w_hi, vld1q_s8(qa + 16)), sc_hi);
+}
+
+// Q2_K: element 128n + 32j + l = (qs[32n + l] >> 2j) & 3 (chunk 4n + j); sub-block s of 16
+// has scale scales[s] & 15 and min scales[s] >> 4.
+struct KQ2 {
+  using W = BlockQ2_K;
+  static constexpr bool kLanes = false;
+  template <class Dot>
+  static KInts ints(const W& b, const BlockQ8_K& a) {
+    const uint8x16_t sc = vld1q_u8(b.scales), m3 = vdupq_n_u8(3);
+    uint8_t s[16];
+    vst1q_u8(s, vandq_u8(sc, vdupq_n_u8(15)));
+    int32x4_t s_lo = vdupq_n_s32(0), s_hi = vdupq_n_s32(0);
+    for (int n = 0; n < 2; ++n) {
+      const uint8x16_t b0 = vld1q_u8(b.qs + 32 * n), b1 = vld1q_u8(b.qs + 32 * n + 16);
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * n + j;
+        const int8x16_t shift = vdupq_n_s8(int8_t(-2 * j));
+        const int8x16_t w_lo = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(b0, shift), m3));
+        const int8x16_t w_hi = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(b1, shift), m3));
+        chunk16<Dot>(w_lo, w_hi, a.qs + 32 * c, s[2 * c], s[2 * c + 1], s_lo, s_hi);
+      }
+    }
+    const uint8x16_t mn = vshrq_n_u8(sc, 4);
+    KInts k{s_lo, s_hi, vdupq_n_s32(0), fp16(b.d) * a.d, -fp16(b.dmin) * a.d};
+    scaled_bsums(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn))), vreinterpretq_s16_u16(vmovl_high_u8(mn)), a,
+                 k.mins, k.mins_hi);
+    return k;
+  }
+  static void add(const KInts& k, AccK& acc) {
+    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
+    acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
+    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.mins), k.dmin);
+    acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.mins_hi), k.dmin);
+  }
+  static void add_lane(const KInts&, AccK&) {}
+  static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
+};
+
+// Q3_K's 16 sub-block scales (ggml's 6-bit unpacking, minus 32), as avx2's q3_k_scales.
+inline int8x16_t q3_k_scales(const uint8_t* scales) {
+  uint32_t aux[4];
+  std::memcpy(aux, scales, 12);
+  const uint32_t tmp = aux[2], km1 = 0x03030303, km2 = 0x0f0f0f0f;
+  aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+  aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+  aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
+  aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
+  return vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(aux)), vdupq_n_s8(32));
+}
+
+// Q3_K: element 128n + 32j + l has low bits (qs[32n + l] >> 2j) & 3 and, unless bit 4n + j
+// of hmask[l] is set, -4: taken as q + 4 = low | hbit << 2 (0..7), the -4 taken off through
+// the bsums (lane l -= 4 (sc_2l bsums_2l + sc_2l+1 bsums_2l+1)).
+struct KQ3 {
+  using W = BlockQ3_K;
+  static constexpr bool kLanes = false;
+  template <class Dot>
+  static KInts ints(const W& b, const BlockQ8_K& a) {
+    const int8x16_t sc = q3_k_scales(b.scales);
+    int8_t s[16];
+    vst1q_s8(s, sc);
+    const uint8x16_t m3 = vdupq_n_u8(3), m4 = vdupq_n_u8(4);
+    const uint8x16_t h0 = vld1q_u8(b.hmask), h1 = vld1q_u8(b.hmask + 16);
+    int32x4_t s_lo = vdupq_n_s32(0), s_hi = vdupq_n_s32(0);
+    for (int n = 0; n < 2; ++n) {
+      const uint8x16_t b0 = vld1q_u8(b.qs + 32 * n), b1 = vld1q_u8(b.qs + 32 * n + 16);
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * n + j;
+        const int8x16_t shift = vdupq_n_s8(int8_t(-2 * j)), hshift = vdupq_n_s8(int8_t(2 - c));
+        const int8x16_t w_lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(vshlq_u8(b0, shift), m3), vandq_u8(vshlq_u8(h0, hshift), m4)));
+        const int8x16_t w_hi = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(vshlq_u8(b1, shift), m3), vandq_u8(vshlq_u8(h1, hshift), m4)));
+        chunk16<Dot>(w_lo, w_hi, a.qs + 32 * c, s[2 * c], s[2 * c + 1], s_lo, s_hi);
+      }
+    }
+    int32x4_t bias_lo, bias_hi;
+    scaled_bsums(vmovl_s8(vget_low_s8(sc)), vmovl_high_s8(sc), a, bias_lo, bias_hi);
+    return {vsubq_s32(s_lo, vshlq_n_s32(bias_lo, 2)), vsubq_s32(s_hi, vshlq_n_s32(bias_hi, 2)), vdupq_n_s32(0),
+            fp16(b.d) * a.d, 0.0f};
+  }
+  static void add(const KInts& k, AccK& acc) {
+    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
+    acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
+  }
+  static void add_lane(const KInts&, AccK&) {}
+  static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
+};
+
+// IQ4_XS: sub-block ib of 32 holds codebook indices in qs[16 ib..] (as IQ4_NL) and the
+// 6-bit scale ls (scales_l nibble, scales_h 2 bits): weight d * (ls - 32) * value.
+struct KIQ4XS {
+  using W = BlockIQ4_XS;
+  static constexpr bool kLanes = false;
+  template <class Dot>
+  static KInts ints(const W& b, const BlockQ8_K& a) {
+    const int8x16_t values = vld1q_s8(kIQ4NLValues);
+    int32x4_t s_lo = vdupq_n_s32(0), s_hi = vdupq_n_s32(0);
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8x16_t q = vld1q_u8(b.qs + 16 * ib);
+      const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
+      chunk16<Dot>(vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F))), vqtbl1q_s8(values, vshrq_n_u8(q, 4)),
+                   a.qs + 32 * ib, ls - 32, ls - 32, s_lo, s_hi);
+    }
+    return {s_lo, s_hi, vdupq_n_s32(0), fp16(b.d) * a.d, 0.0f};
+  }
+  static void add(const KInts& k, AccK& acc) { KQ3::add(k, acc); }
+  static void add_lane(const KInts&, AccK&) {}
+  static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
+};
+
+}  // namespace
+}  // namespace kernels::cpu::neon
