@@ -1,7 +1,8 @@
 // dispatch.cc: picks the kernels once at start-up: CPUID (x86: AVX2+FMA+F16C, AVX-512
-// F/BW/VL/VNNI with the OS saving zmm state) or the kernel's hardware capability bits
+// F/BW/VL/VNNI with the OS saving zmm state, AMX-TILE/INT8 with the OS saving tile state
+// and granting this process tile permission) or the kernel's hardware capability bits
 // (AArch64: getauxval(AT_HWCAP) ASIMD, ASIMDDP = dotprod, AT_HWCAP2 I8MM), overridable by
-// SHARDLM_ISA=scalar|avx2|avx512|neon|dotprod|i8mm (a table the CPU lacks is refused with
+// SHARDLM_ISA=scalar|avx2|avx512|amx|neon|dotprod|i8mm (a table the CPU lacks is refused with
 // a message and exit status 2, never run into SIGILL), and by set_isa() in tests. Builds
 // one flat table per ISA by layering the ISA's entries over the ones below it; each
 // accelerated x86 table then passes a known-answer self-test against the one below
@@ -9,6 +10,7 @@
 // table lookup. Deliberately no kernels here, and no threading:
 // callers split rows across threads and call matmul on each range.
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,9 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #endif
 #if defined(__aarch64__)
 #include <sys/auxv.h>
@@ -102,6 +107,20 @@ bool os_saves_ymm_zmm(bool want_zmm) {
   return (eax & (want_zmm ? zmm : ymm)) == (want_zmm ? zmm : ymm);
 }
 
+// AMX tile data is enabled per process: the OS must save it (XCR0 bits 17, 18) and grant
+// this process permission (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+). Asked once; a
+// refusal is said in one line and the AVX-512 table is used.
+bool amx_permitted() {
+  uint32_t eax, edx;
+  __asm__("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  constexpr uint32_t kTileState = (1u << 17) | (1u << 18);  // XTILECFG | XTILEDATA
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureTileData = 18;
+  if ((eax & kTileState) == kTileState && syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) == 0) return true;
+  std::fprintf(stderr, "shardlm: this CPU has AMX but the OS does not grant its tiles to this process "
+               "(XCR0 or arch_prctl ARCH_REQ_XCOMP_PERM): using the avx512 kernels\n");
+  return false;
+}
+
 Isa detect() {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::kScalar;
@@ -113,8 +132,9 @@ Isa detect() {
   if (!(avx2 && fma && f16c && bmi2)) return Isa::kScalar;
   const bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
              vl = b & (1u << 31), vnni = c & (1u << 11);
-  if (f && dq && bw && vl && vnni && os_saves_ymm_zmm(true)) return Isa::kAvx512;
-  return Isa::kAvx2;
+  if (!(f && dq && bw && vl && vnni && os_saves_ymm_zmm(true))) return Isa::kAvx2;
+  const bool amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25);
+  return amx_tile && amx_int8 && amx_permitted() ? Isa::kAmx : Isa::kAvx512;
 }
 #elif defined(__aarch64__)
 Isa detect() {
@@ -132,8 +152,9 @@ Isa detect() { return Isa::kScalar; }
 bool supports(Isa detected, Isa want) {
   switch (want) {
     case Isa::kScalar: return true;
-    case Isa::kAvx2: return detected == Isa::kAvx2 || detected == Isa::kAvx512;
-    case Isa::kAvx512: return detected == Isa::kAvx512;
+    case Isa::kAvx2: return runs_avx2(detected);
+    case Isa::kAvx512: return detected == Isa::kAvx512 || detected == Isa::kAmx;
+    case Isa::kAmx: return detected == Isa::kAmx;
     case Isa::kNeon: return detected == Isa::kNeon || detected == Isa::kNeonDot || detected == Isa::kNeonI8mm;
     case Isa::kNeonDot: return detected == Isa::kNeonDot || detected == Isa::kNeonI8mm;
     case Isa::kNeonI8mm: return detected == Isa::kNeonI8mm;
@@ -144,8 +165,9 @@ bool supports(Isa detected, Isa want) {
 KernelTable make_table(Isa isa) {
   KernelTable t = make_scalar_table();
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) t = layer(t, cpu::avx2_table());
-  if (isa == Isa::kAvx512) t = layer(t, cpu::avx512_table());
+  if (runs_avx2(isa)) t = layer(t, cpu::avx2_table());
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) t = layer(t, cpu::avx512_table());
+  if (isa == Isa::kAmx) t = layer(t, cpu::amx_table());
 #endif
 #if defined(__aarch64__)
   if (isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) t = layer(t, cpu::neon_table());
@@ -161,7 +183,7 @@ struct State {
   std::atomic<const KernelTable*> active;
 };
 
-constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm};
+constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm};
 static_assert(std::size(kAllIsas) == kIsaCount);
 
 // Bad user input, not a programming error: a message naming the choices and exit status 2
@@ -189,7 +211,7 @@ Isa from_env(Isa detected, Isa usable) {
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
-// SHARDLM_SELF_TEST_FAIL=avx2|avx512 (tests only): that table's MXFP4 matmul is made wrong
+// SHARDLM_SELF_TEST_FAIL=avx2|avx512|amx (tests only): that table's MXFP4 matmul is made wrong
 // before its self-test, to exercise the path that disables it.
 void broken_matmul(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                    size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
@@ -199,20 +221,42 @@ void broken_matmul(int64_t n, const void* W, size_t row_stride, int64_t r0, int6
     for (int64_t r = r0; r < r1; ++r)
       y[b * y_stride + r] = 1.0f + ref::vec_dot(Type::MXFP4, n, w + r * row_stride, x + b * xq_stride);
 }
+
+// The AMX GEMM on its test shape (cpu::amx_self_test) in a child process: no session has run
+// the tile instructions on hardware, so a fault there (bad tile state from the OS, a wrong
+// encoding) disables the table instead of killing the engine. "" = passed.
+std::string amx_self_test_in_child() {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string err = cpu::amx_self_test(/*emulated=*/false);
+    if (!err.empty()) std::fprintf(stderr, "shardlm: AMX self-test: %s\n", err.c_str());
+    _exit(err.empty() ? 0 : 1);
+  }
+  if (pid < 0) return "could not start its test process";
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return "lost its test process";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFSIGNALED(status)) return "the test process died of signal " + std::to_string(WTERMSIG(status));
+  return "Q4_0 GEMM results differ from the AVX2 lane-order GEMM";
+}
 #endif
 
 // The best table at most `detected` that passes its known-answer self-test (self_test.cc)
-// against the one below it (AVX2 against the scalar reference, AVX-512 against AVX2, to
-// the bit): a table that fails is not used, nor any above it, and a warning names it.
+// against the one below it (AVX2 against the scalar reference, AVX-512 against AVX2 and AMX
+// against AVX-512 to the bit, AMX's GEMM also on hardware in a child process): a table that
+// fails is not used, nor any above it, and a warning names it.
 Isa self_tested(Isa detected, const KernelTable* tables) {
 #if defined(__x86_64__) || defined(_M_X64)
   const char* fail = std::getenv("SHARDLM_SELF_TEST_FAIL");
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!supports(detected, isa)) break;
-    const Isa below = isa == Isa::kAvx2 ? Isa::kScalar : Isa::kAvx2;
+    const Isa below = isa == Isa::kAvx2 ? Isa::kScalar : isa == Isa::kAvx512 ? Isa::kAvx2 : Isa::kAvx512;
     KernelTable t = tables[static_cast<int>(isa)];
     if (fail && std::strcmp(fail, isa_name(isa)) == 0) t.matmul[slot(Type::MXFP4)] = broken_matmul;
-    const std::string err = cpu::self_test(t, tables[static_cast<int>(below)], isa == Isa::kAvx512);
+    std::string err = cpu::self_test(t, tables[static_cast<int>(below)], isa != Isa::kAvx2);
+    if (err.empty() && isa == Isa::kAmx) err = amx_self_test_in_child();
     if (!err.empty()) {
       std::fprintf(stderr, "shardlm: warning: the %s kernel table failed its start-up self-test (%s): disabled, "
                    "using %s\n", isa_name(isa), err.c_str(), isa_name(below));
@@ -262,6 +306,7 @@ const char* isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAmx: return "amx";
     case Isa::kNeon: return "neon";
     case Isa::kNeonDot: return "dotprod";
     case Isa::kNeonI8mm: return "i8mm";

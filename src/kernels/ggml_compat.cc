@@ -22,7 +22,7 @@ namespace kernels {
 
 namespace {
 
-bool use_avx2() { return active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512; }
+bool use_avx2() { return runs_avx2(active_isa()); }
 
 uint32_t bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 float from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }

@@ -15,8 +15,10 @@ namespace kernels {
 // Advanced SIMD (Cortex-A72, Pi 4), kNeonDot + the dot-product extension (sdot: Cortex-A76,
 // Pi 5, Neoverse N1), kNeonI8mm + int8 matrix multiply (Neoverse V1, Graviton 3; no
 // i8mm kernel yet, so its table is kNeonDot's). Names: "neon", "dotprod", "i8mm".
-enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDot, kNeonI8mm };
-constexpr int kIsaCount = 6;
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDot, kNeonI8mm, kAmx };  // kAmx: AVX-512 + AMX-INT8
+constexpr int kIsaCount = 7;
+// The x86 tables that run AVX2 code (avx2, avx512 and amx build on it).
+inline bool runs_avx2(Isa isa) { return isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAmx; }
 Isa detected_isa();       // best this CPU supports
 Isa active_isa();         // what dispatch uses now
 bool isa_supported(Isa isa);  // this CPU can run that table and it passed its start-up self-test

@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "kernels/kernels.h"
 
 namespace {
@@ -50,6 +53,18 @@ void expect_disabled(const char* bad, const char* force, int code, const char* s
 
 bool cpu_has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 bool cpu_has_avx512_vnni() { return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"); }
+// AMX in CPUID and tile permission granted (as dispatch.cc asks; asking twice is harmless).
+bool cpu_has_amx() {
+  return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
+         syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+
+TEST(KernelsSelfTest, FailingAmxTableIsDisabledWithAWarning) {
+  if (!cpu_has_amx()) GTEST_SKIP() << "this CPU has no AMX-INT8: amx table not tested";
+  expect_disabled("amx", nullptr, 0,
+                  "warning: the amx kernel table failed its start-up self-test \\(MXFP4 matmul of 3, row 0 "
+                  "column 0: .*\\): disabled, using avx512.*active=avx512 offered=2");
+}
 
 TEST(KernelsSelfTest, FailingAvx512TableIsDisabledWithAWarning) {
   if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: avx512 table not tested";

@@ -272,7 +272,7 @@ const TileKernels kAvx2Kernels = {scores_avx2, accumulate_v_avx2, scale_max_avx2
 
 const TileKernels* avx2_tile_kernels() {
   const Isa isa = active_isa();
-  return (isa == Isa::kAvx2 || isa == Isa::kAvx512) ? &kAvx2Kernels : nullptr;
+  return runs_avx2(isa) ? &kAvx2Kernels : nullptr;
 }
 
 }  // namespace kernels::attention_internal

@@ -1,6 +1,6 @@
 // kernel_table.h: private to kernels/: the per-ISA function tables that dispatch.cc picks
-// from at run time. Each ISA file (avx2.cc, avx512.cc, neon.cc, neon_dotprod.cc) fills one
-// table; an entry left null means "use the next ISA down" (avx512 -> avx2 -> scalar
+// from at run time. Each ISA file (avx2.cc, avx512.cc, amx.cc, neon.cc, neon_dotprod.cc) fills one
+// table; an entry left null means "use the next ISA down" (amx -> avx512 -> avx2 -> scalar
 // reference, dotprod -> neon -> scalar; i8mm has no table of its own yet), so an ISA
 // file may speed up only the pairs it cares about. No dispatch logic lives here.
 #pragma once
@@ -48,6 +48,14 @@ std::string self_test(const KernelTable& t, const KernelTable& ref, bool bitwise
 #if defined(__x86_64__) || defined(_M_X64)
 const KernelTable& avx2_table();
 const KernelTable& avx512_table();
+const KernelTable& amx_table();  // AMX-INT8 entries over avx512 (amx.cc; empty if built without)
+// amx.cc's Q4_0 lane-order GEMM against AVX2's gemm_lanes_q4_0 on one odd shape, to the bit:
+// "" or what differed. emulated: on the C++ model of the tile instructions (any AVX-512
+// CPU); else on the hardware (dispatch.cc runs it in a child process).
+std::string amx_self_test(bool emulated);
+// The same GEMM on the emulated tile unit, whatever the batch and order (kernels_test);
+// null if built without AMX support.
+MatmulFn amx_emulated_q4_0();
 #endif
 #if defined(__aarch64__)
 const KernelTable& neon_table();          // plain Advanced SIMD (neon.cc)
