@@ -128,8 +128,8 @@ util::Status Transformer::check_rings(const Segment* segs, int n_segs) {
     const Segment& g = segs[s];
     int& hi = ring_hi_[g.slot];
     // Rows of positions <= hi - ring are overwritten; the segment's first row needs
-    // pos - n_swa + 1 .. pos - 1.
-    if (ring < ctx() && g.pos - cfg_.n_swa + 1 <= hi - ring && g.pos - cfg_.n_swa + 1 > 0)
+    // max(0, pos - n_swa + 1) .. pos - 1 (none at position 0).
+    if (ring < ctx() && g.pos > 0 && std::max(0, g.pos - cfg_.n_swa + 1) <= hi - ring)
       return util::Status::error("KV slot " + std::to_string(g.slot) + " rewound from position " + std::to_string(hi) +
                                  " to " + std::to_string(g.pos) + ": its sliding-window layers keep only " +
                                  std::to_string(ring) + " rows; evaluate the sequence from position 0");

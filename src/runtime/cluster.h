@@ -161,6 +161,15 @@ class Cluster {
   int n_slots() const { return o_.n_slots; }
   int ctx() const { return o_.ctx; }  // positions per slot
   int n_vocab() const { return m_.config.n_vocab; }
+  // Sliding-window models: the window, and the rows each windowed layer's KV ring keeps
+  // (ctx when there is no ring): a slot cannot be rewound to a position whose window starts
+  // in rows already overwritten (model::Transformer::check_rings).
+  int n_swa() const { return m_.config.n_swa; }
+  int kv_ring() const {
+    int ring = o_.ctx;
+    for (int r : model::kv_layer_ctx(m_.config, o_.ctx, std::max(1, o_.batch))) ring = std::min(ring, r);
+    return ring;
+  }
   int n_nodes() const { return int(nodes_.size()); }
   const plan::Plan& plan() const { return plan_; }
   // Totals per node (root first) since the cluster was last formed; workers' as of their

@@ -75,6 +75,16 @@ util::Status Scheduler::health() const {
   return broken_;
 }
 
+// A sliding-window model's rings keep only their last kv_ring positions: a cached prefix
+// whose next position's window reaches rows since overwritten (the slot ran far past it) is
+// not reused; the prompt is evaluated again from position 0.
+size_t Scheduler::reusable(size_t fed, size_t have) const {
+  const int ring = cluster_.kv_ring(), w = cluster_.n_swa();
+  if (fed == 0 || have == 0 || w <= 0 || ring >= cluster_.ctx()) return fed;
+  const int64_t hi = int64_t(have) - 1, lo = std::max<int64_t>(0, int64_t(fed) - w + 1);
+  return lo > hi - ring ? fed : 0;
+}
+
 // Queued jobs take free slots: the longest cached prefix first, then the least recently used.
 void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Job>> refused;
@@ -112,7 +122,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
       refused.push_back(job);
       continue;
     }
-    a.fed = std::min(best_common, n - 1);  // evaluate at least the last prompt token
+    a.fed = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());  // at least the last prompt token
     a.end.cached_tokens = int(a.fed);
     a.seq->truncate(int(a.fed));
     a.seq->set_sampling(job->params);

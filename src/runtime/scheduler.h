@@ -104,6 +104,8 @@ class Scheduler {
   };
   void loop();
   void admit(std::unique_lock<std::mutex>& lock);
+  // How much of a cached prefix of `fed` tokens a slot that holds `have` may reuse.
+  size_t reusable(size_t fed, size_t have) const;
   void finish(Active& a);
   bool step();  // false: the cluster failed
   // A step's batch: the decoding sequences (with their guesses) first, then prompt chunks
