@@ -61,7 +61,18 @@ const std::set<std::string>& annotations() {
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  // tag: prepended to every rule name (several converters' rules in one grammar).
+  explicit Converter(const json& root, std::string tag = "") : root_(root), tag_(std::move(tag)) {}
+
+  // The document's rule (or expression) with its rules appended to *rules; *formats set
+  // when the date/time/uuid rules are needed.
+  util::Expected<std::string> rules(std::string* rules, bool* formats) {
+    auto r = rule_for(root_, "#", "root-value");
+    if (!r) return r.status();
+    for (const auto& [name, body] : rules_) *rules += name + " ::= " + body + "\n";
+    *formats = *formats || formats_;
+    return r;
+  }
 
   util::Expected<std::string> run(const std::string& prefix = "", const std::string& suffix = "",
                                   const std::string& separator = "", int max_docs = 1) {
@@ -85,6 +96,7 @@ class Converter {
     std::string name;
     for (char c : base) name += (std::isalnum(uint8_t(c)) ? c : '-');
     if (name.empty() || !std::isalpha(uint8_t(name[0]))) name = "s-" + name;
+    name = tag_ + name;
     std::string unique = name;
     for (int k = 2; rules_.count(unique) || reserved(unique); ++k) unique = name + "-" + std::to_string(k);
     rules_[unique] = body;
@@ -298,6 +310,7 @@ class Converter {
   }
 
   const json& root_;
+  std::string tag_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
   bool formats_ = false;
@@ -315,6 +328,31 @@ util::Expected<std::string> json_schema_gbnf(const json& schema, const std::stri
 util::Expected<std::string> json_schema_gbnf(const json& schema, const std::string& prefix, const std::string& separator,
                                              const std::string& suffix, int max_docs) {
   return Converter(schema).run(prefix, suffix, separator, max_docs);
+}
+
+util::Expected<std::string> json_schema_choice_gbnf(const std::string& prefix, const std::vector<SchemaBranch>& branches) {
+  if (branches.empty()) return Status::error("json_schema_choice_gbnf: no branches");
+  std::string alts, rules;
+  bool formats = false;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const SchemaBranch& b = branches[i];
+    std::string tag = "b";
+    tag += std::to_string(i);
+    tag += '-';
+    auto r = Converter(b.schema, tag).rules(&rules, &formats);
+    if (!r) return r.status();
+    if (i) alts += " | ";
+    alts += literal(b.lead);
+    if (!b.middle.empty()) alts += " " + b.middle;
+    alts += " ";
+    alts += *r;
+  }
+  std::string out = "root ::= ";
+  if (!prefix.empty()) out += literal(prefix) + " ";
+  out += "(" + alts + ")\n";
+  out += kBase;
+  if (formats) out += kFormats;
+  return out + rules;
 }
 
 }  // namespace grammar

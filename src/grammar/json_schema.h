@@ -13,6 +13,7 @@
 // annotations (title, description, default, examples, ...) are ignored.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,5 +31,14 @@ util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schem
 // 1 to max_docs documents: prefix DOCUMENT (separator DOCUMENT)* suffix (parallel tool calls).
 util::Expected<std::string> json_schema_gbnf(const nlohmann::ordered_json& schema, const std::string& prefix,
                                              const std::string& separator, const std::string& suffix, int max_docs);
+// One of several documents, each after its own text: prefix (lead_0 middle_0 DOC_0 | lead_1
+// ...) (harmony's " to=functions." NAME header ARGUMENTS). middle: a GBNF expression (may
+// be empty) written between the lead and the document; it may use the base rules (ws, ...).
+struct SchemaBranch {
+  std::string lead;
+  std::string middle;
+  nlohmann::ordered_json schema;
+};
+util::Expected<std::string> json_schema_choice_gbnf(const std::string& prefix, const std::vector<SchemaBranch>& branches);
 
 }  // namespace grammar

@@ -70,6 +70,9 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
     messages = generic_tool_messages(messages, generic_tool_prompt(r.tools, tool_choice));
     tools = nlohmann::ordered_json::array();
   }
+  if (j.format == ToolFormat::kHarmony)  // the gpt-oss template reads a null content as text: none
+    for (auto& m : messages)
+      if (m.contains("tool_calls") && m["content"].is_null()) m.erase("content");
   std::vector<int32_t> tokens;
   if (chat) {
     auto t = prompts_.chat(messages, tools, "");
@@ -86,7 +89,10 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
     const std::string tail = prompts_.tokenizer().decode({tokens.end() - n, tokens.end()}, true);
     j.think_open = splits(j.reasoning) && (!r.grammar || r.gbnf || !j.gen.triggers.empty()) &&
                    ends_in_open_think(tail);
-    j.harmony = splits(j.reasoning) && ends_in_harmony_start(tail);
+    // harmony with tools: the reply is always read by its channels, as its calls are
+    // messages to functions (the thought then goes to reasoning even with format none).
+    j.harmony_tools = j.tools_on && j.format == ToolFormat::kHarmony;
+    j.harmony = (splits(j.reasoning) || j.harmony_tools) && ends_in_harmony_start(tail);
   }
   j.gen.prompt = std::move(tokens);
   *job = std::move(j);
@@ -150,8 +156,9 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
   ToolStream tools(job.format, "");
   // The reply: the thought split off first (reasoning.h), the rest through the tool-call
   // stream; deepseek-legacy splits the thought off only to give it, the text keeps it.
-  ReasoningSplitter thought(job.think_open, job.harmony);
-  const bool split = splits(job.reasoning), legacy = job.reasoning == ReasoningFormat::kDeepseekLegacy;
+  ReasoningSplitter thought(job.think_open, job.harmony, job.harmony_tools);
+  const bool split = splits(job.reasoning) || (job.harmony && job.harmony_tools),
+             legacy = job.reasoning == ReasoningFormat::kDeepseekLegacy;
   Reply r;
   auto give_calls = [&] {
     if (!calls) return true;
@@ -166,6 +173,12 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
     const std::string shown = tools.push(t);
     return text(shown) && give_calls();
   };
+  // A harmony reply's calls (harmony.h), as Hermes text: never shown, read for calls.
+  auto call_text = [&](const std::string& t) {
+    if (t.empty()) return true;
+    tools.push(t);
+    return give_calls();
+  };
   r.out = engine_.generate(
       g,
       [&](const std::string& t) {
@@ -174,7 +187,7 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
         r.reasoning += p.reasoning;
         if (legacy) return content(t);
         if (!p.reasoning.empty() && reasoning && !reasoning(p.reasoning)) return false;
-        return content(p.content);
+        return content(p.content) && call_text(p.calls);
       },
       waiting, logprobs, [&](int n) { thought.count(n); });
   r.finish_reason = r.out.finish_reason;
@@ -185,6 +198,7 @@ Reply Generator::run(const Job& job, int i, const TextSink& text, const StillWai
   const std::string held = legacy ? "" : last.content;
   if (job.tools_on) {
     if (!held.empty()) r.tail.content = tools.push(held);
+    if (!last.calls.empty()) tools.push(last.calls);
     give_calls();
     ToolReply rest = tools.finish();
     r.tail.content += rest.content;

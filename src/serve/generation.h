@@ -33,6 +33,7 @@ struct Job {
   ReasoningFormat reasoning = ReasoningFormat::kNone;  // chat: the request's, else --reasoning-format
   bool think_open = false;  // the prompt ends in <think>: the reply starts inside the thought
   bool harmony = false;     // the prompt ends in <|start|>assistant: a gpt-oss harmony reply (harmony.h)
+  bool harmony_tools = false;  // harmony with tools on: messages to functions are calls
 };
 
 // Receives the pieces of the reply's tool calls as they are written (tools.h); false: the

@@ -5,13 +5,14 @@
 #include <string_view>
 
 #include "serve/reasoning.h"
+#include "serve/tools.h"
 
 namespace serve {
 
 namespace {
 
 constexpr std::string_view kChannel = "<|channel|>", kMessage = "<|message|>", kStart = "<|start|>",
-                           kEnd = "<|end|>";
+                           kEnd = "<|end|>", kCallTag = "<|call|>", kTo = " to=";
 
 bool space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -25,6 +26,14 @@ size_t partial_tag(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
     if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
   return 0;
+}
+
+// The recipient named in a header (" to=functions.get_weather" -> "functions.get_weather").
+std::string recipient_in(std::string_view header) {
+  const size_t at = header.find(kTo);
+  if (at == std::string_view::npos) return "";
+  header.remove_prefix(at + kTo.size());
+  return std::string(header.substr(0, header.find_first_of(" <\n")));
 }
 
 }  // namespace
@@ -49,14 +58,19 @@ void HarmonySplitter::run(ReasoningPiece* out) {
         state_ = kHeader;
         continue;
       }
-      if (starts_with(h, kStart)) {
-        const size_t at = h.find(kChannel);
+      // <|start|>role, or (tools) the reply's own role header " to=functions.NAME".
+      if (starts_with(h, kStart) || (tools_ && starts_with(h, kTo))) {
+        // The channel (or, for a recipient that wrote none, the message) after the role.
+        const size_t at = std::min(h.find(kChannel), tools_ ? h.find(kMessage) : std::string_view::npos);
         if (at == std::string_view::npos) return;  // the role, then the channel, to come
+        recipient_ = recipient_in(h.substr(0, at));
         held_.erase(0, at);
         state_ = kHeader;
         continue;
       }
-      if (h.empty() || prefix_of(h, kChannel) || prefix_of(h, kStart) || prefix_of(h, kEnd)) return;
+      if (h.empty() || prefix_of(h, kChannel) || prefix_of(h, kStart) || prefix_of(h, kEnd) ||
+          (tools_ && prefix_of(h, kTo)))
+        return;
       state_ = kPlain;
       continue;
     }
@@ -64,13 +78,35 @@ void HarmonySplitter::run(ReasoningPiece* out) {
       const size_t at = h.find(kMessage);
       if (at == std::string_view::npos) return;
       std::string_view header = h.substr(0, at);
-      header.remove_prefix(header.rfind(kChannel) + kChannel.size());  // past a stray commentary
+      if (const size_t c = header.rfind(kChannel); c != std::string_view::npos)
+        header.remove_prefix(c + kChannel.size());  // past a stray commentary
       const std::string_view name = header.substr(0, header.find_first_of(" <"));
       state_ = name == "analysis" ? kAnalysis : name == "final" ? kFinal : kCommentary;
+      std::string to = recipient_in(header);
+      if (to.empty()) to = recipient_;
+      recipient_.clear();
+      if (tools_ && to.rfind("functions.", 0) == 0) {
+        state_ = kCall;
+        out->calls += harmony_call_open(to.substr(10));
+      }
       if (state_ == kAnalysis) entered_analysis_ = true;
       seen_ = true;
       held_.erase(0, at + kMessage.size());  // name is a view of held_: read it first
       continue;
+    }
+    if (state_ == kCall) {  // the arguments, to <|call|> (or <|end|>, <|start|>)
+      const size_t at = std::min({h.find(kEnd), h.find(kStart), h.find(kCallTag)});
+      if (at != std::string_view::npos) {
+        out->calls += held_.substr(0, at);
+        out->calls += kHarmonyCallClose;
+        held_.erase(0, starts_with(h.substr(at), kCallTag) ? at + kCallTag.size() : at);
+        state_ = kBetween;
+        continue;
+      }
+      const size_t keep = std::max({partial_tag(h, kEnd), partial_tag(h, kStart), partial_tag(h, kCallTag)});
+      out->calls += held_.substr(0, held_.size() - keep);
+      held_.erase(0, held_.size() - keep);
+      return;
     }
     if (state_ == kAnalysis || state_ == kCommentary) {  // to <|end|> or the next <|start|>
       std::string& to = state_ == kAnalysis ? out->reasoning : out->content;
@@ -114,6 +150,8 @@ ReasoningPiece HarmonySplitter::finish() {
   if (state_ == kAnalysis) {  // never ended: all of it is the thought
     reasoning_tokens_ += uncounted_;
     out.reasoning = std::move(held_);
+  } else if (state_ == kCall) {  // cut short (max_tokens): the arguments as far as written
+    out.calls = std::move(held_) + kHarmonyCallClose;
   } else if (state_ == kBetween || state_ == kHeader) {
     if (!seen_) out.content = std::move(held_);
   } else {

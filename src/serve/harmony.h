@@ -11,8 +11,14 @@
 // to=assistant" before a channel is skipped, as llama.cpp does. A reply that does not start
 // with <|channel|> (or <|start|>) is all content; an analysis message never ended
 // (max_tokens) is all reasoning. Markup left undecided at the end is content when no
-// message came before it, else dropped. Tool calls on the commentary channel (" to=functions.")
-// are not parsed: their arguments come out as content.
+// message came before it, else dropped.
+// Tool calls (when the request has tools): a message to a function, its recipient in the
+// channel header (<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>) or
+// in the role header (<|start|>assistant to=functions.NAME<|channel|>commentary json
+// <|message|>, which the reply may also start with, right after the prompt's
+// <|start|>assistant), is a call: its body (the arguments) goes out as calls text in
+// Hermes form (tools.h: harmony_call_open ... kHarmonyCallClose), up to <|call|> (which
+// ends the reply), <|end|> or <|start|>. Without tools such a message is content.
 // Reasoning tokens: the tokens from an analysis message's <|channel|> through the token
 // that ends it (the dropped <|end|> and the next <|start|> count), counted by the pieces of
 // text they came in as ReasoningSplitter counts (reasoning.h).
@@ -25,15 +31,18 @@ struct ReasoningPiece;
 
 class HarmonySplitter {
  public:
+  explicit HarmonySplitter(bool tools = false) : tools_(tools) {}
   void count(int n) { uncounted_ += n; }
   ReasoningPiece push(const std::string& text);
   ReasoningPiece finish();
   int reasoning_tokens() const { return reasoning_tokens_; }
 
  private:
-  enum State { kBetween, kHeader, kAnalysis, kCommentary, kFinal, kPlain };
+  enum State { kBetween, kHeader, kAnalysis, kCommentary, kFinal, kPlain, kCall };
   void run(ReasoningPiece* out);
+  bool tools_;
   State state_ = kBetween;
+  std::string recipient_;  // from the role header of the message being read
   std::string held_;
   bool seen_ = false;             // a message header was read
   bool entered_analysis_ = false;  // this push began an analysis message

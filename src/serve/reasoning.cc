@@ -132,7 +132,7 @@ ReasoningPiece ReasoningSplitter::finish() {
 ReasoningPiece split_reasoning(const std::string& text, bool forced_open, bool harmony) {
   ReasoningSplitter s(forced_open, harmony);
   ReasoningPiece a = s.push(text), b = s.finish();
-  return {a.reasoning + b.reasoning, a.content + b.content};
+  return {a.reasoning + b.reasoning, a.content + b.content, a.calls + b.calls};
 }
 
 }  // namespace serve

@@ -41,14 +41,16 @@ bool ends_in_open_think(const std::string& prompt_tail);
 
 struct ReasoningPiece {
   std::string reasoning, content;
+  std::string calls;  // harmony with tools: the calls, as Hermes text (harmony.h)
 };
 
 class ReasoningSplitter {
  public:
-  // harmony: the reply is gpt-oss's harmony format (forced_open is then ignored).
-  explicit ReasoningSplitter(bool forced_open, bool harmony = false)
+  // harmony: the reply is gpt-oss's harmony format (forced_open is then ignored);
+  // harmony_tools: its messages to functions are calls (ReasoningPiece::calls).
+  explicit ReasoningSplitter(bool forced_open, bool harmony = false, bool harmony_tools = false)
       : state_(forced_open ? kThinking : kStart),
-        harmony_(harmony ? std::make_unique<HarmonySplitter>() : nullptr) {}
+        harmony_(harmony ? std::make_unique<HarmonySplitter>(harmony_tools) : nullptr) {}
   // n more generated tokens behind the text of the next push (or of the end).
   void count(int n) {
     if (harmony_) harmony_->count(n);

@@ -1,4 +1,4 @@
-// tools.cc: tool calls in the Hermes, Llama 3 and Mistral formats (see tools.h).
+// tools.cc: tool calls in the Hermes, Llama 3, Mistral, harmony and generic formats (see tools.h).
 #include "serve/tools.h"
 
 #include <random>
@@ -62,9 +62,18 @@ bool parse_generic(const std::string& text, ToolReply* r) {
   return false;
 }
 
+// harmony's header between the function's name and its arguments: the channel when the
+// recipient is in the role header (<|start|>assistant to=functions.NAME<|channel|>commentary
+// json<|message|>, as the template writes past calls; a forced call opens the reply so),
+// then the content type. auto: the channel may have come before the recipient.
+constexpr const char* kHarmonyHeader = "\"<|channel|>commentary\" (\" \" \"<|constrain|>\"? \"json\")? \"<|message|>\"";
+constexpr const char* kHarmonyAutoHeader =
+    "(\"<|channel|>commentary\")? (\" \" \"<|constrain|>\"? \"json\")? \"<|message|>\"";
+constexpr const char* kHarmonyTo = " to=functions.";
+
 // Where the calls of a reply start, or npos.
 size_t calls_start(ToolFormat f, const std::string& text) {
-  if (f == ToolFormat::kHermes) return text.find(kHermesOpen);
+  if (f == ToolFormat::kHermes || f == ToolFormat::kHarmony) return text.find(kHermesOpen);
   if (f == ToolFormat::kMistral) return text.find(kMistral);
   const size_t a = text.find_first_not_of(" \t\r\n");  // Llama 3: the whole reply is the call
   if (a != std::string::npos && (text[a] == '{' || text.compare(a, 14, kPythonTag) == 0)) return a;
@@ -112,8 +121,17 @@ bool parse_calls(ToolFormat f, const std::string& text, size_t at, std::vector<T
 
 }  // namespace
 
+const char* const kHarmonyCallClose = "}\n</tool_call>";
+
+std::string harmony_call_open(const std::string& name) {
+  return std::string(kHermesOpen) + "\n{\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": ";
+}
+
 ToolFormat tool_format(const std::string& source) {
   if (source.find("tools") == std::string::npos) return ToolFormat::kNone;
+  if (source.find("<|channel|>") != std::string::npos && source.find("functions.") != std::string::npos &&
+      source.find(" to=") != std::string::npos)
+    return ToolFormat::kHarmony;
   if (source.find(kHermesOpen) != std::string::npos) return ToolFormat::kHermes;
   if (source.find(kMistral) != std::string::npos) return ToolFormat::kMistral;
   if (source.find(kPythonTag) != std::string::npos ||
@@ -128,6 +146,7 @@ const char* tool_format_name(ToolFormat f) {
     case ToolFormat::kLlama3: return "Llama 3 JSON";
     case ToolFormat::kMistral: return "Mistral [TOOL_CALLS]";
     case ToolFormat::kGeneric: return "generic JSON (tools in the system turn)";
+    case ToolFormat::kHarmony: return "harmony (commentary to=functions.NAME)";
     default: return "none";
   }
 }
@@ -136,6 +155,21 @@ util::Expected<std::string> tool_call_gbnf(ToolFormat f, const ojson& tools, Too
                                            bool parallel) {
   const bool forced = choice == ToolChoice::kRequired || choice == ToolChoice::kNamed;
   if (choice == ToolChoice::kNone || f == ToolFormat::kNone) return std::string();
+  if (f == ToolFormat::kHarmony) {
+    // " to=functions." NAME header ARGUMENTS; one call (<|call|> ends the turn), the same
+    // grammar forced (from the reply's start, right after the prompt's <|start|>assistant)
+    // and auto (from the trigger " to=functions.").
+    std::vector<grammar::SchemaBranch> branches;
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const ojson& fn = tools[i]["function"];
+      if (choice == ToolChoice::kNamed && fn["name"] != name) continue;
+      const ojson params = fn.contains("parameters") ? fn["parameters"] : ojson{{"type", "object"}};
+      if (auto g = grammar::json_schema_gbnf(params); !g)
+        return util::Status::error("tools[" + std::to_string(i) + "].function.parameters: " + g.status().message());
+      branches.push_back({fn["name"].get<std::string>(), forced ? kHarmonyHeader : kHarmonyAutoHeader, params});
+    }
+    return grammar::json_schema_choice_gbnf(kHarmonyTo, branches);
+  }
   // One call's object per tool: {"name": NAME, "arguments" (Llama: "parameters"): its schema}.
   ojson calls = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -180,6 +214,7 @@ std::vector<grammar::Trigger> tool_triggers(ToolFormat f, ToolChoice choice) {
     case ToolFormat::kHermes: return {{kHermesOpen, false}};
     case ToolFormat::kMistral: return {{kMistral, false}};
     case ToolFormat::kLlama3: return {{"{", true}};
+    case ToolFormat::kHarmony: return {{kHarmonyTo, false}};
     default: return {};
   }
 }

@@ -1,7 +1,9 @@
 // tools.h: tool calling in the formats of the templates we support: Hermes (Qwen 2.5/3,
 // --chat-template qwen2, any template with <tool_call> tags), Llama 3.1/3.2 (a JSON object
 // {"name", "parameters"} as the whole reply, or after <|python_tag|>) and Mistral
-// ([TOOL_CALLS] then a JSON array of {"name", "arguments"}), and a generic format for
+// ([TOOL_CALLS] then a JSON array of {"name", "arguments"}), gpt-oss's harmony (a
+// commentary message to=functions.NAME whose body is the arguments, ended by <|call|>; the
+// template shows the tools as a TypeScript namespace in the developer message), and a generic format for
 // templates with none of them (the tools described in the system turn, the reply one JSON
 // object {"tool_call": {"name", "arguments"}} or {"response": TEXT}, as llama-server's).
 // Per format: the grammar of a forced call (tool_choice "required" or a named function:
@@ -20,7 +22,7 @@
 namespace serve {
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
-enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kGeneric };
+enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kGeneric, kHarmony };
 
 struct ToolCall {
   std::string id;         // call_... (Mistral: 9 letters and digits, as its template demands)
@@ -62,6 +64,12 @@ struct ToolReply {
   bool cut = false;  // the reply ended (max_tokens) inside its first call: calls[0]'s arguments are unfinished
 };
 ToolReply parse_tool_calls(ToolFormat f, const std::string& text);
+
+// kHarmony: HarmonySplitter (harmony.h) reads the calls out of the harmony markup and
+// hands ToolStream and parse_tool_calls each one as Hermes text, <tool_call>\n{"name":
+// NAME, "arguments": BODY}\n</tool_call>, which they read as kHermes.
+std::string harmony_call_open(const std::string& name);
+extern const char* const kHarmonyCallClose;
 
 // A piece of a streamed call, as OpenAI streams tool calls: the first of a call carries its
 // id and name (arguments ""), the others fragments of the arguments' text.

@@ -125,14 +125,14 @@ def ask(client, msgs, tools, choice, stream, **kw):
     return finish, content, [calls[i] for i in sorted(calls)]
 
 
-def check_forced(url, where, stream_every=3):
+def check_forced(url, where, stream_every=3, max_tokens=200):
     client = openai.OpenAI(base_url=url + "/v1", api_key="x")
     good = 0
     for k, (tools, words, named) in enumerate(CASES):
         choice = {"type": "function", "function": {"name": named}} if named else "required"
         parallel = k % 4 == 1  # else one call only: a small model repeats its call up to the limit
         finish, _, calls = ask(client, [{"role": "user", "content": words}], tools, choice, k % stream_every == 0,
-                               max_tokens=200, parallel_tool_calls=parallel)
+                               max_tokens=max_tokens, parallel_tool_calls=parallel)
         ok = (finish == "tool_calls" and (1 <= len(calls) <= 4 if parallel else len(calls) == 1)
               and all(valid(c, tools, named) for c in calls))
         good += ok

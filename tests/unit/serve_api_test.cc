@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "serve/infill.h"
 #include "serve/reasoning.h"
 #include "serve/responses.h"
+#include "serve/tools.h"
+#include "tokenizer/chat_template.h"
 
 namespace serve {
 namespace {
@@ -188,6 +191,100 @@ TEST(Harmony, CountsTheAnalysisTokens) {
   EXPECT_TRUE(ends_in_harmony_start("<|end|><|start|>assistant"));
   EXPECT_TRUE(ends_in_harmony_start("<|start|>assistant\n"));
   EXPECT_FALSE(ends_in_harmony_start("<|im_start|>assistant\n"));
+}
+
+// Harmony with tools (issue 31): a message to functions.NAME, its recipient in the channel
+// header, in the role header or opening the reply, is a call: its body goes out as Hermes
+// calls text, whatever the cut; the thought stays reasoning; a recipient that is no
+// function, or no tools, leaves the message content.
+TEST(HarmonyTools, CallsSplitOffAtAnyCut) {
+  const std::string a = "<|channel|>analysis<|message|>", next = "<|start|>assistant";
+  const std::string args = R"({"city": "Paris"})";
+  auto call = [](const std::string& name, const std::string& body) {
+    return harmony_call_open(name) + body + kHarmonyCallClose;
+  };
+  struct ToolCase {
+    std::string text, reasoning, content, calls;
+  };
+  const std::vector<ToolCase> cases = {
+      {a + "weather?" + next + " to=functions.get_weather<|channel|>commentary json<|message|>" + args, "weather?", "",
+       call("get_weather", args)},
+      {a + "t<|end|>" + next + "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>", "t", "",
+       call("f", "{}")},
+      {" to=functions.get_weather<|channel|>commentary json<|message|>" + args, "", "", call("get_weather", args)},
+      {" to=functions.get_weather <|constrain|>json<|message|>" + args, "", "", call("get_weather", args)},
+      {"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Pa", "", "",
+       call("get_weather", "{\"city\": \"Pa")},  // cut by max_tokens: unfinished arguments
+      {"<|channel|>commentary to=browser.search<|message|>x" + next + "<|channel|>final<|message|>y", "", "xy", ""},
+      {"<|channel|>final<|message|>No call: to=functions.f", "", "No call: to=functions.f", ""},
+      {" to be plain", "", " to be plain", ""},
+  };
+  for (const ToolCase& c : cases) {
+    for (size_t i = 0; i <= c.text.size(); ++i) {  // every split into two
+      ReasoningSplitter s(false, true, true);
+      ReasoningPiece p = s.push(c.text.substr(0, i)), q = s.push(c.text.substr(i)), r = s.finish();
+      EXPECT_EQ(p.reasoning + q.reasoning + r.reasoning, c.reasoning) << c.text << " cut at " << i;
+      EXPECT_EQ(p.content + q.content + r.content, c.content) << c.text << " cut at " << i;
+      EXPECT_EQ(p.calls + q.calls + r.calls, c.calls) << c.text << " cut at " << i;
+    }
+  }
+  // Without tools a message to a function is content, as before.
+  EXPECT_EQ(split_reasoning(cases[0].text, false, true).content, args);
+  // The calls text parses back as the call.
+  const ToolReply r = parse_tool_calls(ToolFormat::kHarmony, call("get_weather", args));
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(r.calls[0].arguments), nlohmann::json::parse(args));
+  EXPECT_EQ(parse_tool_calls(ToolFormat::kHarmony, call("get_weather", "{\"city\": \"Pa")).calls.size(), 0u);
+  EXPECT_EQ(tool_format(*tokenizer::builtin_chat_template("gpt-oss")), ToolFormat::kHarmony);
+  EXPECT_EQ(tool_format(*tokenizer::builtin_chat_template("qwen2")), ToolFormat::kHermes);
+}
+
+// The harmony call grammar: " to=functions." NAME, a header (the channel when the recipient
+// is in the role header, the content type), <|message|>, arguments under the schema; the
+// same grammar forced (from the reply's start) and auto (from the trigger).
+TEST(HarmonyTools, CallsFollowTheirGrammar) {
+  const auto tools = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "f"}}])");
+  auto accepts = [&](ToolChoice choice, const std::string& text) {
+    auto gbnf = tool_call_gbnf(ToolFormat::kHarmony, tools, choice, "get_weather");
+    EXPECT_TRUE(gbnf.ok()) << gbnf.status().message();
+    auto g = grammar::Grammar::parse(*gbnf);
+    EXPECT_TRUE(g.ok()) << g.status().message() << "\n" << *gbnf;
+    grammar::Matcher m(*g);
+    return m.accept(text) && m.state().complete();
+  };
+  const std::string role = " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}";
+  const std::string channel = " to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
+  for (ToolChoice c : {ToolChoice::kNamed, ToolChoice::kRequired, ToolChoice::kAuto}) {
+    EXPECT_TRUE(accepts(c, role));
+    EXPECT_EQ(accepts(c, channel), c == ToolChoice::kAuto);  // forced: the reply opens with the role header
+    EXPECT_FALSE(accepts(c, " to=functions.get_weather<|channel|>commentary json<|message|>{}"));  // city required
+    EXPECT_FALSE(accepts(c, " to=functions.Paris<|message|>{}"));
+    EXPECT_FALSE(accepts(c, "Sure." + role));
+  }
+  EXPECT_TRUE(accepts(ToolChoice::kRequired, " to=functions.f<|channel|>commentary<|message|>{}"));
+  EXPECT_FALSE(accepts(ToolChoice::kNamed, " to=functions.f<|channel|>commentary<|message|>{}"));
+  EXPECT_EQ(tool_triggers(ToolFormat::kHarmony, ToolChoice::kAuto).at(0).text, " to=functions.");
+  EXPECT_TRUE(tool_triggers(ToolFormat::kHarmony, ToolChoice::kRequired).empty());
+  EXPECT_EQ(tool_stop(ToolFormat::kHarmony), "");
+  // Streamed: the name first, then the arguments as they come.
+  ToolStream s(ToolFormat::kHarmony, "");
+  EXPECT_EQ(s.push(harmony_call_open("get_weather") + "{\"ci"), "");
+  std::vector<ToolDelta> d = s.deltas();
+  ASSERT_GE(d.size(), 1u);
+  EXPECT_TRUE(d[0].first);
+  EXPECT_EQ(d[0].name, "get_weather");
+  std::string streamed;
+  for (const ToolDelta& x : d) streamed += x.arguments;
+  s.push("ty\": \"Oslo\"}" + std::string(kHarmonyCallClose));
+  for (const ToolDelta& x : s.deltas()) streamed += x.arguments;
+  EXPECT_EQ(streamed, "{\"city\": \"Oslo\"}");
+  const ToolReply r = s.finish();
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].id, d[0].id);
 }
 
 TEST(ResponseStore, DropsTheLeastRecentlyUsed) {

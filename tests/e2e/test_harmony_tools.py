@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""test_harmony_tools.py: gpt-oss tool calls in the harmony format (issue 31), on the toy gpt-oss
+model under --chat-template gpt-oss (llama.cpp's template: the tools as a TypeScript namespace in
+the developer message, past calls as `<|start|>assistant to=functions.NAME<|channel|>commentary
+json<|message|>ARGS<|call|>`, results as `<|start|>functions.NAME to=assistant` messages), with the
+official `openai` client:
+
+  * tool_choice naming a function and "required" over test_tools.py's 12 varied requests (strings
+    capped at 6 characters, which the random toy would not close otherwise): the
+    reply is a message to functions.NAME, decoded under the grammar engine, and comes back as
+    OpenAI tool_calls (finish_reason tool_calls) of a listed function (the named one) whose
+    arguments validate (`jsonschema`); every third streamed, its deltas shaped as OpenAI's;
+  * a round trip: the call and its result sent back as history render and answer;
+  * auto: text or a valid call, never call markup as content (the random toy seldom writes
+    the trigger " to=functions." itself: the trigger grammar is unit-tested in serve_api_test);
+  * /props names the harmony format; Anthropic's forced tool_use validates, Ollama's auto
+    reply is text or a get_weather call.
+Greedy, short max_tokens; seconds.
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+import anthropic
+import ollama
+import openai
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import test_tools  # noqa: E402
+from harness import check, start  # noqa: E402
+
+BIN = os.environ.get("SHARDLM_BIN", "build/release/shardlm")
+
+
+def bounded(schema):
+    """The schema with every string at most 6 characters and a parameter-less object empty:
+    the random toy writes strings until it happens to close them."""
+    s = copy.deepcopy(schema)
+    if s.get("type") == "string" and "enum" not in s:
+        s["maxLength"] = 6
+    if s.get("type") == "object":
+        s.setdefault("properties", {})
+    for v in s.get("properties", {}).values():
+        v.update(bounded(v))
+    if "items" in s:
+        s["items"] = bounded(s["items"])
+    return s
+
+
+def toy_cases():
+    out = []
+    for tools, words, named in test_tools.CASES:
+        ts = copy.deepcopy(tools)
+        for t in ts:
+            t["function"]["parameters"] = bounded(t["function"].get("parameters", {"type": "object"}))
+        out.append((ts, words, named))
+    return out
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="shardlm-harmony-tools-")
+    model = os.path.join(tmp, "toy-gpt-oss.gguf")
+    subprocess.run([BIN, "make-model", "--shape", "toy-gpt-oss", "--type", "Q8_0", "--seed", "3", model],
+                   check=True, capture_output=True)
+    _, url = start([BIN, "serve", "-m", model, "--port", "0", "--host", "127.0.0.1", "-t", "1", "--ctx", "2048",
+                    "--chat-template", "gpt-oss"])
+    with urllib.request.urlopen(url + "/props", timeout=30) as r:
+        fmt = json.loads(r.read()).get("tool_format", "")
+    check(fmt.startswith("harmony"), "/props: tool_format %r" % fmt)
+
+    test_tools.CASES[:] = toy_cases()
+    test_tools.check_forced(url, "harmony", max_tokens=500)
+    check(not test_tools.BAD_DELTAS, "streamed calls as OpenAI's deltas (%d not: %r)" %
+          (len(test_tools.BAD_DELTAS), test_tools.BAD_DELTAS[:2]))
+
+    c = openai.OpenAI(base_url=url + "/v1", api_key="x")
+    tools = [test_tools.CASES[0][0][0]]  # get_weather, its city at most 6 characters
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    r = c.chat.completions.create(model="m", messages=msgs, tools=tools, temperature=0, max_tokens=300,
+                                  tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    check(r.choices[0].finish_reason == "tool_calls", "named: a whole call %r" % r.choices[0].message)
+    call = r.choices[0].message.tool_calls[0]
+    history = msgs + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                      {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"sky": "clear"})}]
+    back = c.chat.completions.create(model="m", messages=history, tools=tools, temperature=0, max_tokens=8)
+    check(back.choices[0].finish_reason in ("stop", "length", "tool_calls"),
+          "a round trip: the call and its result as history answer (%s)" % back.choices[0].finish_reason)
+
+    good = 0
+    for k, (ts, words, _) in enumerate(test_tools.CASES[:4]):
+        finish, content, calls = test_tools.ask(c, [{"role": "user", "content": words}], ts, "auto", k % 2 == 0,
+                                                max_tokens=24)
+        ok = ("to=functions" not in content and "<tool_call>" not in content
+              and all(test_tools.valid(x, ts, None) for x in calls)
+              and (finish in ("stop", "length") and not calls or finish == "tool_calls" and calls))
+        good += ok
+        if not ok:
+            print("    auto case %d: finish %s content %r calls %r" % (k, finish, content[:200], calls))
+    check(good == 4, "auto: %d of 4 replies text or valid calls" % good)
+
+    a = anthropic.Anthropic(base_url=url, api_key="x").messages.create(
+        model="m", max_tokens=300, messages=msgs, extra_body={"temperature": 0},
+        tools=[{"name": "get_weather", "description": "The current weather in a city",
+                "input_schema": tools[0]["function"]["parameters"]}],
+        tool_choice={"type": "tool", "name": "get_weather"})
+    uses = [b for b in a.content if b.type == "tool_use"]
+    check(a.stop_reason == "tool_use" and len(uses) == 1
+          and test_tools.valid({"name": uses[0].name, "arguments": uses[0].input}, tools, "get_weather"),
+          "Anthropic: a forced call as a valid tool_use block %r" % a.content)
+    o = ollama.Client(host=url).chat(model="m", messages=msgs, tools=tools, options={"num_predict": 60, "temperature": 0})
+    oc = o.message.tool_calls or []
+    check(len(oc) <= 1 and all(x.function.name == "get_weather" for x in oc),
+          "Ollama: auto gives text or a get_weather call %r" % oc)
+
+
+if __name__ == "__main__":
+    harness.run_main(main)
