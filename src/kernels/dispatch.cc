@@ -239,7 +239,7 @@ std::string amx_self_test_in_child() {
     if (errno != EINTR) return "lost its test process";
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   if (WIFSIGNALED(status)) return "the test process died of signal " + std::to_string(WTERMSIG(status));
-  return "Q4_0 GEMM results differ from the AVX2 lane-order GEMM";
+  return "its GEMM results differ from the AVX2 lane-order GEMM";
 }
 #endif
 

@@ -420,29 +420,33 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
   }
 }
 
-// The AMX Q4_0 GEMM (kernels/cpu/amx.cc) run on its C++ model of the tile instructions,
-// which checks each tile shape as the CPU would: every output equals lane_order_q4_0 to the
-// bit, on odd row ranges, block counts (pair loop and tail) and batches (column tails, and
-// two column chunks at 4096 elements x 250). Its epilogue is AVX-512: skipped without it.
-// On a CPU with AMX the hardware form is checked at start-up (dispatch.cc, in a child process).
+// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q4_K) run on their C++ model of the tile
+// instructions, which checks each tile shape as the CPU would: every output equals
+// lane_order_q4_0 / lane_order_q4_k to the bit, on odd row ranges, block counts (Q4_0's
+// block pairs and tail) and batches (column tails; two column chunks at 4096 x 250). The
+// epilogues are AVX-512: skipped without it. On a CPU with AMX the hardware forms are
+// checked at start-up (dispatch.cc, in a child process).
 #if defined(__x86_64__)
-TEST(KernelsAmx, EmulatedQ4_0GemmEqualsLaneOrder) {
-  const cpu::MatmulFn gemm = cpu::amx_emulated_q4_0();
-  if (!gemm) GTEST_SKIP() << "built without AMX support";
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512: the AMX GEMM's model not run";
+TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
+  if (!cpu::amx_emulated(Type::Q4_0)) GTEST_SKIP() << "built without AMX support";
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512: the AMX GEMMs' model not run";
   EXPECT_EQ(cpu::amx_self_test(/*emulated=*/true), "");
   std::mt19937 rng(33);
-  struct Shape { int64_t n, rows, r0, r1, batch; };
-  for (const Shape& sh : {Shape{32, 5, 0, 5, 4}, Shape{64, 16, 0, 16, 16}, Shape{96, 35, 1, 34, 17},
-                          Shape{224, 20, 3, 20, 33}, Shape{256, 17, 0, 17, 48}, Shape{4096, 17, 0, 17, 250}}) {
-    const size_t ws = tensor::row_bytes(Type::Q4_0, sh.n), xs = tensor::row_bytes(Type::Q8_0, sh.n);
+  struct Shape { Type t; int64_t n, rows, r0, r1, batch; };
+  for (const Shape& sh : {Shape{Type::Q4_0, 32, 5, 0, 5, 4}, Shape{Type::Q4_0, 64, 16, 0, 16, 16},
+                          Shape{Type::Q4_0, 96, 35, 1, 34, 17}, Shape{Type::Q4_0, 224, 20, 3, 20, 33},
+                          Shape{Type::Q4_0, 4096, 17, 0, 17, 250}, Shape{Type::Q4_K, 256, 5, 0, 5, 4},
+                          Shape{Type::Q4_K, 768, 35, 2, 33, 37}, Shape{Type::Q4_K, 4096, 17, 0, 17, 250}}) {
+    const cpu::MatmulFn gemm = cpu::amx_emulated(sh.t);
+    ASSERT_NE(gemm, nullptr) << tensor::type_name(sh.t);
+    const size_t ws = tensor::row_bytes(sh.t, sh.n), xs = tensor::row_bytes(act_type(sh.t), sh.n);
     std::vector<uint8_t> W, X;
     for (int64_t r = 0; r < sh.rows; ++r) {
-      const auto row = quantized_row(rng, Type::Q4_0, sh.n, false);
+      const auto row = quantized_row(rng, sh.t, sh.n, false);
       W.insert(W.end(), row.begin(), row.end());
     }
     for (int64_t b = 0; b < sh.batch; ++b) {
-      const auto row = quantized_row(rng, Type::Q8_0, sh.n, true);
+      const auto row = quantized_row(rng, act_type(sh.t), sh.n, true);
       X.insert(X.end(), row.begin(), row.end());
     }
     const int64_t ys = sh.rows + 3;  // a stride wider than the rows: nothing written past r1
@@ -450,9 +454,13 @@ TEST(KernelsAmx, EmulatedQ4_0GemmEqualsLaneOrder) {
     gemm(sh.n, W.data(), ws, sh.r0, sh.r1, X.data(), xs, sh.batch, y.data(), ys);
     for (int64_t b = 0; b < sh.batch; ++b)
       for (int64_t r = 0; r < ys; ++r) {
-        const float want = r >= sh.r0 && r < sh.r1 ? lane_order_q4_0(sh.n, W.data() + r * ws, X.data() + b * xs) : -7.0f;
-        ASSERT_EQ(y[size_t(b * ys + r)], want) << "n=" << sh.n << " rows [" << sh.r0 << "," << sh.r1 << ") r=" << r
-                                               << " batch " << sh.batch << " b=" << b;
+        const uint8_t* wr = W.data() + std::min(r, sh.rows - 1) * ws;
+        const uint8_t* xr = X.data() + b * xs;
+        const float want = r < sh.r0 || r >= sh.r1 ? -7.0f
+                           : sh.t == Type::Q4_0    ? lane_order_q4_0(sh.n, wr, xr)
+                                                   : lane_order_q4_k(sh.n, wr, xr);
+        ASSERT_EQ(y[size_t(b * ys + r)], want) << tensor::type_name(sh.t) << " n=" << sh.n << " rows [" << sh.r0
+                                               << "," << sh.r1 << ") r=" << r << " batch " << sh.batch << " b=" << b;
       }
   }
 }

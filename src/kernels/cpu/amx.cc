@@ -1,27 +1,26 @@
-// amx.cc: the AMX-INT8 prompt GEMM (Intel Xeon Sapphire Rapids and later; issue 30 item 2)
-// for Q4_0 weights in lane order. Compiled with -mamx-tile -mamx-int8 plus the AVX-512 flags,
-// layered over the AVX-512 table by dispatch.cc only when CPUID reports AMX-TILE/AMX-INT8,
-// the OS enables tile state and grants this process tile permission (arch_prctl, once).
+// amx.cc: the AMX-INT8 prompt GEMMs (Intel Xeon Sapphire Rapids and later; issue 30 item 2)
+// for Q4_0 and Q4_K weights in lane order. Compiled with -mamx-tile -mamx-int8 plus the
+// AVX-512 flags, layered over the AVX-512 table by dispatch.cc only when CPUID reports
+// AMX-TILE/AMX-INT8, the OS enables tile state and grants this process tile permission.
 //
-// Arithmetic: lane order (avx2_tiles.h's gemm_lanes_q4_0): per (weight row r, activation
-// column c), acc = fma(float(isum_b), dw_r * da_c, acc) for blocks b ascending, isum_b the
-// exact integer dot of block b. One TDPBSSD over K = 32 bytes (one block) gives exactly
-// those integers for 16 columns x 16 rows, so this GEMM gives gemm_lanes_q4_0's bits (the
-// self-test and kernels_test check it to the bit). Decode-order batches (--exact-batches,
-// or decode rows without --fast-batches) and batches under kAmxMinBatch take the AVX-512
-// entry: AMX never changes what a default run computes, only how fast a prompt goes.
+// Arithmetic: lane order (avx2_tiles.h's gemm_lanes_q4_0, avx2_kquants.h's lane_tile_k):
+// per (weight row, activation column) one float, acc = fma(float(isum), dw * da, acc) per
+// block (Q4_K: the int32 sums of scale x sub-block dot and min x bsums first, then its two
+// FMAs per super-block). One TDPBSSD over K = 32 bytes (one block, one Q4_K sub-block)
+// gives exactly those integers for 16 columns x 16 rows, so these GEMMs give gemm_lanes'
+// bits (the self-test and kernels_test check it to the bit). Decode-order batches
+// (--exact-batches, decode rows without --fast-batches) and batches under kAmxMinBatch take
+// the AVX-512 entry: AMX never changes what a run computes, only how fast a prompt goes.
 //
-// Tiles: A = 16 activation columns x 32 int8 (a Q8_0 block's quants, loaded straight from
-// the activation rows with their stride: no packing), B = one block of 16 weight rows in
-// VNNI form (B[k][4m + j] = w[m][4k + j], w = nibble - 8), C[c][m] = int32 sums. Blocks go
-// in pairs on two tile sets so one pair's products overlap the other's float epilogue.
+// Tiles: A = 16 activation columns x 32 int8 (a Q8_0 block's or a Q8_K sub-block's quants,
+// loaded straight from the activation rows with their stride: no packing), B = one block or
+// sub-block of 16 weight rows in VNNI form (B[k][4m + t] = w[m][4k + t]), C[c][m] = int32.
 //
-// Testing without the hardware: the kernel is a template over its tile operations.
-// HwTiles issues the instructions; EmuTiles is a plain-C++ model of the same instructions
-// (configuration checks included: a shape the CPU would fault on fails a CHECK), so
-// kernels_test runs the whole kernel, packing and epilogue included, on any AVX-512 CPU.
-// Only HwTiles' handful of instructions run untested off Sapphire Rapids; dispatch.cc
-// guards them with a self-test in a child process (a fault there disables AMX, not us).
+// Testing without the hardware: the kernels are templates over their tile operations
+// (amx_tiles.h: HwTiles issues the instructions, EmuTiles models them), so kernels_test runs
+// them whole, packing and epilogues included, on any AVX-512 CPU. Only HwTiles' handful of
+// instructions run untested off Sapphire Rapids; dispatch.cc runs them once at start-up in
+// a child process against gemm_lanes (a fault or a wrong sum disables AMX, not us).
 #if defined(__x86_64__) || defined(_M_X64)
 #include "kernels/cpu/kernel_table.h"
 
@@ -30,7 +29,11 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/avx2_tiles.h"
+#include "kernels/kernels.h"
+#include "tensor/quants.h"
 #include "util/check.h"
 
 namespace kernels::cpu {
@@ -48,15 +51,6 @@ constexpr int kPackedBlock = kBlock * kRows;  // bytes of one block of a packed 
 constexpr int64_t kAmxMinBatch = 16;
 constexpr size_t kChunkBytes = size_t(1) << 20;  // activation bytes per column chunk (L2)
 
-enum : int { kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3, kC0 = 4, kC1 = 5 };  // tile registers
-
-struct alignas(64) TileConfig {  // LDTILECFG's 64-byte operand, palette 1
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 TileConfig make_config() {
   TileConfig c;
   for (int t : {kA0, kA1}) c.rows[t] = kCols, c.colsb[t] = kBlock;
@@ -65,230 +59,275 @@ TileConfig make_config() {
   return c;
 }
 
-// The instructions. GCC's tile macros take the register number as a literal token, hence
-// the if-constexpr ladders. Their asm names no memory operand for loads, so a compiler
-// barrier orders each load after the stores that filled its source.
-struct HwTiles {
-  static void config(const TileConfig& c) { _tile_loadconfig(&c); }
-  static void release() { _tile_release(); }
-  template <int T>
-  static void load(const void* p, size_t stride) {
-    __asm__ volatile("" ::: "memory");
-    if constexpr (T == kA0) _tile_loadd(0, p, stride);
-    else if constexpr (T == kA1) _tile_loadd(1, p, stride);
-    else if constexpr (T == kB0) _tile_loadd(2, p, stride);
-    else { static_assert(T == kB1); _tile_loadd(3, p, stride); }
-  }
-  template <int T>
-  static void zero() {
-    if constexpr (T == kC0) _tile_zero(4);
-    else { static_assert(T == kC1); _tile_zero(5); }
-  }
-  template <int C, int A, int B>
-  static void dpbssd() {
-    if constexpr (C == kC0) { static_assert(A == kA0 && B == kB0); _tile_dpbssd(4, 0, 2); }
-    else { static_assert(C == kC1 && A == kA1 && B == kB1); _tile_dpbssd(5, 1, 3); }
-  }
-  template <int T>
-  static void store(void* p, size_t stride) {
-    if constexpr (T == kC0) _tile_stored(4, p, stride);
-    else { static_assert(T == kC1); _tile_stored(5, p, stride); }
-  }
-};
-
-// The same instructions in C++, after the Intel SDM's pseudo-code (TILELOADD, TILEZERO,
-// TDPBSSD, TILESTORED): a tile is `rows` rows of `colsb` bytes, the rest of a 64-byte row
-// and the rows past `rows` read as zero; TDPBSSD faults unless C.rows == A.rows,
-// A.colsb == 4 * B.rows and C.colsb == B.colsb.
-struct EmuTiles {
-  struct State {
-    TileConfig cfg;
-    bool configured = false;
-    alignas(64) uint8_t t[8][16 * 64] = {};
-  };
-  static State& s() {
-    thread_local State st;
-    return st;
-  }
-  static void config(const TileConfig& c) {
-    CHECK(c.palette == 1 && c.start_row == 0);
-    for (int t = 0; t < 8; ++t) CHECK(c.rows[t] <= 16 && c.colsb[t] <= 64);
-    State& st = s();
-    st.cfg = c;
-    st.configured = true;
-    std::memset(st.t, 0, sizeof st.t);
-  }
-  static void release() { s().configured = false; }
-  template <int T>
-  static void load(const void* p, size_t stride) {
-    State& st = s();
-    CHECK(st.configured && st.cfg.rows[T] > 0);
-    std::memset(st.t[T], 0, sizeof st.t[T]);
-    for (int r = 0; r < st.cfg.rows[T]; ++r)
-      std::memcpy(st.t[T] + r * 64, static_cast<const uint8_t*>(p) + r * stride, st.cfg.colsb[T]);
-  }
-  template <int T>
-  static void zero() {
-    CHECK(s().configured);
-    std::memset(s().t[T], 0, sizeof s().t[T]);
-  }
-  template <int C, int A, int B>
-  static void dpbssd() {
-    State& st = s();
-    const TileConfig& c = st.cfg;
-    CHECK(st.configured && c.rows[C] == c.rows[A] && c.colsb[A] == 4 * c.rows[B] && c.colsb[C] == c.colsb[B]);
-    CHECK(c.colsb[A] % 4 == 0 && c.colsb[C] % 4 == 0);
-    for (int m = 0; m < c.rows[C]; ++m)
-      for (int n = 0; n < c.colsb[C] / 4; ++n) {
-        int32_t acc;
-        std::memcpy(&acc, st.t[C] + m * 64 + 4 * n, 4);
-        for (int k = 0; k < c.colsb[A] / 4; ++k)
-          for (int j = 0; j < 4; ++j)
-            acc += int32_t(int8_t(st.t[A][m * 64 + 4 * k + j])) * int8_t(st.t[B][k * 64 + 4 * n + j]);
-        std::memcpy(st.t[C] + m * 64 + 4 * n, &acc, 4);
-      }
-  }
-  template <int T>
-  static void store(void* p, size_t stride) {
-    State& st = s();
-    CHECK(st.configured);
-    for (int r = 0; r < st.cfg.rows[T]; ++r)
-      std::memcpy(static_cast<uint8_t*>(p) + r * stride, st.t[T] + r * 64, st.cfg.colsb[T]);
-  }
-};
-
 // int32 -> float (vcvtdq2ps). The zero-masked form: GCC 12 warns that the plain intrinsic's
 // _mm512_undefined_ps() "may be used uninitialized".
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
 
-// A tile of 16 weight rows (rm of them real, the rest zeros), packed per block for B:
-// q[b * 512 + 64 k + 4 m + j] = w[m][4k + j], and the rows' scales d[b * 16 + m].
-struct PackedRows {
-  std::vector<uint8_t> q;
-  std::vector<float> d;
+// A group of 16 activation columns for the A tiles: the 32 quants of sub-block j of block b
+// of column c at base + b * block + 32 * j + c * stride (the activation rows themselves, or
+// a zero-padded copy of a partial group).
+struct Cols {
+  const uint8_t* base;
+  size_t block, stride;
+  const uint8_t* at(int64_t b, int j) const { return base + b * block + 32 * j; }
 };
 
-void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, PackedRows& p) {
-  p.q.resize(size_t(nb) * kPackedBlock);
-  p.d.resize(size_t(nb) * kRows);
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i R[kRows];
-    for (int m = 0; m < kRows; ++m) {
-      if (m < rm) {
-        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w + m * ws)[b];
-        R[m] = DecQ4_0::quants(blk);
-        p.d[size_t(b * kRows + m)] = fp16(blk.d);
-      } else {
-        R[m] = _mm256_setzero_si256();
-        p.d[size_t(b * kRows + m)] = 0.0f;
-      }
-    }
-    Quants32 lo[8], hi[8];  // [k]: bytes 4k..4k+3 of rows 0..7 / 8..15
-    transpose_8x8_epi32(R, lo);
-    transpose_8x8_epi32(R + 8, hi);
-    uint8_t* dst = p.q.data() + b * kPackedBlock;
-    for (int k = 0; k < 8; ++k) {
-      std::memcpy(dst + 64 * k, lo[k].q, 32);
-      std::memcpy(dst + 64 * k + 32, hi[k].q, 32);
-    }
+// Packs the 8x8-dword transposes of 16 rows' 32-byte vectors R[0..16) into one B tile:
+// dst[64 k + 4 m + t] = byte 4k + t of R[m].
+inline void pack_b(const __m256i R[kRows], uint8_t* dst) {
+  Quants32 lo[8], hi[8];
+  transpose_8x8_epi32(R, lo);
+  transpose_8x8_epi32(R + 8, hi);
+  for (int k = 0; k < 8; ++k) {
+    std::memcpy(dst + 64 * k, lo[k].q, 32);
+    std::memcpy(dst + 64 * k + 32, hi[k].q, 32);
   }
 }
 
-// y[c * ys + m] for c < cn, m < rm: 16 columns (A rows: block b of column c at a + c *
-// a_stride + b * a_block) times a packed 16-row tile. da[b * da_stride + c]: the columns'
-// scales. acc[c] lane m follows lane_tile: fma(float(isum), dw[m] * da[c], acc).
+// The tile products of sub-blocks j (and j + 1 if nj == 2) of block b: their int32 sums
+// into sums[j] (and sums[j + 1]), [column][row].
 template <class Ops>
-void tile16(int64_t nb, const uint8_t* a, size_t a_block, size_t a_stride, const PackedRows& w, const float* da,
-            int64_t da_stride, int cn, int rm, float* y, int64_t ys) {
-  alignas(64) int32_t sums[2][kCols][kRows];
-  __m512 acc[kCols];
-  for (auto& v : acc) v = _mm512_setzero_ps();
-  auto epilogue = [&](int64_t b, const int32_t (*s)[kRows]) __attribute__((always_inline)) {
-    const __m512 dw = _mm512_loadu_ps(w.d.data() + b * kRows);
-    const float* dab = da + b * da_stride;
-    #pragma GCC unroll 16
-    for (int c = 0; c < kCols; ++c)
-      acc[c] = _mm512_fmadd_ps(to_float(_mm512_load_si512(s[c])), _mm512_mul_ps(dw, _mm512_set1_ps(dab[c])), acc[c]);
-  };
-  const uint8_t* wq = w.q.data();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    Ops::template load<kA0>(a + b * a_block, a_stride);
-    Ops::template load<kB0>(wq + b * kPackedBlock, 64);
-    Ops::template load<kA1>(a + (b + 1) * a_block, a_stride);
-    Ops::template load<kB1>(wq + (b + 1) * kPackedBlock, 64);
-    Ops::template zero<kC0>();
+inline void products(const Cols& a, const uint8_t* wq, int64_t b, int j, int nj, int32_t (*sums)[kCols][kRows],
+                     int sub_blocks) {
+  const uint8_t* w0 = wq + (b * sub_blocks + j) * kPackedBlock;
+  Ops::template load<kA0>(a.at(b, j), a.stride);
+  Ops::template load<kB0>(w0, 64);
+  if (nj == 2) {
+    Ops::template load<kA1>(a.at(b, j + 1), a.stride);
+    Ops::template load<kB1>(w0 + kPackedBlock, 64);
+  }
+  Ops::template zero<kC0>();
+  Ops::template dpbssd<kC0, kA0, kB0>();
+  if (nj == 2) {
     Ops::template zero<kC1>();
-    Ops::template dpbssd<kC0, kA0, kB0>();
     Ops::template dpbssd<kC1, kA1, kB1>();
-    Ops::template store<kC0>(sums[0], 64);
-    Ops::template store<kC1>(sums[1], 64);
-    epilogue(b, sums[0]);
-    epilogue(b + 1, sums[1]);
   }
-  if (b < nb) {
-    Ops::template load<kA0>(a + b * a_block, a_stride);
-    Ops::template load<kB0>(wq + b * kPackedBlock, 64);
-    Ops::template zero<kC0>();
-    Ops::template dpbssd<kC0, kA0, kB0>();
-    Ops::template store<kC0>(sums[0], 64);
-    epilogue(b, sums[0]);
-  }
+  Ops::template store<kC0>(sums[j], 64);
+  if (nj == 2) Ops::template store<kC1>(sums[j + 1], 64);
+}
+
+inline void store_rows(const __m512* acc, int cn, int rm, float* y, int64_t ys) {
   const __mmask16 mask = rm == kRows ? __mmask16(0xFFFF) : __mmask16((1u << rm) - 1);
   for (int c = 0; c < cn; ++c) _mm512_mask_storeu_ps(y + c * ys, mask, acc[c]);
 }
 
-// Rows [r0, r1) x n_batch columns, Q4_0 weights x Q8_0 activations, in lane order.
-template <class Ops>
-void gemm_q4_0(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const void* xq, size_t xs,
-               int64_t n_batch, float* y, int64_t ys) {
-  const int64_t nb = n / kBlock;
+// ---- Q4_0 x Q8_0: one product per block ---------------------------------------------------
+struct Q4_0 {
+  using W = BlockQ4_0;
+  using A = BlockQ8_0;
+  static constexpr int kQK = 32, kSub = 1;  // elements and 32-element sub-blocks per block
+  struct Rows {                 // 16 weight rows (rm real, the rest zeros)
+    std::vector<uint8_t> q;     // [b]: B tile (nibble - 8)
+    std::vector<float> d;       // [b * 16 + m]
+  };
+  struct Acts {                 // a chunk's columns, padded to ncp
+    std::vector<float> d;       // [b * ncp + c]
+  };
+  static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
+    p.q.resize(size_t(nb) * kPackedBlock);
+    p.d.resize(size_t(nb) * kRows);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i R[kRows];
+      for (int m = 0; m < kRows; ++m) {
+        const bool real = m < rm;
+        const W& blk = reinterpret_cast<const W*>(w + (real ? m : 0) * ws)[b];
+        R[m] = real ? DecQ4_0::quants(blk) : _mm256_setzero_si256();
+        p.d[size_t(b * kRows + m)] = real ? fp16(blk.d) : 0.0f;
+      }
+      pack_b(R, p.q.data() + b * kPackedBlock);
+    }
+  }
+  static void pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, int64_t ncp, Acts& p) {
+    p.d.assign(size_t(nb * ncp), 0.0f);
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t b = 0; b < nb; ++b) p.d[size_t(b * ncp + c)] = fp16(reinterpret_cast<const A*>(x + c * xs)[b].d);
+  }
+  // y[c * ys + m]: columns c0.. of the chunk times the rows; acc[c] lane m as lane_tile:
+  // fma(float(isum_b), dw[m] * da[c], acc).
+  template <class Ops>
+  static void tile(int64_t nb, const Cols& a, const Rows& w, const Acts& acts, int64_t c0, int64_t ncp, int cn, int rm,
+                   float* y, int64_t ys) {
+    alignas(64) int32_t sums[2][kCols][kRows];
+    __m512 acc[kCols];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    auto epilogue = [&](int64_t b, const int32_t (*s)[kRows]) __attribute__((always_inline)) {
+      const __m512 dw = _mm512_loadu_ps(w.d.data() + b * kRows);
+      const float* da = acts.d.data() + b * ncp + c0;
+      #pragma GCC unroll 16
+      for (int c = 0; c < kCols; ++c)
+        acc[c] = _mm512_fmadd_ps(to_float(_mm512_load_si512(s[c])), _mm512_mul_ps(dw, _mm512_set1_ps(da[c])), acc[c]);
+    };
+    int64_t b = 0;  // blocks in pairs on the two tile sets
+    for (; b + 2 <= nb; b += 2) {
+      Ops::template load<kA0>(a.at(b, 0), a.stride);
+      Ops::template load<kB0>(w.q.data() + b * kPackedBlock, 64);
+      Ops::template load<kA1>(a.at(b + 1, 0), a.stride);
+      Ops::template load<kB1>(w.q.data() + (b + 1) * kPackedBlock, 64);
+      Ops::template zero<kC0>();
+      Ops::template zero<kC1>();
+      Ops::template dpbssd<kC0, kA0, kB0>();
+      Ops::template dpbssd<kC1, kA1, kB1>();
+      Ops::template store<kC0>(sums[0], 64);
+      Ops::template store<kC1>(sums[1], 64);
+      epilogue(b, sums[0]);
+      epilogue(b + 1, sums[1]);
+    }
+    if (b < nb) {
+      products<Ops>(a, w.q.data(), b, 0, 1, sums, kSub);
+      epilogue(b, sums[0]);
+    }
+    store_rows(acc, cn, rm, y, ys);
+  }
+};
+
+// ---- Q4_K x Q8_K: eight products per super-block (one per 32-element sub-block) ------------
+// Lane order as gemm_lanes' lane_tile_k: per super-block, sumi = sum_j sc_j * isum_j and
+// summ = sum_j m_j * (bsums of sub-block j), exact int32 (vpmulld, vpmaddwd), then acc =
+// fma(float(sumi), d * da, acc) and acc = fma(float(summ), 0 - dmin * da, acc).
+struct Q4_K {
+  using W = BlockQ4_K;
+  using A = BlockQ8_K;
+  static constexpr int kQK = 256, kSub = 8;
+  struct Rows {
+    std::vector<uint8_t> q;      // [b * 8 + j]: B tile of sub-block j (quants 0..15)
+    std::vector<int32_t> sc;     // [(b * 8 + j) * 16 + m]: 6-bit scale
+    std::vector<int32_t> mn;     // [(b * 4 + p) * 16 + m]: int16 pair (m_2p, m_2p+1)
+    std::vector<float> d, dmin;  // [b * 16 + m]
+  };
+  struct Acts {
+    std::vector<float> d;        // [b * ncp + c]
+    std::vector<int32_t> bs2;    // [(b * 4 + p) * ncp + c]: int16 pair (bs_2p, bs_2p+1), bs_j = sum of sub-block j
+  };
+  static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
+    p.q.resize(size_t(nb) * kSub * kPackedBlock);
+    p.sc.resize(size_t(nb) * kSub * kRows);
+    p.mn.resize(size_t(nb) * 4 * kRows);
+    p.d.resize(size_t(nb) * kRows);
+    p.dmin.resize(size_t(nb) * kRows);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i q[kSub][kRows];  // [j][m]
+      for (int m = 0; m < kRows; ++m) {
+        uint8_t s8[8] = {}, m8[8] = {};
+        float d = 0.0f, dmin = 0.0f;
+        if (m < rm) {
+          const W& blk = reinterpret_cast<const W*>(w + m * ws)[b];
+          for (int c = 0; c < 4; ++c) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+            q[2 * c][m] = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+            q[2 * c + 1][m] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+          }
+          unpack_scales_k4(blk.scales, s8, m8);
+          d = fp16(blk.d);
+          dmin = fp16(blk.dmin);
+        } else {
+          for (int j = 0; j < kSub; ++j) q[j][m] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < kSub; ++j) p.sc[size_t((b * kSub + j) * kRows + m)] = s8[j];
+        for (int t = 0; t < 4; ++t)
+          p.mn[size_t((b * 4 + t) * kRows + m)] = int32_t(uint32_t(m8[2 * t]) | (uint32_t(m8[2 * t + 1]) << 16));
+        p.d[size_t(b * kRows + m)] = d;
+        p.dmin[size_t(b * kRows + m)] = dmin;
+      }
+      for (int j = 0; j < kSub; ++j) pack_b(q[j], p.q.data() + (b * kSub + j) * kPackedBlock);
+    }
+  }
+  static void pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, int64_t ncp, Acts& p) {
+    p.d.assign(size_t(nb * ncp), 0.0f);
+    p.bs2.assign(size_t(nb * 4 * ncp), 0);
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t b = 0; b < nb; ++b) {
+        const A& ab = reinterpret_cast<const A*>(x + c * xs)[b];
+        p.d[size_t(b * ncp + c)] = ab.d;
+        for (int t = 0; t < 4; ++t) {
+          const auto lo = uint16_t(int16_t(ab.bsums[4 * t] + ab.bsums[4 * t + 1]));
+          const auto hi = uint16_t(int16_t(ab.bsums[4 * t + 2] + ab.bsums[4 * t + 3]));
+          p.bs2[size_t((b * 4 + t) * ncp + c)] = int32_t(uint32_t(lo) | (uint32_t(hi) << 16));
+        }
+      }
+  }
+  template <class Ops>
+  static void tile(int64_t nb, const Cols& a, const Rows& w, const Acts& acts, int64_t c0, int64_t ncp, int cn, int rm,
+                   float* y, int64_t ys) {
+    alignas(64) int32_t sums[kSub][kCols][kRows];
+    __m512 acc[kCols];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int j = 0; j < kSub; j += 2) products<Ops>(a, w.q.data(), b, j, 2, sums, kSub);
+      const int32_t* sc = w.sc.data() + b * kSub * kRows;
+      const int32_t* mn = w.mn.data() + b * 4 * kRows;
+      const __m512 d = _mm512_loadu_ps(w.d.data() + b * kRows), dmin = _mm512_loadu_ps(w.dmin.data() + b * kRows);
+      const float* da = acts.d.data() + b * ncp + c0;
+      const int32_t* bs2 = acts.bs2.data() + b * 4 * ncp + c0;
+      for (int c = 0; c < kCols; ++c) {
+        __m512i sumi = _mm512_mullo_epi32(_mm512_loadu_si512(sc), _mm512_load_si512(sums[0][c]));
+        #pragma GCC unroll 8
+        for (int j = 1; j < kSub; ++j)
+          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_loadu_si512(sc + j * kRows),
+                                                           _mm512_load_si512(sums[j][c])));
+        __m512i summ = _mm512_madd_epi16(_mm512_loadu_si512(mn), _mm512_set1_epi32(bs2[c]));
+        #pragma GCC unroll 4
+        for (int t = 1; t < 4; ++t)
+          summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_loadu_si512(mn + t * kRows),
+                                                          _mm512_set1_epi32(bs2[t * ncp + c])));
+        const __m512 dac = _mm512_set1_ps(da[c]);
+        acc[c] = _mm512_fmadd_ps(to_float(sumi), _mm512_mul_ps(d, dac), acc[c]);
+        acc[c] = _mm512_fmadd_ps(to_float(summ), _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmin, dac)),
+                                 acc[c]);
+      }
+    }
+    store_rows(acc, cn, rm, y, ys);
+  }
+};
+
+// Rows [r0, r1) x n_batch columns in lane order: activation columns in chunks of about
+// kChunkBytes (L2), each 16-row tile packed once per chunk, 16-column groups inner; a
+// chunk's last partial group reads a zero-padded copy of its quants.
+template <class Ops, class K>
+void gemm(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const void* xq, size_t xs, int64_t n_batch,
+          float* y, int64_t ys) {
+  using A = typename K::A;
+  const int64_t nb = n / K::kQK;
   const auto* w = static_cast<const uint8_t*>(W);
   const auto* x = static_cast<const uint8_t*>(xq);
-  constexpr size_t kA = sizeof(BlockQ8_0);
-  thread_local PackedRows rows;
-  thread_local std::vector<float> da;       // [b * kCols * groups + c] of a chunk
-  thread_local std::vector<uint8_t> stage;  // a chunk's last, partial column group, zero-padded
+  thread_local typename K::Rows rows;
+  thread_local typename K::Acts acts;
+  thread_local std::vector<uint8_t> stage;
   static const TileConfig cfg = make_config();
-  const int64_t chunk = std::max<int64_t>(kCols, int64_t(kChunkBytes / (size_t(nb) * kA)) / kCols * kCols);
+  const int64_t chunk = std::max<int64_t>(kCols, int64_t(kChunkBytes / (size_t(nb) * sizeof(A))) / kCols * kCols);
   Ops::config(cfg);
   for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
     const int64_t nc = std::min(chunk, n_batch - c0), ncp = (nc + kCols - 1) / kCols * kCols;
     const int64_t full = nc / kCols * kCols;
     const int rem = int(nc - full);
     const uint8_t* xc = x + c0 * xs;
-    da.assign(size_t(nb * ncp), 0.0f);
-    for (int64_t c = 0; c < nc; ++c) {
-      const auto* ab = reinterpret_cast<const BlockQ8_0*>(xc + c * xs);
-      for (int64_t b = 0; b < nb; ++b) da[size_t(b * ncp + c)] = fp16(ab[b].d);
-    }
+    K::pack_acts(nb, xc, xs, nc, ncp, acts);
     if (rem) {
-      stage.assign(size_t(nb) * kCols * kBlock, 0);
-      for (int c = 0; c < rem; ++c) {
-        const auto* ab = reinterpret_cast<const BlockQ8_0*>(xc + (full + c) * xs);
-        for (int64_t b = 0; b < nb; ++b) std::memcpy(&stage[size_t(b * kCols + c) * kBlock], ab[b].qs, kBlock);
-      }
+      stage.assign(size_t(nb) * kCols * K::kQK, 0);
+      for (int c = 0; c < rem; ++c)
+        for (int64_t b = 0; b < nb; ++b)
+          std::memcpy(&stage[size_t(b * kCols + c) * K::kQK], reinterpret_cast<const A*>(xc + (full + c) * xs)[b].qs,
+                      K::kQK);
     }
     for (int64_t r = r0; r < r1; r += kRows) {
       const int rm = int(std::min<int64_t>(kRows, r1 - r));
-      pack_rows(nb, w + r * ws, ws, rm, rows);
+      K::pack_rows(nb, w + r * ws, ws, rm, rows);
       float* yr = y + c0 * ys + r;
       for (int64_t c = 0; c < full; c += kCols)
-        tile16<Ops>(nb, xc + c * xs + offsetof(BlockQ8_0, qs), kA, xs, rows, da.data() + c, ncp, kCols, rm,
-                    yr + c * ys, ys);
+        K::template tile<Ops>(nb, Cols{xc + c * xs + offsetof(A, qs), sizeof(A), xs}, rows, acts, c, ncp, kCols, rm,
+                              yr + c * ys, ys);
       if (rem)
-        tile16<Ops>(nb, stage.data(), size_t(kCols) * kBlock, kBlock, rows, da.data() + full, ncp, rem, rm,
-                    yr + full * ys, ys);
+        K::template tile<Ops>(nb, Cols{stage.data(), size_t(kCols) * K::kQK, size_t(K::kQK)}, rows, acts, full, ncp,
+                              rem, rm, yr + full * ys, ys);
     }
   }
   Ops::release();
 }
 
-void matmul_q4_0(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const void* xq, size_t xs,
-                 int64_t n_batch, float* y, int64_t ys) {
-  if (n_batch >= kAmxMinBatch && ::kernels::lane_order())
-    return gemm_q4_0<HwTiles>(n, W, ws, r0, r1, xq, xs, n_batch, y, ys);
-  avx512_table().matmul[slot(Type::Q4_0)](n, W, ws, r0, r1, xq, xs, n_batch, y, ys);
+template <class K, tensor::Type kType>
+void matmul(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const void* xq, size_t xs, int64_t n_batch,
+            float* y, int64_t ys) {
+  if (n_batch >= kAmxMinBatch && ::kernels::lane_order()) return gemm<HwTiles, K>(n, W, ws, r0, r1, xq, xs, n_batch, y, ys);
+  avx512_table().matmul[slot(kType)](n, W, ws, r0, r1, xq, xs, n_batch, y, ys);
 }
 
 }  // namespace
@@ -297,44 +336,59 @@ void matmul_q4_0(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, co
 const KernelTable& amx_table() {
   static const KernelTable table = [] {
     KernelTable t;
-    t.matmul[slot(tensor::Type::Q4_0)] = amx::matmul_q4_0;
+    t.matmul[slot(tensor::Type::Q4_0)] = amx::matmul<amx::Q4_0, tensor::Type::Q4_0>;
+    t.matmul[slot(tensor::Type::Q4_K)] = amx::matmul<amx::Q4_K, tensor::Type::Q4_K>;
     return t;
   }();
   return table;
 }
 
-MatmulFn amx_emulated_q4_0() { return amx::gemm_q4_0<amx::EmuTiles>; }
+MatmulFn amx_emulated(tensor::Type t) {
+  if (t == tensor::Type::Q4_0) return amx::gemm<amx::EmuTiles, amx::Q4_0>;
+  if (t == tensor::Type::Q4_K) return amx::gemm<amx::EmuTiles, amx::Q4_K>;
+  return nullptr;
+}
 
 std::string amx_self_test(bool emulated) {
-  using tensor::BlockQ4_0;
-  using tensor::BlockQ8_0;
-  // Odd shapes: two full row tiles and 3 rows, 7 blocks (a pair loop and a tail), 37
-  // columns (two full column groups and 5), random quants and scales.
-  constexpr int64_t kR = 35, kN = 7 * 32, kB = 37;
+  using tensor::Type;
+  // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 Q4_0 blocks
+  // (block pairs and a tail), 3 Q4_K super-blocks; gaussian values through the quantizers.
+  constexpr int64_t kR = 35, kB = 37;
   std::mt19937 rng(30);
-  std::vector<uint8_t> w(size_t(kR) * (kN / 32) * sizeof(BlockQ4_0)), x(size_t(kB) * (kN / 32) * sizeof(BlockQ8_0));
-  for (auto& v : w) v = uint8_t(rng());
-  for (auto& v : x) v = uint8_t(int(rng() % 255) - 127);  // a quantizer's range, -127..127
-  auto fix_scales = [&rng](uint8_t* p, size_t n_blocks, size_t stride) {  // fp16 scales in [2^-10, 0.5)
-    for (size_t i = 0; i < n_blocks; ++i) {
-      const uint16_t h = uint16_t(0x1400 + rng() % 0x2400);
-      std::memcpy(p + i * stride, &h, 2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto [t, n] : {std::pair<Type, int64_t>{Type::Q4_0, 7 * 32}, {Type::Q4_K, 3 * 256}}) {
+    const Type at = tensor::traits(t).vec_dot_type;
+    const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);
+    std::vector<uint8_t> w(ws * kR), x(xs * kB);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t r = 0; r < kR; ++r) {
+      for (float& f : v) f = nd(rng);
+      tensor::quantize_row(t, v.data(), w.data() + r * ws, n);
     }
-  };
-  fix_scales(w.data(), w.size() / sizeof(BlockQ4_0), sizeof(BlockQ4_0));
-  fix_scales(x.data(), x.size() / sizeof(BlockQ8_0), sizeof(BlockQ8_0));
-  const size_t ws = (kN / 32) * sizeof(BlockQ4_0), xs = (kN / 32) * sizeof(BlockQ8_0);
-  std::vector<float> got(size_t(kB * kR), -1.0f), want(size_t(kB * kR), -2.0f);
-  avx2::gemm_lanes_q4_0(kN / 32, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR);
-  (emulated ? amx::gemm_q4_0<amx::EmuTiles> : amx::gemm_q4_0<amx::HwTiles>)(kN, w.data(), ws, 0, kR, x.data(), xs,
-                                                                          kB, got.data(), kR);
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "Q4_0 AMX GEMM, row %d column %d: %.9g, expected %.9g", int(i % kR),
-                    int(i / kR), double(got[i]), double(want[i]));
-      return buf;
+    for (int64_t c = 0; c < kB; ++c) {
+      for (float& f : v) f = nd(rng);
+      ref::quantize_activation(at, v.data(), x.data() + c * xs, n);
     }
+    std::vector<float> got(size_t(kB * kR), -1.0f), want(size_t(kB * kR), -2.0f);
+    if (t == Type::Q4_0) {
+      avx2::gemm_lanes_q4_0(n / 32, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR);
+      (emulated ? amx::gemm<amx::EmuTiles, amx::Q4_0> : amx::gemm<amx::HwTiles, amx::Q4_0>)(
+          n, w.data(), ws, 0, kR, x.data(), xs, kB, got.data(), kR);
+    } else {
+      avx2::gemm_lanes<avx2::LaneActsK, avx2::lane_pack_acts_k, avx2::LaneRowsK, avx2::lane_pack_rows_q4_k,
+                       avx2::TileQ4K, 4>(n / 256, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR,
+                                         size_t(n / 256) * (sizeof(tensor::BlockQ8_K) + 16));
+      (emulated ? amx::gemm<amx::EmuTiles, amx::Q4_K> : amx::gemm<amx::HwTiles, amx::Q4_K>)(
+          n, w.data(), ws, 0, kR, x.data(), xs, kB, got.data(), kR);
+    }
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s AMX GEMM, row %d column %d: %.9g, expected %.9g", tensor::type_name(t),
+                      int(i % kR), int(i / kR), double(got[i]), double(want[i]));
+        return buf;
+      }
+  }
   return "";
 }
 
@@ -346,7 +400,7 @@ const KernelTable& amx_table() {
   static const KernelTable table;
   return table;
 }
-MatmulFn amx_emulated_q4_0() { return nullptr; }
+MatmulFn amx_emulated(tensor::Type) { return nullptr; }
 std::string amx_self_test(bool) { return "built without AMX support"; }
 }  // namespace kernels::cpu
 #endif

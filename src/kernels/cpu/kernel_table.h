@@ -49,13 +49,13 @@ std::string self_test(const KernelTable& t, const KernelTable& ref, bool bitwise
 const KernelTable& avx2_table();
 const KernelTable& avx512_table();
 const KernelTable& amx_table();  // AMX-INT8 entries over avx512 (amx.cc; empty if built without)
-// amx.cc's Q4_0 lane-order GEMM against AVX2's gemm_lanes_q4_0 on one odd shape, to the bit:
-// "" or what differed. emulated: on the C++ model of the tile instructions (any AVX-512
-// CPU); else on the hardware (dispatch.cc runs it in a child process).
+// amx.cc's lane-order GEMMs (Q4_0, Q4_K) against AVX2's gemm_lanes on one odd shape each, to
+// the bit: "" or what differed. emulated: on the C++ model of the tile instructions (any
+// AVX-512 CPU); else on the hardware (dispatch.cc runs it in a child process).
 std::string amx_self_test(bool emulated);
-// The same GEMM on the emulated tile unit, whatever the batch and order (kernels_test);
-// null if built without AMX support.
-MatmulFn amx_emulated_q4_0();
+// Type t's AMX GEMM on the emulated tile unit, whatever the batch and order (kernels_test);
+// null for a type without one or if built without AMX support.
+MatmulFn amx_emulated(tensor::Type t);
 #endif
 #if defined(__aarch64__)
 const KernelTable& neon_table();          // plain Advanced SIMD (neon.cc)
