@@ -107,18 +107,42 @@ class Handler {
         event("content_block_stop", {{"index", index++}});
         text_open = false;
       };
+      // Tool calls as they are written: a tool_use block per call, its arguments as
+      // input_json_delta fragments (as Anthropic streams them).
+      bool call_open = false;
+      auto close_call = [&] {
+        if (!call_open) return;
+        event("content_block_stop", {{"index", index++}});
+        call_open = false;
+      };
+      auto call = [&](const ToolDelta& d) {
+        if (d.first) {
+          close_thinking();
+          close_text();
+          close_call();
+          json block = {{"type", "tool_use"}, {"id", d.id}, {"name", d.name}, {"input", json::object()}};
+          call_open = true;
+          return event("content_block_start", {{"index", index}, {"content_block", block}});
+        }
+        if (d.arguments.empty()) return sink.is_writable();
+        return event("content_block_delta",
+                     {{"index", index}, {"delta", {{"type", "input_json_delta"}, {"partial_json", d.arguments}}}});
+      };
       Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : text(t); },
-                         [&] { return sink.is_writable(); }, {}, thinking);
+                         [&] { return sink.is_writable(); }, {}, thinking, call);
       if (out.cancelled()) return false;
       if (!out.out.status.ok()) {
         event("error", anthropic_error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error")));
         sink.done();
         return true;
       }
-      if (!out.tail.content.empty() || (!text_seen && out.tail.calls.empty())) text(out.tail.content);
+      close_call();
+      if (!out.tail.content.empty() || (!text_seen && out.tail.calls.empty() && out.streamed_calls == 0))
+        text(out.tail.content);
       close_thinking();
       close_text();
-      for (const ToolCall& c : out.tail.calls) {
+      for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k) {  // the calls not streamed: whole
+        const ToolCall& c = out.tail.calls[k];
         json block = tool_use(c);
         const std::string args = block["input"].dump();
         block["input"] = json::object();

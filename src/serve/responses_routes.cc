@@ -125,22 +125,9 @@ class Handler {
         w["logprobs"] = json::array();
         return event("response.output_text.delta", w);
       };
-      Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : delta(t); },
-                         [&] { return sink.is_writable(); }, {}, think);
-      if (out.cancelled()) return false;
-      if (!out.out.status.ok()) {
-        event("error", {{"code", "server_error"}, {"message", "generation failed: " + out.out.status.message()},
-                        {"param", nullptr}});
-        sink.done();
-        return true;
-      }
-      if (!out.tail.content.empty()) delta(out.tail.content);
-      if (!text_open && out.tail.calls.empty()) open_text();
-      close_thought();
-      const std::vector<std::string> call_ids = item_ids(out.tail.calls.size());
-      Outcome oc = outcome(rs_id, thought, msg_id, text, out.tail.calls, call_ids);  // the thought as streamed
-      if (text_open) {
-        const json& item = oc.output[thought.empty() ? 0 : 1];
+      // The message item done (its text as streamed), before a call's item or at the end.
+      auto close_text = [&](const json& item) {
+        if (!text_open) return;
         json w = where();
         w["text"] = text;
         w["logprobs"] = json::array();
@@ -150,8 +137,61 @@ class Handler {
         event("response.content_part.done", w);
         event("response.output_item.done", {{"output_index", index}, {"item", item}});
         ++index;
+        text_open = false;
+      };
+      // Tool calls as they are written: a function_call item per call, its arguments as
+      // response.function_call_arguments.delta events (as the Responses API streams them);
+      // done once the next call starts or the reply ends (below).
+      std::vector<std::string> call_ids;
+      ToolCall open;  // the call being streamed: its arguments as far as written
+      bool call_open = false;
+      auto at_call = [&] { return json{{"item_id", call_ids.back()}, {"output_index", index}}; };
+      auto close_call = [&] {
+        if (!call_open) return;
+        json d = at_call();
+        d["name"] = open.name;
+        d["arguments"] = open.arguments;
+        event("response.function_call_arguments.done", d);
+        event("response.output_item.done",
+              {{"output_index", index++}, {"item", function_call_item(call_ids.back(), open, "completed")}});
+        call_open = false;
+      };
+      auto call = [&](const ToolDelta& d) {
+        if (d.first) {
+          close_thought();
+          close_text(message_item(msg_id, text, "completed"));
+          close_call();
+          call_ids.push_back(item_ids(1)[0]);
+          open = {d.id, d.name, ""};
+          call_open = true;
+          return event("response.output_item.added",
+                       {{"output_index", index}, {"item", function_call_item(call_ids.back(), open, "in_progress")}});
+        }
+        if (d.arguments.empty()) return sink.is_writable();
+        open.arguments += d.arguments;
+        json w = at_call();
+        w["delta"] = d.arguments;
+        return event("response.function_call_arguments.delta", w);
+      };
+      Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : delta(t); },
+                         [&] { return sink.is_writable(); }, {}, think, call);
+      if (out.cancelled()) return false;
+      if (!out.out.status.ok()) {
+        event("error", {{"code", "server_error"}, {"message", "generation failed: " + out.out.status.message()},
+                        {"param", nullptr}});
+        sink.done();
+        return true;
       }
-      for (size_t k = 0; k < out.tail.calls.size(); ++k, ++index) {
+      close_call();
+      const bool streamed = out.streamed_calls > 0;
+      if (!out.tail.content.empty() && !streamed) delta(out.tail.content);  // (after a streamed call: dropped)
+      if (!text_open && out.tail.calls.empty()) open_text();
+      close_thought();
+      call_ids.resize(std::min(call_ids.size(), out.tail.calls.size()));
+      for (const std::string& k : item_ids(out.tail.calls.size() - call_ids.size())) call_ids.push_back(k);
+      Outcome oc = outcome(rs_id, thought, msg_id, text, out.tail.calls, call_ids);  // the thought as streamed
+      if (text_open) close_text(oc.output[thought.empty() ? 0 : 1]);
+      for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k, ++index) {  // the calls not streamed: whole
         const ToolCall& c = out.tail.calls[k];
         const json at = {{"item_id", call_ids[k]}, {"output_index", index}};
         event("response.output_item.added", {{"output_index", index}, {"item", function_call_item(call_ids[k], c, "in_progress")}});

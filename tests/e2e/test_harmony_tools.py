@@ -14,7 +14,10 @@ official `openai` client:
   * auto: text or a valid call, never call markup as content (the random toy seldom writes
     the trigger " to=functions." itself: the trigger grammar is unit-tested in serve_api_test);
   * /props names the harmony format; Anthropic's forced tool_use validates, Ollama's auto
-    reply is text or a get_weather call.
+    reply is text or a get_weather call;
+  * streamed as each API streams calls (issue 33): Anthropic's tool_use block with
+    input_json_delta fragments, the Responses function_call item with
+    response.function_call_arguments.delta events adding up to the arguments.
 Greedy, short max_tokens; seconds.
 """
 import copy
@@ -112,6 +115,31 @@ def main():
     check(a.stop_reason == "tool_use" and len(uses) == 1
           and test_tools.valid({"name": uses[0].name, "arguments": uses[0].input}, tools, "get_weather"),
           "Anthropic: a forced call as a valid tool_use block %r" % a.content)
+    # Streamed as each API streams calls (issue 33): Anthropic's tool_use block with
+    # input_json_delta fragments, the Responses function_call item with arguments deltas.
+    events = list(anthropic.Anthropic(base_url=url, api_key="x").messages.create(
+        model="m", max_tokens=300, messages=msgs, extra_body={"temperature": 0}, stream=True,
+        tools=[{"name": "get_weather", "description": "The current weather in a city",
+                "input_schema": tools[0]["function"]["parameters"]}],
+        tool_choice={"type": "tool", "name": "get_weather"}))
+    starts = [e for e in events if e.type == "content_block_start" and e.content_block.type == "tool_use"]
+    parts = [e.delta.partial_json for e in events if e.type == "content_block_delta"
+             and e.delta.type == "input_json_delta"]
+    check(len(starts) == 1 and starts[0].content_block.input == {} and len(parts) > 1
+          and json.loads("".join(parts)) == uses[0].input,
+          "Anthropic stream: a tool_use block, its input in %d input_json_delta fragments" % len(parts))
+    rs = list(c.responses.create(model="m", input=msgs, max_output_tokens=300, temperature=0, stream=True,
+                                 tools=[{"type": "function", "name": "get_weather",
+                                         "description": "The current weather in a city",
+                                         "parameters": tools[0]["function"]["parameters"]}],
+                                 tool_choice="required"))
+    added = [e for e in rs if e.type == "response.output_item.added" and e.item.type == "function_call"]
+    deltas = [e.delta for e in rs if e.type == "response.function_call_arguments.delta"]
+    done = [e for e in rs if e.type == "response.function_call_arguments.done"]
+    final = [i for i in rs[-1].response.output if i.type == "function_call"]
+    check(len(added) == 1 and len(deltas) > 1 and len(done) == 1 and done[0].arguments == "".join(deltas)
+          and len(final) == 1 and json.loads(final[0].arguments) == json.loads("".join(deltas)),
+          "Responses stream: a function_call item, its arguments in %d deltas" % len(deltas))
     o = ollama.Client(host=url).chat(model="m", messages=msgs, tools=tools, options={"num_predict": 60, "temperature": 0})
     oc = o.message.tool_calls or []
     check(len(oc) <= 1 and all(x.function.name == "get_weather" for x in oc),
