@@ -11,9 +11,6 @@ APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-
   nlohmann-json3-dev libcli11-dev libpcre2-dev libcpp-httplib-dev libssl-dev clang-14 libclang-rt-14-dev \
   curl chromium openssl libedit-dev tmux libjs-marked libjs-highlight.js node-dompurify \
   libopenmpi-dev openmpi-bin libvulkan-dev mesa-vulkan-drivers glslc
-# `make arm64`: the cross compiler, qemu-user, and the arm64 multiarch -dev packages it links.
-ARM64_PKGS := g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libgmock-dev:arm64 libpcre2-dev:arm64 \
-  libssl-dev:arm64 libcpp-httplib-dev:arm64 libedit-dev:arm64
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
@@ -23,13 +20,18 @@ N ?= 64
 demo: deps model build-demo
 	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
 
+# The ARM build (tools/arm64_ci.sh) runs in the background at nice 19 while the x86 tests
+# run, and its tests under qemu after them; without the ARM packages it says so and skips.
 test: deps model gemma3 vocab build build-asan
+	tools/arm64_ci.sh start
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 	$(MAKE) fuzz
+	tools/arm64_ci.sh finish
 
 apt-deps:
-	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(APT_PKGS); do dpkg-query -W -f='$${db:Status-Abbrev}\n' $$p 2>/dev/null | grep -q '^ii' || \
+	  missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
@@ -60,26 +62,16 @@ $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf:
 	tar -xzf .deps/sdist/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C $(VOCAB_DIR) --strip-components=4 \
 	  --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*'
 
-# Cross-compiles shardlm and kernels_test for 64-bit ARM Linux (cmake/aarch64-linux-gnu.cmake)
-# into build/arm64; run them with tools/arm64_run.sh. MPI and Vulkan are left out there.
+# Cross-compiles shardlm and the kernel tests for 64-bit ARM Linux (cmake/aarch64-linux-gnu.cmake)
+# into build/arm64, installing the cross compiler, qemu-user and the arm64 multiarch -dev
+# packages if missing; run the binary with tools/arm64_run.sh. MPI and Vulkan are left out.
 arm64: apt-deps
-	@missing=""; for p in $(ARM64_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) dpkg --add-architecture arm64; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
-	cmake -S . -B build/arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
-	  -DSHARDLM_MPI=OFF -DSHARDLM_VULKAN=OFF >/dev/null
-	cmake --build build/arm64 -j $(JOBS) --target shardlm kernels_test kernels_order_test
+	tools/arm64_ci.sh build
 
-# The kernel tests under qemu-aarch64 at each NEON level QEMU 7.2 emulates: cortex-a72 (plain
-# NEON, as a Pi 4), cortex-a76 (+ dotprod, as a Pi 5), max (+ i8mm, as Neoverse V1); `devices`
-# must name the level's table (the AT_HWCAP choice).
-ARM64_CPUS := cortex-a72:neon cortex-a76:dotprod max:i8mm
-test-arm64: arm64
-	@for pair in $(ARM64_CPUS); do cpu=$${pair%%:*}; isa=$${pair##*:}; \
-	  tools/arm64_run.sh --cpu $$cpu devices | grep -q "^cpu  $$isa kernels" || \
-	    { echo "test-arm64: --cpu $$cpu does not run the $$isa table"; exit 1; }; \
-	  for t in kernels_test kernels_order_test; do echo "== $$t --cpu $$cpu ($$isa)"; \
-	    SHARDLM_ARM64_BIN=build/arm64/tests/$$t tools/arm64_run.sh --cpu $$cpu --gtest_brief=1 || exit 1; done; done
+# The ARM tests under qemu-aarch64 at cortex-a72 (plain NEON, as a Pi 4), cortex-a76 (+ dotprod,
+# as a Pi 5) and max (+ i8mm, as Neoverse V1): tools/arm64_ci.sh test.
+test-arm64: arm64 model build-demo
+	tools/arm64_ci.sh test
 
 build:
 	cmake --preset release >/dev/null
