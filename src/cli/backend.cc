@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "model/backend.h"
 #include "runtime/node.h"
+#include "util/memory.h"
 
 #ifndef SHARDLM_VERSION
 #define SHARDLM_VERSION "dev"
@@ -12,9 +14,52 @@
 
 namespace cli {
 
-std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots) {
+namespace {
+// "512M" -> bytes; -1 when it is not a size.
+int64_t parse_bytes(const std::string& v) {
+  size_t i = 0;
+  while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
+  if (i == 0 || i > 15) return -1;
+  int64_t n = std::stoll(v.substr(0, i));
+  std::string suffix = v.substr(i);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();
+  if (suffix.empty()) return n;
+  if (suffix.size() != 1) return -1;
+  const char u = char(suffix[0] | 0x20);
+  const int shift = u == 'k' ? 10 : u == 'm' ? 20 : u == 'g' ? 30 : u == 't' ? 40 : -1;
+  if (shift < 0 || n > (int64_t(1) << (62 - shift))) return -1;
+  return n << shift;
+}
+}  // namespace
+
+std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots, int* kv_blocks) {
   if (n_slots < 1) return "--parallel must be at least 1 (the requests that run at once)";
   if (n_slots > runtime::kMaxSlots) return "--parallel must be at most " + std::to_string(runtime::kMaxSlots);
+  if (kv_blocks) *kv_blocks = 0;
+  if (!o.kv_memory.empty()) {
+    const int64_t bytes = parse_bytes(o.kv_memory);
+    if (bytes < 0) return "--kv-memory must be a size in bytes (such as 2G or 512M), not '" + o.kv_memory + "'";
+    const double have = double(util::physical_memory_bytes());
+    if (double(bytes) > have)
+      return "--kv-memory " + o.kv_memory + " (" + std::to_string(bytes / 1000000) +
+             " MB) is more than this machine's memory (" + std::to_string(int64_t(have / 1e6)) + " MB)";
+    // A node holding every KV head: each block, and each running request's sliding-window rings.
+    const std::vector<int> layer_ctx = model::kv_layer_ctx(c, ctx, o.batch + n_slots);
+    const double block = double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.kv_type, 1, layer_ctx, 1));
+    const double rings =
+        double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.kv_type, n_slots, layer_ctx, 1)) - block;
+    const int64_t blocks = int64_t(std::max(0.0, double(bytes) - rings) / block);
+    const int64_t one = model::kv_blocks_for(ctx);
+    if (blocks < one)
+      return "--kv-memory " + o.kv_memory + " holds " + std::to_string(blocks * model::kKvBlockRows) +
+             " positions (blocks of " + std::to_string(model::kKvBlockRows) + ", " + std::to_string(int64_t(block)) +
+             " bytes each" + (rings > 0 ? ", after the sliding-window rings of --parallel requests" : "") +
+             "), less than one context of --ctx " + std::to_string(ctx) + ": give at least " +
+             std::to_string(int64_t(double(one) * block + rings)) + " bytes";
+    if (kv_blocks) *kv_blocks = int(std::min<int64_t>(blocks, int64_t(1) << 30));
+    return "";
+  }
   const runtime::MemoryFit fit = runtime::memory_fit(c, c.n_kv_heads, o.kv_type, ctx, n_slots, 0, 0.8);
   if (!fit.fits)
     return "--parallel " + std::to_string(n_slots) + " slots of " + std::to_string(ctx) + " positions need " +
@@ -39,9 +84,11 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   std::string ctx_error;
   const int ctx = resolve_ctx(o, b->model->config, &ctx_error);
   if (!ctx_error.empty()) return ctx_error;
-  if (std::string e = slots_unfit(b->model->config, o, ctx, n_slots); !e.empty()) return e;
+  int kv_blocks = 0;
+  if (std::string e = slots_unfit(b->model->config, o, ctx, n_slots, &kv_blocks); !e.empty()) return e;
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, n_slots, so.guess_rows()); !e.empty()) return e;
+  copt.kv_blocks = kv_blocks;
   copt.software_version = SHARDLM_VERSION;
   b->pool = std::make_unique<util::ThreadPool>(o.threads);
   const double root_bytes = double(b->model->file->file_size()) / double(1 + co.workers.size());

@@ -38,6 +38,8 @@ inline void add_chat_template_option(CLI::App* cmd, std::string* choice) {
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const SpecCliOptions& so,
                          const std::string& chat_template, Backend* b, int n_slots = 1, bool need_chat = true);
 // Why n_slots slots of ctx positions cannot run this model here ("" when they can).
-std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots);
+// With --kv-memory, *kv_blocks is the pool's blocks (else 0: n_slots full contexts); a
+// --kv-memory larger than the machine or smaller than one context is refused by name.
+std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots, int* kv_blocks = nullptr);
 
 }  // namespace cli

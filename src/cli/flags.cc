@@ -61,6 +61,9 @@ void add_run_options(CLI::App* cmd, RunOptions* o) {
          },
          "attention: on (tiled flash attention, default) or off (llama.cpp's exact non-flash path)")
       ->check(CLI::IsMember({"on", "off"}, CLI::ignore_case))->default_str("on");
+  cmd->add_option("--kv-memory", o->kv_memory,
+                  "KV cache pool per node in bytes (K, M, G suffixes: powers of 1024), shared by the running "
+                  "requests in blocks of 64 positions (default: --parallel full contexts)");
   cmd->add_option("-b,--batch", o->batch, "prompt tokens evaluated per step (beside one decode row per running request)")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_flag("--exact-batches", o->exact_batches,
                 "Q4_0/Q4_K/Q6_K prompt batches in the decode path's summation order: a prompt's logits "

@@ -37,6 +37,9 @@ struct RunOptions {
   bool exact_batches = false;
   bool fast_batches = false;  // model::RunConfig::decode_lanes
   std::string device = "cpu";  // cpu | vulkan[:N] (cli/device.h)
+  // --kv-memory: the KV pool's bytes per node ("" : --parallel full contexts, as slots were;
+  // a number with an optional K, M, G suffix, powers of 1024).
+  std::string kv_memory;
 };
 
 // --cluster-key, --cluster-key-file, --insecure, --link-encryption (net/cluster_key.h).

@@ -80,8 +80,11 @@ Command add_serve(CLI::App& app) {
     util::Status st = serve::run_server(*b.engine, *b.prompts, *so, [&](const std::string& url) {
       std::printf("listening on %s\n", url.c_str());
       std::fflush(stdout);
-      std::fprintf(stderr, "model %s, %d slots of %d tokens, %d node(s)%s\n", so->model_name.c_str(), *parallel,
-                   b.engine->ctx(), b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
+      const int blocks = b.cluster->kv_pool().n_blocks();
+      std::fprintf(stderr, "model %s, %d slots of %d tokens, KV pool %d blocks of %d positions (%lld), %d node(s)%s\n",
+                   so->model_name.c_str(), *parallel, b.engine->ctx(), blocks, model::kKvBlockRows,
+                   (long long)blocks * model::kKvBlockRows, b.cluster->n_nodes(),
+                   so->api_key.empty() ? "" : ", API key required");
     });
     if (!st.ok()) return fail(st.message());
     return 0;

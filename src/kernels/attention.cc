@@ -139,8 +139,11 @@ const TileKernels& pick_kernels(const AttentionArgs& a) {
 // First position the query at position p sees.
 int window_lo(const AttentionArgs& a, int p) { return a.window > 0 ? std::max(0, p - a.window + 1) : 0; }
 
-// Byte offset of position p's row in a view (a ring wraps).
-size_t row_offset(const KvHeadView& v, int p) { return size_t(v.ring > 0 ? p % v.ring : p) * v.row_bytes; }
+// Byte offset of position p's row in a view (a ring wraps; a paged view goes through its block table).
+size_t row_offset(const KvHeadView& v, int p) {
+  if (v.blocks) return size_t(v.blocks[p / v.block_rows]) * v.block_stride + size_t(p % v.block_rows) * v.row_bytes;
+  return size_t(v.ring > 0 ? p % v.ring : p) * v.row_bytes;
+}
 
 void check_args(const AttentionArgs& a) {
   CHECK(a.n_q >= 1 && a.pos0 >= 0 && a.n_heads >= 1 && a.n_kv_heads >= 1 && a.head_dim >= 1);
@@ -162,6 +165,8 @@ void check_args(const AttentionArgs& a) {
     CHECK_MSG(a.kv[g].row_bytes % align == 0 && uintptr_t(a.kv[g].k) % align == 0 &&
                   uintptr_t(a.kv[g].v) % align == 0,
               "KV rows must be aligned to their element size");
+    CHECK_MSG(!a.kv[g].blocks || (a.kv[g].block_rows > 0 && a.kv[g].block_rows % kKvTile == 0),
+              "KV blocks must be whole tiles");
   }
   for (int h = 0; h < a.n_heads; ++h) CHECK(a.kv_of_head[h] >= 0 && a.kv_of_head[h] < a.n_kv_heads);
 }

@@ -25,15 +25,21 @@ namespace kernels {
 enum class KvFormat { kF16, kF32, kQ8_0 };
 
 // One KV head's cache: position p's row (head_dim values) is at base + p * row_bytes, or,
-// for a ring of `ring` rows, at base + (p % ring) * row_bytes. Flash attention reads a ring
-// in whole tiles of 64 positions: its size is a multiple of 64, or larger than every
-// position read. A ring must still hold every position of each query's window.
+// for a ring of `ring` rows, at base + (p % ring) * row_bytes, or, paged (blocks set), at
+// base + blocks[p / block_rows] * block_stride + (p % block_rows) * row_bytes. Flash
+// attention reads a ring in whole tiles of 64 positions: its size is a multiple of 64, or
+// larger than every position read. A ring must still hold every position of each query's
+// window. block_rows is a multiple of the KV tile (64) too, so a tile is always one
+// contiguous run of rows.
 struct KvHeadView {
   KvFormat format;
-  const uint8_t* k;  // [n_ctx][row_bytes]
-  const uint8_t* v;  // [n_ctx][row_bytes]
+  const uint8_t* k;  // [n_ctx][row_bytes], or block 0's rows
+  const uint8_t* v;  // [n_ctx][row_bytes], or block 0's rows
   size_t row_bytes;  // >= kv_row_bytes(format, head_dim); rows aligned to 4 (F32) / 2 bytes
   int ring = 0;      // > 0: rows kept (position p in row p % ring); 0: every position
+  const int32_t* blocks = nullptr;  // paged: [n_ctx / block_rows] block ids; nullptr: contiguous
+  int block_rows = 0;
+  size_t block_stride = 0;  // bytes from one block to the next
 };
 
 struct AttentionArgs {

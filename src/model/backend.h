@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "model/transformer.h"
@@ -41,6 +42,10 @@ class Backend {
   // A new batch of n rows (segs in order): kX = x[n][dim] * cfg.embed_scale; each row's
   // slot, position and rope table; the batch's per-segment matmul order.
   virtual void begin(const Segment* segs, int n_segs, int n, const float* x) = 0;
+  // A paged KV cache (kv_cache.h): slot's block table from entry `from` on, and whether it
+  // covers positions [0, end). A backend with contiguous slots (Vulkan) ignores the tables.
+  virtual void set_blocks(int /*slot*/, int /*from*/, std::span<const int32_t> /*blocks*/) {}
+  virtual bool kv_covers(int /*slot*/, int /*end*/) const { return true; }
   // out[b] = rmsnorm(in[b]) * w for b < n, rows of dim values (in may be out).
   virtual void rmsnorm(Act out, Act in, const Vector& w, int n) = 0;
   // out[b][r] = W[r] . in[b] for b < n and every row r of w.

@@ -18,7 +18,7 @@ CpuBackend::CpuBackend(const Config& cfg, const Weights& w, util::ThreadPool& po
       pool_(pool),
       part_(part),
       kv_(cfg.n_layers, part.n_kv_heads, cfg.head_dim, rc.ctx, rc.kv_type, rc.n_slots,
-          kv_layer_ctx(cfg, rc.ctx, std::max(1, rc.max_batch))),
+          kv_layer_ctx(cfg, rc.ctx, std::max(1, rc.max_batch)), rc.kv_blocks),
       q_dim_(part.n_heads * cfg.head_dim),
       kv_dim_(part.n_kv_heads * cfg.head_dim),
       mode_(rc.attention),
@@ -496,10 +496,10 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
       kernels::softmax(s, n_pad, lw.sinks.empty() ? nullptr : &lw.sinks[h]);  // gpt-oss: the head's sink
       if (f16) {
         for (int t = 0; t < n_ctx; ++t) p16[t] = util::f32_to_fp16(s[t]);
-        // The rows of first .. p lie in the ring as one run, or wrap around it: then they are
-        // copied into one run, so the sum keeps its order.
+        // The rows of first .. p lie in the ring (or one KV block) as one run, or wrap around
+        // the ring (span blocks): then they are copied into one run, so the sum keeps its order.
         const uint16_t* v = kv_.v16(kv_.offset(slot, l, g, first));
-        if (first % ring + n_ctx > ring) {
+        if (ring < kv_.ctx() ? first % ring + n_ctx > ring : first / kKvBlockRows != p / kKvBlockRows) {
           vrows.resize(size_t(n_ctx) * hd);
           for (int t = 0; t < n_ctx; ++t)
             std::memcpy(&vrows[size_t(t) * hd], kv_.v16(kv_.offset(slot, l, g, first + t)), sizeof(uint16_t) * hd);

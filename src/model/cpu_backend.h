@@ -27,6 +27,8 @@ class CpuBackend : public Backend {
              const Partition& part);
   std::string describe() const override;  // cpu_description(its pool's threads)
   void begin(const Segment* segs, int n_segs, int n, const float* x) override;
+  void set_blocks(int slot, int from, std::span<const int32_t> blocks) override { kv_.set_blocks(slot, from, blocks); }
+  bool kv_covers(int slot, int end) const override { return kv_.covers(slot, end); }
   void rmsnorm(Act out, Act in, const Vector& w, int n) override;
   void linear(const Matrix& w, Act in, Act out, int n) override;
   void attention(int layer, const Segment* segs, int n_segs) override;

@@ -1,14 +1,25 @@
 // kv_cache.h: per-layer key and value cache for the KV heads a node owns, F16 by default,
-// F32 or Q8_0 (blocks of 32, as ggml) optional, in n_slots independent slots of ctx
-// positions each (one slot per sequence that runs at once). Layout
-// [slot][layer][kv_head][pos][row] so one head's rows of one slot are contiguous (row_bytes
-// apart), which is what kernels::KvHeadView reads: a slot is exactly the cache one
-// sequence had alone, so attention reads the same bytes whatever else runs.
+// F32 or Q8_0 (blocks of 32, as ggml) optional, paged (issue 32).
+// Layers that keep every position (full attention) store their rows in one pool of
+// n_blocks blocks of kKvBlockRows positions each, laid out [block][layer][kv_head][pos][row];
+// each sequence (slot, at most n_slots of them) has a block table: position p of slot s is
+// row p % kKvBlockRows of block table(s)[p / kKvBlockRows]. Sliding-window layers keep
+// their ring per slot as before ([slot][layer][kv_head][pos % ring][row]): a window is
+// small and fixed, so paging it would save nothing.
+// Attention reads through the table (kernels::KvHeadView's blocks): a block is a multiple of
+// the flash kernel's KV tile, so every tile is one contiguous run of rows and the kernels
+// read the same bytes in the same order as from one contiguous slot: a row's result does
+// not depend on where its blocks are.
+// Who decides the tables: on a cluster the root (runtime/kv_blocks.h), carried in every step
+// (set_blocks) so that every node's tables are identical by construction. Used alone (tests,
+// tools), a cache whose pool holds n_slots full contexts starts with identity tables (slot s
+// owns blocks [s * per_slot, (s + 1) * per_slot)): exactly the old slot layout.
 // Deliberately dumb storage: attention math lives in the transformer and kernels; which
 // positions of a slot are valid is the runtime's sequence bookkeeping.
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -19,6 +30,11 @@
 namespace model {
 
 enum class KvType { kF16, kF32, kQ8_0 };
+
+// Positions per KV block: one flash-attention KV tile (kernels/attention.cc's kKvTile); see
+// docs/ARCHITECTURE.md for the measurement that chose it.
+constexpr int kKvBlockRows = 64;
+inline int kv_blocks_for(int positions) { return (positions + kKvBlockRows - 1) / kKvBlockRows; }
 
 inline const char* kv_type_name(KvType t) {
   return t == KvType::kF16 ? "f16" : t == KvType::kF32 ? "f32" : "q8_0";
@@ -32,39 +48,84 @@ class KvCache {
  public:
   // A Q8_0 cache needs head_dim % 32 == 0 (callers check and report it). layer_ctx (empty:
   // ctx for every layer) gives a layer fewer positions: a sliding-window layer keeps only
-  // the last layer_ctx[l] positions, position p in row p % layer_ctx[l] (a ring).
+  // the last layer_ctx[l] positions, position p in row p % layer_ctx[l] (a ring, per slot).
+  // n_blocks: the pool's blocks; 0: n_slots full contexts (identity tables).
   KvCache(int n_layers, int n_kv_heads, int head_dim, int ctx, KvType type, int n_slots = 1,
-          std::vector<int> layer_ctx = {})
+          std::vector<int> layer_ctx = {}, int n_blocks = 0)
       : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), ctx_(ctx), n_slots_(n_slots), type_(type),
         row_bytes_(kernels::kv_row_bytes(kv_format(type), head_dim)), layer_ctx_(std::move(layer_ctx)) {
-    CHECK(n_slots >= 1);
+    CHECK(n_slots >= 1 && n_blocks >= 0);
     if (layer_ctx_.empty()) layer_ctx_.assign(n_layers, ctx);
     CHECK(int(layer_ctx_.size()) == n_layers);
     for (int c : layer_ctx_) {
       CHECK(c >= 1 && c <= ctx);
-      layer_row0_.push_back(slot_rows_);
-      slot_rows_ += size_t(n_kv_heads) * c;
+      if (c == ctx) {
+        layer_row0_.push_back(block_rows_);
+        block_rows_ += size_t(n_kv_heads) * kKvBlockRows;
+      } else {
+        layer_row0_.push_back(ring_rows_);
+        ring_rows_ += size_t(n_kv_heads) * c;
+      }
     }
-    const size_t n = size_t(n_slots) * slot_rows_ * row_bytes_;
+    const int per_slot = kv_blocks_for(ctx);
+    n_blocks_ = n_blocks > 0 ? n_blocks : n_slots * per_slot;
+    tables_.resize(size_t(n_slots));
+    if (n_blocks_ >= n_slots * per_slot)
+      for (int s = 0; s < n_slots; ++s)
+        for (int b = 0; b < per_slot; ++b) tables_[size_t(s)].push_back(s * per_slot + b);
+    pool_rows_ = size_t(n_blocks_) * block_rows_;
+    const size_t n = (pool_rows_ + size_t(n_slots) * ring_rows_) * row_bytes_;
     k_.resize(n);
     v_.resize(n);
   }
   int ctx() const { return ctx_; }  // positions per slot
   int layer_ctx(int layer) const { return layer_ctx_[layer]; }  // rows a layer keeps (<= ctx)
   int n_slots() const { return n_slots_; }
+  int n_blocks() const { return n_blocks_; }
   KvType type() const { return type_; }
   size_t row_bytes() const { return row_bytes_; }
   // Bytes of one position of one slot (all layers and local KV heads, K and V).
   static size_t bytes_per_position(int n_layers, int n_kv_heads, int head_dim, KvType type) {
     return size_t(2) * n_layers * n_kv_heads * kernels::kv_row_bytes(kv_format(type), head_dim);
   }
-  // Byte offset of (slot, layer, head, pos)'s row.
+  // Bytes a cache of these arguments holds (the constructor's allocation).
+  static size_t bytes_for(int n_kv_heads, int head_dim, int ctx, KvType type, int n_slots,
+                          const std::vector<int>& layer_ctx, int n_blocks) {
+    if (n_blocks <= 0) n_blocks = n_slots * kv_blocks_for(ctx);
+    size_t block = 0, ring = 0;
+    for (int c : layer_ctx) (c >= ctx ? block : ring) += size_t(n_kv_heads) * (c >= ctx ? kKvBlockRows : c);
+    return 2 * (size_t(n_blocks) * block + size_t(n_slots) * ring) * kernels::kv_row_bytes(kv_format(type), head_dim);
+  }
+  // Bytes of one block (its rows of every full layer and local KV head, K and V).
+  size_t block_bytes() const { return 2 * block_rows_ * row_bytes_; }
+
+  // Slot's block table from entry `from` on: entries [from, from + blocks.size()) set, the
+  // table cut after them (a gap before `from` reads block 0). Block ids are < n_blocks()
+  // (the step's parser checks it).
+  void set_blocks(int slot, int from, std::span<const int32_t> blocks) {
+    CHECK(slot >= 0 && slot < n_slots_ && from >= 0);
+    std::vector<int32_t>& t = tables_[size_t(slot)];
+    t.resize(size_t(from), 0);
+    for (int32_t b : blocks) {
+      CHECK(b >= 0 && b < n_blocks_);
+      t.push_back(b);
+    }
+  }
+  const std::vector<int32_t>& table(int slot) const { return tables_[size_t(slot)]; }
+  // Whether slot's table covers positions [0, end) (forward_batch's check).
+  bool covers(int slot, int end) const { return int64_t(tables_[size_t(slot)].size()) * kKvBlockRows >= end; }
+
+  // Byte offset of (slot, layer, head, pos)'s row; a full layer's pos must be covered.
   size_t offset(int slot, int layer, int head, int pos) const {
     const int c = layer_ctx_[layer];
-    return (size_t(slot) * slot_rows_ + layer_row0_[layer] + size_t(head) * c + pos % c) * row_bytes_;
+    if (c < ctx_)
+      return (pool_rows_ + size_t(slot) * ring_rows_ + layer_row0_[layer] + size_t(head) * c + pos % c) * row_bytes_;
+    const size_t blk = size_t(tables_[size_t(slot)][size_t(pos / kKvBlockRows)]);
+    return (blk * block_rows_ + layer_row0_[layer] + size_t(head) * kKvBlockRows + pos % kKvBlockRows) * row_bytes_;
   }
   void store(int slot, int layer, int head, int pos, const float* k, const float* v) {
     CHECK(pos >= 0 && pos < ctx_ && slot >= 0 && slot < n_slots_);
+    CHECK(layer_ctx_[layer] < ctx_ || covers(slot, pos + 1));
     const size_t o = offset(slot, layer, head, pos);
     if (type_ == KvType::kF16) {  // util's rounding: the exact path's (llama.cpp's) F16 cache
       auto* kd = reinterpret_cast<uint16_t*>(k_.data() + o);
@@ -75,12 +136,20 @@ class KvCache {
       kernels::kv_store_row(kv_format(type_), v, v_.data() + o, head_dim_);
     }
   }
-  // One KV head's rows of a layer in one slot, for kernels::flash_attention (a windowed
-  // layer's ring as a ring).
+  // One KV head's rows of a layer in one slot, for kernels::flash_attention: a windowed
+  // layer's ring as a ring, a full layer's rows through the slot's block table (valid until
+  // the table next changes).
   kernels::KvHeadView view(int slot, int layer, int head) const {
-    const size_t o = offset(slot, layer, head, 0);
-    const int ring = layer_ctx_[layer] < ctx_ ? layer_ctx_[layer] : 0;
-    return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_, ring};
+    if (layer_ctx_[layer] < ctx_) {
+      const size_t o = offset(slot, layer, head, 0);
+      return {kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_, layer_ctx_[layer]};
+    }
+    const size_t o = (layer_row0_[layer] + size_t(head) * kKvBlockRows) * row_bytes_;
+    kernels::KvHeadView v{kv_format(type_), k_.data() + o, v_.data() + o, row_bytes_};
+    v.blocks = tables_[size_t(slot)].data();
+    v.block_rows = kKvBlockRows;
+    v.block_stride = block_rows_ * row_bytes_;
+    return v;
   }
   // Element access of the exact (naive) path; o from offset().
   const uint16_t* k16(size_t o) const { return reinterpret_cast<const uint16_t*>(k_.data() + o); }
@@ -94,9 +163,13 @@ class KvCache {
   int n_layers_, n_kv_heads_, head_dim_, ctx_, n_slots_;
   KvType type_;
   size_t row_bytes_;
-  std::vector<int> layer_ctx_;     // [layer] rows kept
-  std::vector<size_t> layer_row0_;  // [layer] first row of the layer within a slot
-  size_t slot_rows_ = 0;           // rows of one slot (all layers and heads)
+  std::vector<int> layer_ctx_;      // [layer] rows kept
+  std::vector<size_t> layer_row0_;  // [layer] first row: within a block (full) or a slot's rings
+  size_t block_rows_ = 0;           // rows of one block (all full layers and heads)
+  size_t ring_rows_ = 0;            // rows of one slot's rings (all window layers and heads)
+  int n_blocks_ = 0;
+  size_t pool_rows_ = 0;            // n_blocks * block_rows_; the rings follow
+  std::vector<std::vector<int32_t>> tables_;  // [slot] block ids
   std::vector<uint8_t> k_, v_;
 };
 

@@ -115,6 +115,13 @@ util::Status Transformer::forward_batch(const Segment* segs, int n_segs, const f
     CHECK(rows <= max_batch_);
   }
   CHECK(rows >= 1);
+  for (int s = 0; s < n_segs; ++s) {
+    const Segment& g = segs[s];
+    if (g.blocks_from >= 0) be_->set_blocks(g.slot, g.blocks_from, g.blocks);
+    if (!be_->kv_covers(g.slot, g.pos + g.n))
+      return util::Status::error("KV slot " + std::to_string(g.slot) + " has no KV blocks for positions up to " +
+                                 std::to_string(g.pos + g.n - 1));
+  }
   RETURN_IF_ERROR(check_rings(segs, n_segs));
   be_->begin(segs, n_segs, rows, x);
   return step(segs, n_segs, logits);

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,8 @@ enum class AttentionMode : uint8_t { kExact = 0, kFlash = 1 };
 // How a node runs the model (the same on every node of a cluster).
 struct RunConfig {
   int ctx = 4096;        // positions per KV slot
-  int n_slots = 1;       // sequences that can be in the cache at once
+  int n_slots = 1;       // sequences that can be in the cache at once (block tables)
+  int kv_blocks = 0;     // the KV pool's blocks (kv_cache.h); 0: n_slots full contexts
   int max_batch = 32;    // rows per forward_batch
   KvType kv_type = KvType::kF16;
   AttentionMode attention = AttentionMode::kExact;
@@ -99,10 +101,14 @@ inline bool lane_ordered(int n, bool rowwise, bool lane_order, bool decode_lanes
 enum class Logits : uint8_t { kNone = 0, kLast = 1, kAll = 2 };
 // rowwise: vec_dot order however many rows (a cluster rebuilding a slot evaluates decode
 // rows that ran one per step, n at a time, with the bits they had).
+// blocks_from >= 0: the slot's KV block table from entry blocks_from on becomes blocks
+// (kv_cache.h; the root's allocation, carried by the step) before the rows are evaluated.
 struct Segment {
   int slot = 0, pos = 0, n = 0;
   Logits logits = Logits::kNone;
   bool rowwise = false;
+  int blocks_from = -1;
+  std::span<const int32_t> blocks = {};
 };
 inline const char* attention_mode_name(AttentionMode m) { return m == AttentionMode::kFlash ? "flash" : "exact"; }
 // Why (cfg, kv_type, mode) cannot run, or "" when it can.

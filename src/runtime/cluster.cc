@@ -53,6 +53,8 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   c->shape_ = shape_of(m.config, m.weights);
   c->home_shares_ = o.shares.empty() ? std::vector<double>(size_t(n), 1.0) : o.shares;
   c->history_.resize(size_t(std::max(1, o.n_slots)));
+  c->blocks_ = BlockPool(o.kv_blocks > 0 ? o.kv_blocks : std::max(1, o.n_slots) * model::kv_blocks_for(o.ctx),
+                         std::max(1, o.n_slots));
   for (size_t i = 0; i < o.workers.size(); ++i) {
     c->members_.push_back({o.workers[i], int(i), Member::State::kActive, util::now_seconds(), false});
     c->places_.push_back(int(i));
@@ -77,9 +79,23 @@ Cluster::~Cluster() {
   for (int r = 1; r < t_->size(); ++r) (void)t_->send(r, msg_type(Msg::kShutdown), {}, 1.0);
 }
 
+void Cluster::release(Sequence& seq) {
+  seq.truncate(0);
+  blocks_.release(seq.slot());
+  history_[size_t(seq.slot())] = SlotHistory();
+}
+
 Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep>& batch) {
   auto s = build_step(batch, m_.config, o_.ctx, o_.n_slots, o_.batch, &step_tokens_);
   if (!s) return s.status();
+  int need = 0;
+  for (const SeqStep& q : batch) need += kv_blocks_needed(*q.seq, int(q.tokens.size()));
+  if (need > blocks_.free_blocks())
+    return Status::error("the KV pool is full: the step needs " + std::to_string(need) + " more blocks of " +
+                         std::to_string(model::kKvBlockRows) + " positions and " +
+                         std::to_string(blocks_.free_blocks()) + " of " + std::to_string(blocks_.n_blocks()) +
+                         " are free");
+  for (const SeqStep& q : batch) CHECK(blocks_.reserve(q.seq->slot(), q.seq->n_past() + int(q.tokens.size())));
   std::vector<StepReply> replies;
   auto mine = execute_recovering(*s, &replies);
   if (!mine) return mine.status();

@@ -49,6 +49,7 @@
 #include "plan/plan.h"
 #include "runtime/auto_collective.h"
 #include "runtime/history.h"
+#include "runtime/kv_blocks.h"
 #include "runtime/forming.h"
 #include "runtime/membership.h"
 #include "runtime/node.h"
@@ -86,7 +87,8 @@ struct ClusterOptions {
   bool lane_order = true;            // model::RunConfig::lane_order, here and on every worker
   bool decode_lanes = false;         // model::RunConfig::decode_lanes, the same
   int batch = 128;                   // rows per step
-  int n_slots = 1;                   // sequences in the KV cache at once (ctx positions each)
+  int n_slots = 1;                   // sequences in the KV cache at once (block tables)
+  int kv_blocks = 0;                 // the KV pool's blocks (kv_blocks.h); 0: n_slots full contexts
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // report weight streaming to on_progress
   WeightProgress on_progress;        // empty: not reported (the CLI draws it on stderr)
@@ -159,6 +161,13 @@ class Cluster {
 
   int max_rows() const { return o_.batch; }
   int n_slots() const { return o_.n_slots; }
+  // The paged KV cache's pool (kv_blocks.h): run() grows each segment's table and fails,
+  // naming the pool, when it is short; the scheduler frees blocks first (release).
+  const BlockPool& kv_pool() const { return blocks_; }
+  int kv_blocks_needed(const Sequence& seq, int n) const { return blocks_.needed(seq.slot(), seq.n_past() + n); }
+  // Forgets seq's cached rows: its log is emptied, its blocks go back to the pool and its
+  // history (nothing to replay) is dropped.
+  void release(Sequence& seq);
   int ctx() const { return o_.ctx; }  // positions per slot
   int n_vocab() const { return m_.config.n_vocab; }
   // Sliding-window models: the window, and the rows each windowed layer's KV ring keeps
@@ -263,6 +272,7 @@ class Cluster {
   std::vector<int> places_;          // per --workers entry: the member computing its share, or -1
   std::vector<int> rank_member_;     // rank -> member (rank 0: -1, the root)
   std::vector<SlotHistory> history_; // per KV slot
+  BlockPool blocks_{1, 1};           // the root's allocation of every node's KV pool
   double next_rejoin_check_ = 0;
   bool step_ok_since_recovery_ = true;
   util::Status broken_;              // recovery failed: every later step fails with this

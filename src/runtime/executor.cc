@@ -27,7 +27,7 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
     const model::Logits l = g.want == Want::kCandidates ? (g.every_row ? model::Logits::kAll : model::Logits::kLast)
                             : g.want == Want::kScores   ? model::Logits::kAll
                                                         : model::Logits::kNone;
-    segs_.push_back({g.slot, g.pos, g.n, l, g.rowwise});
+    segs_.push_back({g.slot, g.pos, g.n, l, g.rowwise, g.blocks_from, g.blocks});
     out_rows += l == model::Logits::kAll ? g.n : l == model::Logits::kLast ? 1 : 0;
   }
   const size_t nv = size_t(part_.n_vocab);

@@ -266,6 +266,7 @@ Setup Cluster::session_setup() const {
   s.ctx = o_.ctx;
   s.batch = o_.batch;
   s.n_slots = o_.n_slots;
+  s.kv_blocks = o_.kv_blocks;
   s.kv_type = o_.kv_type;
   s.attention = o_.attention;
   s.lane_order = o_.lane_order;
@@ -388,7 +389,7 @@ Status Cluster::first_measures(std::vector<double>* shares) {
 Status Cluster::root_fits() const {
   if (t_ || members_.empty()) return util::ok_status();
   const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.kv_type, o_.ctx, o_.n_slots,
-                                   double(plan::resident_bytes(plan_, 0)));
+                                   double(plan::resident_bytes(plan_, 0)), 1.0, o_.kv_blocks);
   if (fit.fits) return util::ok_status();
   return Status::error("no worker is left, and the root alone cannot hold the model and its KV cache (" +
                        std::to_string(int64_t(fit.need / 1e6)) + " MB, this machine has " +

@@ -24,9 +24,10 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
 }
 
 MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots,
-                     double weight_bytes, double usable) {
+                     double weight_bytes, double usable, int kv_blocks) {
   MemoryFit f;
-  f.kv_bytes = double(model::KvCache::bytes_per_position(c.n_layers, kv_heads, c.head_dim, kv_type)) * ctx * n_slots;
+  const double positions = kv_blocks > 0 ? double(kv_blocks) * model::kKvBlockRows : double(ctx) * n_slots;
+  f.kv_bytes = double(model::KvCache::bytes_per_position(c.n_layers, kv_heads, c.head_dim, kv_type)) * positions;
   f.need = f.kv_bytes + weight_bytes;
   f.have = double(util::physical_memory_bytes());
   f.fits = f.need <= usable * f.have;

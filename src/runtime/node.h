@@ -35,13 +35,14 @@ struct Node {
 util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const NodeModel& slice, net::Transport* t,
                                util::ThreadPool& pool, const model::BackendFactory& backend);
 
-// What n_slots KV slots of ctx positions over kv_heads KV heads, plus weight_bytes of
-// weights, need, against `usable` of this machine's physical memory.
+// What n_slots KV slots of ctx positions (or, kv_blocks > 0, a pool of kv_blocks blocks)
+// over kv_heads KV heads, plus weight_bytes of weights, need, against `usable` of this
+// machine's physical memory.
 struct MemoryFit {
   double kv_bytes = 0, need = 0, have = 0;  // have: physical memory (all of it)
   bool fits = true;
 };
 MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots,
-                     double weight_bytes, double usable = 1.0);
+                     double weight_bytes, double usable = 1.0, int kv_blocks = 0);
 
 }  // namespace runtime

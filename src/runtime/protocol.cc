@@ -47,7 +47,7 @@ Status setup_fields(IO& io, S& s) {
   RETURN_IF_ERROR(io.enum8(s.sync, net::SyncType::kF32, "names an unknown sync type"));
   RETURN_IF_ERROR(io.i8(s.forced_algo, int8_t(net::AllReduceAlgo::kMpi), "names an unknown algorithm"));
   RETURN_IF_ERROR(io.f64(s.alpha_us, s.beta_gbps));
-  RETURN_IF_ERROR(io.i32(s.ctx, s.batch, s.n_slots));
+  RETURN_IF_ERROR(io.i32(s.ctx, s.batch, s.n_slots, s.kv_blocks));
   RETURN_IF_ERROR(io.enum8(s.kv_type, model::KvType::kQ8_0, "names an unknown KV cache type"));
   RETURN_IF_ERROR(io.enum8(s.attention, model::AttentionMode::kFlash, "names an unknown attention mode"));
   RETURN_IF_ERROR(io.bits("has a bad batch-order flag", s.lane_order, s.decode_lanes));
@@ -79,7 +79,12 @@ Status mask_field(In& io, std::vector<uint64_t>& m) { return get_mask(io.reader(
 bool segment_ok(const StepSegment& g) {
   const uint8_t want = uint8_t(g.want);
   const size_t sampled = want != 1 ? 0 : g.every_row ? size_t(g.n) : 1;
-  return !(g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 ||
+  const bool blocks_ok = g.blocks_from < 0
+                             ? g.blocks.empty()
+                             : g.pos >= 0 && g.n > 0 && g.blocks_from <= g.pos / model::kKvBlockRows &&
+                                   int64_t(g.blocks_from) + int64_t(g.blocks.size()) ==
+                                       (int64_t(g.pos) + g.n + model::kKvBlockRows - 1) / model::kKvBlockRows;
+  return blocks_ok && !(g.slot < 0 || g.pos < 0 || g.n <= 0 || want > 2 || g.k < 1 ||
            (want == 2 && g.targets.size() != size_t(g.n)) || (g.every_row && want != 1) ||
            (want == 1 && g.penalties.size() != sampled) || (!g.allowed.empty() && (want != 1 || g.every_row)));
 }
@@ -102,6 +107,9 @@ Status segment_fields(IO& io, G& g) {
   RETURN_IF_ERROR(mask_field(io, g.allowed));
   RETURN_IF_ERROR(
       io.list(g.targets, 4, "lists more targets than it carries", [](auto& io, auto& t) { return io.i32(t); }));
+  RETURN_IF_ERROR(io.i32(g.blocks_from));
+  RETURN_IF_ERROR(
+      io.list(g.blocks, 4, "lists more KV blocks than it carries", [](auto& io, auto& b) { return io.i32(b); }));
   return io.check(segment_ok(g), "is malformed");
 }
 
@@ -109,7 +117,7 @@ template <class IO, class S>
 Status step_fields(IO& io, S& s) {
   RETURN_IF_ERROR(io.type(s.embd_type));
   RETURN_IF_ERROR(io.bytes(s.rows));
-  return io.list(s.segs, 34, "lists a bad number of segments", [](auto& io, auto& g) { return segment_fields(io, g); },
+  return io.list(s.segs, 42, "lists a bad number of segments", [](auto& io, auto& g) { return segment_fields(io, g); },
                  true);
 }
 
@@ -179,7 +187,7 @@ bool consistent(const Setup& s) {
       !ok_heads(s.slice.heads, s.slice.kv_heads) ||
       !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
       (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||
-      s.n_slots <= 0 || s.n_slots > kMaxSlots ||
+      s.n_slots <= 0 || s.n_slots > kMaxSlots || s.kv_blocks < 0 ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return false;
   return true;
@@ -211,6 +219,7 @@ model::RunConfig Setup::run_config() const {
   model::RunConfig rc;
   rc.ctx = ctx;
   rc.n_slots = n_slots;
+  rc.kv_blocks = kv_blocks;
   rc.max_batch = batch;
   rc.kv_type = kv_type;
   rc.attention = attention;
@@ -325,7 +334,12 @@ StepFit step_fit(const std::vector<StepSegment>& segs, int rows, int ctx, int n_
   return StepFit::kFits;
 }
 
-Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer) {
+Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer,
+                       int kv_blocks) {
+  if (kv_blocks <= 0) kv_blocks = n_slots * model::kv_blocks_for(ctx);
+  for (const StepSegment& g : s.segs)
+    for (int32_t b : g.blocks)
+      if (b < 0 || b >= kv_blocks) return Status::error("step from " + peer + " names a KV block outside the pool");
   const int rows = s.rows_total();
   if (dim % tensor::traits(s.embd_type).block_size != 0 ||  // before row_bytes, which CHECKs it
       s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(rows))

@@ -5,7 +5,7 @@
 // and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
 //                measurements (α, β) or a forced algorithm, ctx, KV type, attention mode,
-//                batch (rows per step), KV slots, timeouts, the slice's bytes
+//                batch (rows per step), KV slots and pool blocks, timeouts, the slice's bytes
 //   setup-reply  worker -> root: whether it already holds the slice (cache or --model);
 //                or an error (net kError) when the worker cannot take the session: its
 //                memory is too small (code kTooLittleMemory: the root does not re-plan over
@@ -13,7 +13,8 @@
 //   tensor       root -> worker: one chunk (<= 64 MiB) of one tensor of the slice
 //   weights-done root -> worker: tensor count; the worker answers ready (or an error)
 //   step         root -> worker: the token embedding rows in their file type, and per
-//                segment (one sequence's consecutive rows: KV slot, pos, n) what to return
+//                segment (one sequence's consecutive rows: KV slot, pos, n, its KV block
+//                table's new entries) what to return
 //                (nothing / top-k candidates of its last row / row scores for targets),
 //                whether its rows take vec_dot order whatever their number, its penalties,
 //                logit_bias and the tokens a constrained draw may take
@@ -64,6 +65,7 @@ struct Setup {
   double alpha_us = 50, beta_gbps = 1;
   int32_t ctx = 0, batch = 32;  // ctx: positions per slot; batch: rows per step
   int32_t n_slots = 1;
+  int32_t kv_blocks = 0;   // the KV pool's blocks (model::RunConfig::kv_blocks; 0: n_slots full contexts)
   model::KvType kv_type = model::KvType::kF16;
   model::AttentionMode attention = model::AttentionMode::kExact;
   bool lane_order = true;        // model::RunConfig::lane_order for the session
@@ -105,6 +107,11 @@ struct StepSegment {
   // log-sum-exp. On the wire as the shorter of the bitmap and its run lengths.
   std::vector<uint64_t> allowed;
   std::vector<int32_t> targets;   // kScores: [n] target id per row, -1: not scored
+  // The slot's KV block table from entry blocks_from on (model::Segment): the blocks of
+  // positions blocks_from * kKvBlockRows .. pos + n - 1, which the root allocated
+  // (kv_blocks.h); -1: none (a step built without a pool).
+  int32_t blocks_from = -1;
+  std::vector<int32_t> blocks;
 };
 struct Step {
   tensor::Type embd_type = tensor::Type::F32;
@@ -115,8 +122,10 @@ struct Step {
 std::vector<uint8_t> encode_step(const Step& s);
 util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer);
 // Whether a parsed step fits a session: its rows of `dim` values in embd_type, at most
-// max_rows of them, each segment in a slot < n_slots (no slot twice) and inside the context.
-util::Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer);
+// max_rows of them, each segment in a slot < n_slots (no slot twice) and inside the context,
+// its block entries (if any) ids < kv_blocks that end with the block of its last row.
+util::Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_rows, const std::string& peer,
+                             int kv_blocks = 0);
 // The part of that check the root applies to a step it builds (stepping.cc), in the same
 // order: rows over max_rows, a slot outside [0, n_slots) or a segment past ctx, a slot twice.
 enum class StepFit : uint8_t { kFits, kRows, kSlotOrContext, kSlotTwice };

@@ -25,6 +25,7 @@ Scheduler::Scheduler(Cluster& cluster, int chunk, Speculation spec)
   busy_.assign(slots_.size(), false);
   last_used_.assign(slots_.size(), 0);
   stats_.slots = int(slots_.size());
+  kv_stats();
   stats_.nodes = cluster.stats();
   thread_ = std::thread([this] { loop(); });
 }
@@ -294,10 +295,63 @@ Scheduler::Drawn Scheduler::take_results(const std::vector<Cluster::SeqStep>& ba
   return d;
 }
 
+void Scheduler::make_room(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who, size_t* n_dec) {
+  const BlockPool& pool = cluster_.kv_pool();
+  const auto short_by = [&] {
+    int need = 0;
+    for (const auto& q : *batch) need += cluster_.kv_blocks_needed(*q.seq, int(q.tokens.size()));
+    return need - pool.free_blocks();
+  };
+  while (short_by() > 0) {
+    int idle = -1;
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (!busy_[s] && pool.held(int(s)) > 0 && (idle < 0 || last_used_[s] < last_used_[size_t(idle)])) idle = int(s);
+    if (idle >= 0) {
+      cluster_.release(*slots_[size_t(idle)]);
+      continue;
+    }
+    if (batch->size() > 1) {  // the youngest prompt chunk, then the youngest decode row, waits
+      batch->pop_back();
+      who->pop_back();
+      *n_dec = std::min(*n_dec, batch->size());
+      continue;
+    }
+    // Nothing else to free: the youngest job ends (its blocks back), and the batch is rebuilt.
+    Active& a = active_.back();
+    a.end.status = util::Status::error("the KV pool is full (" + std::to_string(pool.n_blocks()) + " blocks of " +
+                                       std::to_string(model::kKvBlockRows) +
+                                       " positions, all in use by running requests); start the server with a "
+                                       "larger --kv-memory or a smaller --parallel");
+    Sequence& seq = *a.seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.kv_full_ends++;
+    }
+    finish(a);
+    cluster_.release(seq);
+    active_.pop_back();
+    batch->clear();
+    who->clear();
+    if (active_.empty()) return;
+    *n_dec = build_batch(batch, who);
+  }
+}
+
+void Scheduler::kv_stats() {
+  const BlockPool& pool = cluster_.kv_pool();
+  stats_.kv_blocks = pool.n_blocks();
+  stats_.kv_blocks_used = pool.used_blocks();
+  stats_.kv_blocks_idle = 0;
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (!busy_[s]) stats_.kv_blocks_idle += pool.held(int(s));
+}
+
 bool Scheduler::step() {
   std::vector<Cluster::SeqStep> batch;
   std::vector<size_t> who;  // active index of each batch entry
-  const size_t n_dec = build_batch(&batch, &who);
+  size_t n_dec = build_batch(&batch, &who);
+  make_room(&batch, &who, &n_dec);
+  if (batch.empty()) return true;
   int rows = 0;
   for (const auto& q : batch) rows += int(q.tokens.size());
   const double t0 = now_s();
@@ -320,6 +374,7 @@ bool Scheduler::step() {
   stats_.kept += d.kept;
   stats_.slots_in_use = int(active_.size());
   stats_.nodes = cluster_.stats();
+  kv_stats();
   return true;
 }
 

@@ -73,6 +73,10 @@ struct SchedulerStats {
   uint64_t steps = 0;
   uint64_t decode_rounds = 0, decode_tokens = 0;  // a job's decode row in a step, tokens it drew
   uint64_t guessed = 0, kept = 0;                 // speculation
+  // The paged KV pool (kv_blocks.h): blocks in all, held by slots (running or idle), held by
+  // idle slots (cached rows a next turn may reuse), and jobs ended because it was full.
+  int kv_blocks = 0, kv_blocks_used = 0, kv_blocks_idle = 0;
+  uint64_t kv_full_ends = 0;
   std::vector<NodeStats> nodes;  // the cluster's counters after the latest step
 };
 
@@ -111,6 +115,13 @@ class Scheduler {
   // A step's batch: the decoding sequences (with their guesses) first, then prompt chunks
   // in arrival order; who: each entry's active index; returns how many decode.
   size_t build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
+  // Makes the KV pool (cluster.h, kv_blocks.h) hold the batch's new blocks: idle slots'
+  // cached rows are released (least recently used first), then entries wait for a later
+  // step from the batch's end (the youngest prompt chunks, then the youngest decode rows:
+  // a row's bits do not depend on the step it runs in); when even the oldest alone does not
+  // fit, the youngest job ends with an error naming the pool (no preemption yet).
+  void make_room(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who, size_t* n_dec);
+  void kv_stats();  // stats_'s KV pool figures (mu_ held, or before the thread starts)
   void fail_all(const util::Status& why);  // every job, active and queued, ends with why
   void end_jobs(std::vector<Active>& active, Queue& queued, const std::function<void(JobEnd&)>& mark);
   // A step's results to its sequences; the decode counts of stats_.

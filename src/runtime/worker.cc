@@ -208,14 +208,13 @@ Expected<std::shared_ptr<HeldSlice>> Worker::take_slice(net::Transport& t, const
     if (h->key == key) held = h;
   // Memory: the slice unless it is here already, and the KV slots.
   const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.kv_type, s.ctx,
-                                   s.n_slots, held || local_ ? 0.0 : double(s.slice_bytes));
+                                   s.n_slots, held || local_ ? 0.0 : double(s.slice_bytes), 1.0, s.kv_blocks);
   if (!fit.fits)
     return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
-                         " MB) and " + std::to_string(s.n_slots) + " KV slots of " + std::to_string(s.ctx) +
-                         " positions (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB) need " +
+                         " MB) and its KV cache (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB) need " +
                          std::to_string(int64_t(fit.need / 1e6)) + " MB, more than this machine's memory (" +
                          std::to_string(int64_t(fit.have / 1e6)) +
-                         " MB); add nodes, or give the root fewer --parallel slots or a smaller --ctx",
+                         " MB); add nodes, or give the root fewer --parallel slots, a smaller --kv-memory or a smaller --ctx",
                      Status::Code::kTooLittleMemory);
   if (!held && local_) {
     held = std::make_shared<HeldSlice>();
@@ -260,7 +259,7 @@ Status Worker::run_steps(net::Transport& t, const Setup& s, const HeldSlice& hel
     if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
     auto st = parse_step(m->payload, root);
     if (!st) return refuse(t, st.error());
-    if (Status fits = check_step_fits(*st, D, s.ctx, s.n_slots, s.batch, root); !fits.ok())
+    if (Status fits = check_step_fits(*st, D, s.ctx, s.n_slots, s.batch, root, s.kv_blocks); !fits.ok())
       return refuse(t, fits.message());
     const int rows = st->rows_total();
     const size_t rb = tensor::row_bytes(st->embd_type, D);

@@ -229,6 +229,14 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_slots_in_use", "", m.sched.slots_in_use);
   metric("shardlm_slots_total", "gauge", "KV slots (--parallel).");
   value("shardlm_slots_total", "", m.sched.slots);
+  metric("shardlm_kv_blocks_total", "gauge", "Blocks of the KV pool (64 positions each, --kv-memory).");
+  value("shardlm_kv_blocks_total", "", m.sched.kv_blocks);
+  metric("shardlm_kv_blocks_in_use", "gauge", "KV blocks held by slots, running or idle.");
+  value("shardlm_kv_blocks_in_use", "", m.sched.kv_blocks_used);
+  metric("shardlm_kv_blocks_cached", "gauge", "KV blocks held by idle slots (a next turn's prefix; freed when needed).");
+  value("shardlm_kv_blocks_cached", "", m.sched.kv_blocks_idle);
+  metric("shardlm_kv_pool_full_total", "counter", "Requests ended because the KV pool was full.");
+  value("shardlm_kv_pool_full_total", "", double(m.sched.kv_full_ends));
   metric("shardlm_cluster_nodes", "gauge", "Nodes computing now (the root included).");
   value("shardlm_cluster_nodes", "", m.cluster.nodes);
   metric("shardlm_cluster_nodes_planned", "gauge", "Nodes the cluster started with.");
@@ -436,6 +444,9 @@ class Handler {
         {"model", o_.model_name},
         {"n_ctx", engine_.ctx()},
         {"total_slots", o_.slots},
+        {"kv_pool", {{"blocks", engine_.metrics().sched.kv_blocks},
+                     {"block_positions", model::kKvBlockRows},
+                     {"positions", int64_t(engine_.metrics().sched.kv_blocks) * model::kKvBlockRows}}},
         {"chat_template", prompts_.template_source()},
         {"has_chat_template", prompts_.has_chat()},
         {"tool_format", tool_format_name(gen_.template_tool_format())},

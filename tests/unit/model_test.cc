@@ -293,9 +293,14 @@ void copy_all(gguf::Writer& w, const gguf::File& f, const std::string& skip_tens
 // must be bit-identical: for Q4_1 / Q8_0 because every matmul keeps vec_dot order, for the
 // lane-order types (Q4_0, Q4_K, Q6_K) because a segment's order depends only on its own
 // length (prompt segments of >= 4 rows in lanes, decode rows always in vec_dot order:
-// model::RunConfig::lane_order). Then sequence A is truncated to 11 positions and extended
-// with the same tokens: the logits are those of the first time.
+// model::RunConfig::lane_order). Then sequence A is truncated to 2 decoded positions and
+// extended with the same tokens: the logits are those of the first time.
+// Paged (issue 32): the together-Transformer's KV pool has 7 blocks of 64 positions for 4
+// slots, handed out in a scrambled order as the steps need them (the root's allocation,
+// carried by each segment), and the sequences cross block boundaries in their prompts and
+// while decoding: the rows must still be those of the contiguous caches alone.
 TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
+  for (const bool paged : {false, true}) {
   for (tensor::Type type : {tensor::Type::Q4_1, tensor::Type::Q8_0, tensor::Type::Q4_0, tensor::Type::Q4_K,
                             tensor::Type::Q6_K}) {
     for (model::AttentionMode mode : {model::AttentionMode::kFlash, model::AttentionMode::kExact}) {
@@ -303,7 +308,9 @@ TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
       ASSERT_TRUE(m.ok()) << m.error();
       const model::Config& c = (*m)->config;
       const int V = c.n_vocab, D = c.dim, n_dec = 6;
-      const std::vector<int> lens = {9, 5, 13}, slots = {3, 0, 2};
+      const int ctx = paged ? 256 : 64, B = paged ? 160 : 32;
+      const std::vector<int> lens = paged ? std::vector<int>{60, 5, 125} : std::vector<int>{9, 5, 13};
+      const std::vector<int> slots = {3, 0, 2};
       std::vector<std::vector<int32_t>> toks(3);
       std::mt19937 rng(5);
       for (int s = 0; s < 3; ++s)
@@ -312,7 +319,7 @@ TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
       // alone[s][k]: logits after the prompt (k = 0) and after each decode token.
       std::vector<std::vector<std::vector<float>>> alone(3);
       for (int s = 0; s < 3; ++s) {
-        model::Transformer tf(c, (*m)->weights, pool, 64, model::KvType::kF16, 32, mode);
+        model::Transformer tf(c, (*m)->weights, pool, ctx, model::KvType::kF16, B, mode);
         std::vector<float> l(V);
         ASSERT_TRUE(tf.forward(toks[s].data(), lens[s], 0, l.data()).ok());
         alone[s].push_back(l);
@@ -322,13 +329,16 @@ TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
         }
       }
       model::RunConfig rc;
-      rc.ctx = 64;
+      rc.ctx = ctx;
       rc.n_slots = 4;
-      rc.max_batch = 32;
+      rc.max_batch = B;
       rc.attention = mode;
+      if (paged) rc.kv_blocks = 7;
       model::Transformer tf(c, (*m)->weights, pool, rc, model::Partition::whole(c), nullptr);
+      std::vector<int32_t> free_blocks = {4, 1, 3, 0, 6, 2, 5};  // taken from the back
+      std::vector<std::vector<int32_t>> table(4), carried(3);
       std::vector<int> fed(3, 0), got(3, 0);  // tokens evaluated, logits rows checked
-      std::vector<float> x(size_t(32) * D), l(size_t(32) * V);
+      std::vector<float> x(size_t(B) * D), l(size_t(B) * V);
       // Step t: sequence s starts its prompt at step s, then decodes one token per step.
       for (int step = 0; step < 3 + n_dec; ++step) {
         std::vector<model::Segment> segs;
@@ -338,6 +348,18 @@ TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
           if (step < s || got[s] > n_dec) continue;
           const int n = fed[s] == 0 ? lens[s] : 1;
           segs.push_back({slots[s], fed[s], n, model::Logits::kLast});
+          if (paged) {  // the root's allocation: the blocks of positions fed .. fed + n - 1
+            std::vector<int32_t>& t = table[size_t(slots[s])];
+            while (int(t.size()) * 64 < fed[s] + n) {
+              ASSERT_FALSE(free_blocks.empty());
+              t.push_back(free_blocks.back());
+              free_blocks.pop_back();
+            }
+            const int from = fed[s] / 64;
+            carried[size_t(s)].assign(t.begin() + from, t.end());
+            segs.back().blocks_from = from;
+            segs.back().blocks = carried[size_t(s)];
+          }
           for (int b = 0; b < n; ++b) tf.embed(toks[s][fed[s] + b], &x[size_t(rows + b) * D]);
           rows += n;
           who.push_back(s);
@@ -347,22 +369,27 @@ TEST(MultiSequence, BatchedRowsEqualEachSequenceAlone) {
         for (size_t i = 0; i < who.size(); ++i) {
           const int s = who[i];
           EXPECT_EQ(std::memcmp(&l[i * V], alone[s][got[s]].data(), sizeof(float) * V), 0)
-              << tensor::type_name(type) << " " << model::attention_mode_name(mode) << " sequence " << s
-              << " logits row " << got[s] << " at step " << step;
+              << tensor::type_name(type) << " " << model::attention_mode_name(mode) << (paged ? " paged" : "")
+              << " sequence " << s << " logits row " << got[s] << " at step " << step;
           fed[s] += segs[i].n;
           got[s]++;
         }
       }
-      // Roll sequence A back to 11 positions (prompt + 2 decoded) and extend it again.
+      // Roll sequence A back to its prompt + 2 decoded positions and extend it again.
       for (int k = 0; k < 3; ++k) {
-        const int pos = 11 + k;
+        const int pos = lens[0] + 2 + k;
         model::Segment seg{slots[0], pos, 1, model::Logits::kLast};
         tf.embed(toks[0][pos], x.data());
         ASSERT_TRUE(tf.forward_batch(&seg, 1, x.data(), l.data()).ok());
         EXPECT_EQ(std::memcmp(l.data(), alone[0][pos - lens[0] + 1].data(), sizeof(float) * V), 0)
-            << tensor::type_name(type) << " replayed position " << pos;
+            << tensor::type_name(type) << (paged ? " paged" : "") << " replayed position " << pos;
+      }
+      if (paged) {  // a slot whose table does not reach a position is an error, not a crash
+        model::Segment seg{slots[1], 200, 1, model::Logits::kLast};
+        EXPECT_FALSE(tf.forward_batch(&seg, 1, x.data(), l.data()).ok());
       }
     }
+  }
   }
 }
 

@@ -648,6 +648,27 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   runtime::Step twice = *p;
   twice.segs[1].slot = 2;
   EXPECT_NE(runtime::check_step_fits(twice, 8, 64, 3, 8, "test").message().find("twice"), std::string::npos);
+  // KV block entries (issue 32): the blocks of the segment's rows, from blocks_from on.
+  {
+    runtime::Step b = s;
+    b.segs[0].blocks_from = 0;  // positions 7..9: block 0
+    b.segs[0].blocks = {5};
+    b.segs[1].blocks_from = 0;  // position 40, the table from its start
+    b.segs[1].blocks = {2};
+    auto pb = runtime::parse_step(runtime::encode_step(b), "test");
+    ASSERT_TRUE(pb.ok()) << pb.error();
+    EXPECT_EQ(pb->segs[0].blocks, std::vector<int32_t>{5});
+    EXPECT_EQ(pb->segs[1].blocks_from, 0);
+    EXPECT_EQ(pb->segs[2].blocks_from, -1);
+    EXPECT_TRUE(runtime::check_step_fits(*pb, 8, 64, 3, 8, "test", 6).ok());
+    EXPECT_NE(runtime::check_step_fits(*pb, 8, 64, 3, 8, "test", 5).message().find("outside the pool"),
+              std::string::npos);
+    b.segs[0].blocks = {5, 6};  // past the block of its last row: malformed
+    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(b), "test").ok());
+    b.segs[0].blocks_from = 1;  // after the block of its first row: malformed
+    b.segs[0].blocks = {};
+    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(b), "test").ok());
+  }
   // Token masks, both encodings: a few allowed (run lengths) and every other one (bitmap).
   for (int pattern = 0; pattern < 2; ++pattern) {
     runtime::Step m = s;
@@ -804,9 +825,12 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   s.kv_type = model::KvType::kQ8_0;
   s.attention = model::AttentionMode::kFlash;
   s.n_slots = 6;
+  s.kv_blocks = 9;
   auto p = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->n_slots, 6);
+  EXPECT_EQ(p->kv_blocks, 9);
+  EXPECT_EQ(p->run_config().kv_blocks, 9);
   EXPECT_EQ(p->kv_type, model::KvType::kQ8_0);
   EXPECT_EQ(p->attention, model::AttentionMode::kFlash);
   EXPECT_TRUE(p->lane_order);

@@ -550,6 +550,11 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
   }
   o.n_slots = 4;
   o.batch = 64 + o.n_slots;
+  // Paged KV (issue 32): the default pool (4 contexts), then one of 2 blocks of 64
+  // positions for the 4 slots (each request needs one): requests wait for blocks and idle
+  // slots' cached rows are released, and every text is still the one alone.
+  for (int kv_blocks : {0, 2}) {
+  o.kv_blocks = kv_blocks;
   auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
   ASSERT_TRUE(c.ok()) << c.error();
   serve::Engine e(**c, *tok_, 64);
@@ -567,13 +572,17 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
   for (auto& t : clients) t.join();
   running = false;
   watch.join();
-  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(together[i], alone[i]) << cases[i].text;
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(together[i], alone[i]) << cases[i].text << " kv_blocks " << kv_blocks;
   EXPECT_GT(peak_seqs, 1);
   const serve::EngineMetrics m = e.metrics();
   EXPECT_EQ(m.sched.slots_in_use, 0);
   EXPECT_EQ(m.sched.queued, 0);
   EXPECT_EQ(m.sched.slots, 4);
   EXPECT_EQ(m.generations, cases.size());
+  EXPECT_EQ(m.sched.kv_blocks, kv_blocks ? kv_blocks : 8);
+  EXPECT_EQ(m.sched.kv_full_ends, 0u);
+  EXPECT_LE(m.sched.kv_blocks_idle, m.sched.kv_blocks_used);
+  }
 }
 
 }  // namespace
