@@ -218,8 +218,49 @@ size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<
   for (size_t i = 0; i < active_.size(); ++i)
     if (active_[i].fed == active_[i].job->prompt.size()) dec.push_back(i);
   guess(dec);
+  for (;;) {
+    batch->clear();
+    who->clear();
+    const size_t n_dec = fill_batch(dec, batch, who);
+    if (!batch->empty() || active_.empty()) return n_dec;
+    // No running request can get a KV block: the youngest ends (its blocks back).
+    Active& a = active_.back();
+    a.end.status = util::Status::error("the KV pool is full (" + std::to_string(cluster_.kv_pool().n_blocks()) +
+                                       " blocks of " + std::to_string(model::kKvBlockRows) +
+                                       " positions, all held by running requests); start the server with a "
+                                       "larger --kv-memory or a smaller --parallel");
+    Sequence& seq = *a.seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.kv_full_ends++;
+    }
+    finish(a);
+    cluster_.release(seq);
+    active_.pop_back();
+    dec.erase(std::remove(dec.begin(), dec.end(), active_.size()), dec.end());
+  }
+}
+
+bool Scheduler::take_blocks(Sequence& seq, int n, int* reserved) {
+  const BlockPool& pool = cluster_.kv_pool();
+  const int need = cluster_.kv_blocks_needed(seq, n);
+  while (need > pool.free_blocks() - *reserved) {  // idle slots' rows go, least recently used first
+    int idle = -1;
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (!busy_[s] && pool.held(int(s)) > 0 && (idle < 0 || last_used_[s] < last_used_[size_t(idle)])) idle = int(s);
+    if (idle < 0) return false;
+    cluster_.release(*slots_[size_t(idle)]);
+  }
+  *reserved += need;
+  return true;
+}
+
+size_t Scheduler::fill_batch(const std::vector<size_t>& dec, std::vector<Cluster::SeqStep>* batch,
+                             std::vector<size_t>* who) {
+  int reserved = 0;  // new KV blocks the entries taken need
   for (size_t i : dec) {
     Active& a = active_[i];
+    if (!take_blocks(*a.seq, int(a.row.size()), &reserved)) continue;  // waits for a block
     batch->push_back({a.seq, a.row, Want::kCandidates, {}, int(a.row.size()) - 1});
     if (a.job->constraint) batch->back().allowed = &a.job->constraint->allowed();
     who->push_back(i);
@@ -232,6 +273,7 @@ size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<
     if (left == 0) continue;
     const int n = int(std::min(left, size_t(chunk_)));  // the same cut whatever else runs
     if (n > budget) break;                              // arrival order: no overtaking
+    if (!take_blocks(*a.seq, n, &reserved)) continue;   // waits for blocks (the others may go)
     budget -= n;
     const bool last = size_t(n) == left;
     batch->push_back({a.seq, std::span<const int32_t>(a.job->prompt).subspan(a.fed, n),
@@ -295,48 +337,6 @@ Scheduler::Drawn Scheduler::take_results(const std::vector<Cluster::SeqStep>& ba
   return d;
 }
 
-void Scheduler::make_room(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who, size_t* n_dec) {
-  const BlockPool& pool = cluster_.kv_pool();
-  const auto short_by = [&] {
-    int need = 0;
-    for (const auto& q : *batch) need += cluster_.kv_blocks_needed(*q.seq, int(q.tokens.size()));
-    return need - pool.free_blocks();
-  };
-  while (short_by() > 0) {
-    int idle = -1;
-    for (size_t s = 0; s < slots_.size(); ++s)
-      if (!busy_[s] && pool.held(int(s)) > 0 && (idle < 0 || last_used_[s] < last_used_[size_t(idle)])) idle = int(s);
-    if (idle >= 0) {
-      cluster_.release(*slots_[size_t(idle)]);
-      continue;
-    }
-    if (batch->size() > 1) {  // the youngest prompt chunk, then the youngest decode row, waits
-      batch->pop_back();
-      who->pop_back();
-      *n_dec = std::min(*n_dec, batch->size());
-      continue;
-    }
-    // Nothing else to free: the youngest job ends (its blocks back), and the batch is rebuilt.
-    Active& a = active_.back();
-    a.end.status = util::Status::error("the KV pool is full (" + std::to_string(pool.n_blocks()) + " blocks of " +
-                                       std::to_string(model::kKvBlockRows) +
-                                       " positions, all in use by running requests); start the server with a "
-                                       "larger --kv-memory or a smaller --parallel");
-    Sequence& seq = *a.seq;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.kv_full_ends++;
-    }
-    finish(a);
-    cluster_.release(seq);
-    active_.pop_back();
-    batch->clear();
-    who->clear();
-    if (active_.empty()) return;
-    *n_dec = build_batch(batch, who);
-  }
-}
-
 void Scheduler::kv_stats() {
   const BlockPool& pool = cluster_.kv_pool();
   stats_.kv_blocks = pool.n_blocks();
@@ -350,7 +350,6 @@ bool Scheduler::step() {
   std::vector<Cluster::SeqStep> batch;
   std::vector<size_t> who;  // active index of each batch entry
   size_t n_dec = build_batch(&batch, &who);
-  make_room(&batch, &who, &n_dec);
   if (batch.empty()) return true;
   int rows = 0;
   for (const auto& q : batch) rows += int(q.tokens.size());

@@ -113,14 +113,15 @@ class Scheduler {
   void finish(Active& a);
   bool step();  // false: the cluster failed
   // A step's batch: the decoding sequences (with their guesses) first, then prompt chunks
-  // in arrival order; who: each entry's active index; returns how many decode.
+  // in arrival order; who: each entry's active index; returns how many decode. Within the
+  // KV pool (cluster.h, kv_blocks.h): an entry whose new blocks the pool cannot give, even
+  // after releasing idle slots' cached rows (least recently used first), waits for a later
+  // step (a row's bits do not depend on the step it runs in); when no running request can
+  // get a block, the youngest ends with an error naming the pool (no preemption yet).
   size_t build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
-  // Makes the KV pool (cluster.h, kv_blocks.h) hold the batch's new blocks: idle slots'
-  // cached rows are released (least recently used first), then entries wait for a later
-  // step from the batch's end (the youngest prompt chunks, then the youngest decode rows:
-  // a row's bits do not depend on the step it runs in); when even the oldest alone does not
-  // fit, the youngest job ends with an error naming the pool (no preemption yet).
-  void make_room(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who, size_t* n_dec);
+  size_t fill_batch(const std::vector<size_t>& dec, std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
+  // Whether seq's next n rows get their new blocks (*reserved: blocks taken by the batch so far).
+  bool take_blocks(Sequence& seq, int n, int* reserved);
   void kv_stats();  // stats_'s KV pool figures (mu_ held, or before the thread starts)
   void fail_all(const util::Status& why);  // every job, active and queued, ends with why
   void end_jobs(std::vector<Active>& active, Queue& queued, const std::function<void(JobEnd&)>& mark);
