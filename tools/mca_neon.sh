@@ -17,6 +17,9 @@ aarch64-linux-gnu-g++ -std=c++20 "${flags[@]}" -I"$root/src" "$root/tools/mca/ne
 g="$llama/ggml"
 aarch64-linux-gnu-gcc -std=gnu11 "${flags[@]}" -D_GNU_SOURCE -DNDEBUG -I"$g/include" -I"$g/src" -I"$g/src/ggml-cpu" \
   "$g/src/ggml-cpu/arch/arm/quants.c" >"$tmp/ggml.s"
+# ggml's repacked GEMMs (the dotprod ones: q4_0 4x4, q4_K 8x4; the i8mm 8x8 ones need +i8mm)
+aarch64-linux-gnu-g++ -std=gnu++17 "${flags[@]}" -D_GNU_SOURCE -DNDEBUG -I"$g/include" -I"$g/src" -I"$g/src/ggml-cpu" \
+  "$g/src/ggml-cpu/arch/arm/repack.cpp" >>"$tmp/ggml.s"
 
 # loop FILE FUNCTION: the innermost loop body of FUNCTION (label .. backward branch).
 loop() {
@@ -25,16 +28,35 @@ import re, sys
 lines = open(sys.argv[1]).read().split("\n")
 start = next(i for i, l in enumerate(lines) if l.startswith(sys.argv[2] + ":"))
 end = next(i for i in range(start, len(lines)) if lines[i].strip().startswith(".size"))
-body = lines[start:end]
-labels = {l[:-1]: i for i, l in enumerate(body) if re.match(r"^\.L\w+:$", l)}
+body = []  # inline assembly (ggml's GEMMs) comes untabbed, "1:insn" on one line, and its
+for l in lines[start:end]:  # sdots as ".inst 0x... // sdot ...": given to llvm-mca as the comment's text
+    l = l.strip()
+    m = re.match(r"^(\d+):(.+)$", l)
+    if m:
+        body.append(m.group(1) + ":")
+        l = m.group(2).strip()
+    m = re.match(r"^\.inst\s+\S+\s*//\s*(.+)$", l)
+    body.append(m.group(1) if m else l)
+labels = {}  # name -> positions (numeric local labels "1:" recur; "1b" is the last one before)
+for i, l in enumerate(body):
+    m = re.match(r"^(\.L\w+|\d+):$", l)
+    if m:
+        labels.setdefault(m.group(1), []).append(i)
+def insn(x):
+    return x and not x.startswith((".", "//", "#", "@")) and not re.match(r"^(\.L\w+|\d+):$", x)
 best = None
 for i, l in enumerate(body):
-    m = re.match(r"^\s+(b\.?(?:eq|ne|lt|le|gt|ge|hi|hs|lo|ls|cc|cs|mi|pl)|b|cbnz|cbz|tbnz|tbz)\s+(?:.*,\s*)?(\.L\w+)$", l)
-    if m and m.group(2) in labels and labels[m.group(2)] < i:
-        seg = [x for x in body[labels[m.group(2)] + 1:i + 1] if x.startswith("\t") and not x.strip().startswith(".")]
-        dots = sum("sdot" in x for x in seg)
-        if best is None or dots > best[0]:  # the loop with the integer dots
-            best = (dots, seg)
+    m = re.match(r"^(b\.?(?:eq|ne|lt|le|gt|ge|hi|hs|lo|ls|cc|cs|mi|pl)|b|cbnz|cbz|tbnz|tbz)\s+(?:.*,\s*)?(\.L\w+|\d+b)$", l)
+    if not m:
+        continue
+    name = m.group(2)[:-1] if m.group(2).endswith("b") and m.group(2)[0].isdigit() else m.group(2)
+    back = [p for p in labels.get(name, []) if p < i]
+    if not back:
+        continue
+    seg = ["\t" + x for x in body[back[-1] + 1:i + 1] if insn(x)]
+    dots = sum("sdot" in x for x in seg)
+    if best is None or dots > best[0]:  # the loop with the integer dots
+        best = (dots, seg)
 print("\n".join(best[1]))
 PY
 }
@@ -55,3 +77,19 @@ row Q4_0 mca_q4_0 128 ggml_vec_dot_q4_0_q8_0 "${GGML_Q4_0_W:-64}"
 row Q8_0 mca_q8_0 128 ggml_vec_dot_q8_0_q8_0 "${GGML_Q8_0_W:-64}"
 row Q4_K mca_q4_k 256 ggml_vec_dot_q4_K_q8_K 256
 row Q6_K mca_q6_k 256 ggml_vec_dot_q6_K_q8_K 256
+
+# The GEMMs (prompt batches): cycles per 256 multiply-adds (weights x tokens); every sdot of
+# a loop does 16, so a loop's multiply-adds = 16 x its sdots (for ggml's inline assembly too).
+echo
+echo "| GEMM micro-kernel | ours: insts / cycles per iteration | sdots | ours cycles / 256 MACs | ggml function | ggml insts / cycles per iteration | sdots | ggml cycles / 256 MACs |"
+echo "|---|---|---|---|---|---|---|---|"
+gemm_row() {  # name ours_fn ggml_fn
+  loop "$tmp/ours.s" "$2" >"$tmp/a.s"; loop "$tmp/ggml.s" "$3" >"$tmp/b.s"
+  local ca cb da db
+  ca=$(cycles "$tmp/a.s"); cb=$(cycles "$tmp/b.s")
+  da=$(grep -c sdot "$tmp/a.s"); db=$(grep -c sdot "$tmp/b.s")
+  printf '| %s | %d / %s | %d | %.1f | %s | %d / %s | %d | %.1f |\n' "$1" "$(wc -l <"$tmp/a.s")" "$ca" "$da" \
+    "$(echo "$ca * 256 / (16 * $da)" | bc -l)" "$3" "$(wc -l <"$tmp/b.s")" "$cb" "$db" "$(echo "$cb * 256 / (16 * $db)" | bc -l)"
+}
+gemm_row Q4_0 mca_gemm_q4_0 ggml_gemm_q4_0_4x4_q8_0
+gemm_row Q4_K mca_gemm_q4_k ggml_gemm_q4_K_8x4_q8_K
