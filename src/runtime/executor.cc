@@ -58,6 +58,7 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
   counters_.sync_s += sync;
   counters_.compute_s += timer.seconds() - sync;
   counters_.steps++;
+  counters_.rows += uint64_t(s.rows_total());
   rep.counters = counters_;
   return rep;
 }

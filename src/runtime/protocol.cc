@@ -138,7 +138,7 @@ Status step_reply_fields(IO& io, R& rep) {
   }));
   RETURN_IF_ERROR(io.u64(rep.counters.bytes_sent, rep.counters.bytes_received));
   RETURN_IF_ERROR(io.f64(rep.counters.compute_s, rep.counters.sync_s));
-  return io.u64(rep.counters.steps);
+  return io.u64(rep.counters.steps, rep.counters.rows);
 }
 
 template <class IO, class P>

@@ -136,6 +136,7 @@ struct NodeCounters {
   uint64_t bytes_sent = 0, bytes_received = 0;
   double compute_s = 0, sync_s = 0;
   uint64_t steps = 0;
+  uint64_t rows = 0;  // token rows of those steps (prompt and decode rows; a step has one or more)
 };
 struct SegmentCandidates {
   std::vector<sampler::Candidate> cand;  // best first

@@ -174,6 +174,7 @@ Expected<StepReply> Cluster::execute(Step& s, std::span<const int32_t> tokens, s
   nodes_[0].counters.compute_s = exec.counters().compute_s;
   nodes_[0].counters.sync_s = exec.counters().sync_s;
   nodes_[0].counters.steps = exec.counters().steps;
+  nodes_[0].counters.rows = exec.counters().rows;
   RETURN_IF_ERROR(collect_replies(replies));
   for (size_t r = 0; r < replies->size(); ++r)
     if ((*replies)[r].sampled.size() != mine->sampled.size() || (*replies)[r].scores.size() != mine->scores.size())

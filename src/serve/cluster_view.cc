@@ -29,10 +29,16 @@ json cluster_json(const EngineMetrics& m, const ClusterInfo& info, bool healthy)
       node["bytes_sent"] = c.bytes_sent;
       node["bytes_received"] = c.bytes_received;
       node["steps"] = c.steps;
-      // Per step of the model (a decode step is one token per sequence in it).
+      node["rows"] = c.rows;
+      // Per step of the model (a decode step is one token per sequence in it) and per token
+      // (a row of a step: a prompt token or a sequence's decoded token).
+      const double rows = double(c.rows);
       node["compute_ms_per_step"] = steps > 0 ? 1e3 * c.compute_s / steps : 0.0;
       node["sync_ms_per_step"] = steps > 0 ? 1e3 * c.sync_s / steps : 0.0;
       node["bytes_per_step"] = steps > 0 ? double(c.bytes_sent + c.bytes_received) / steps : 0.0;
+      node["compute_ms_per_token"] = rows > 0 ? 1e3 * c.compute_s / rows : 0.0;
+      node["sync_ms_per_token"] = rows > 0 ? 1e3 * c.sync_s / rows : 0.0;
+      node["bytes_per_token"] = rows > 0 ? double(c.bytes_sent + c.bytes_received) / rows : 0.0;
     }
     nodes.push_back(std::move(node));
   }
@@ -72,7 +78,7 @@ std::string cluster_table(const json& j) {
   if (j.contains("summary") && j["summary"].is_string()) s += "  " + j["summary"].get<std::string>() + "\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-28s %-9s %6s %9s %9s %11s %11s %10s %10s %8s  %s\n", "node", "state", "share",
-                "mem MiB", "link us", "compute ms", "sync ms", "sent MB", "recv MB", "steps", "device");
+                "mem MiB", "link us", "compute ms", "sync ms", "sent MB", "recv MB", "tokens", "device");
   s += line;
   const auto nodes = j.find("nodes");
   if (nodes != j.end() && nodes->is_array())
@@ -82,13 +88,14 @@ std::string cluster_table(const json& j) {
                     text(n, "name").c_str(), text(n, "state").c_str(), num(n, "share", "%.3f").c_str(),
                     num(n, "memory_bytes", "%.1f", 1.0 / (1 << 20)).c_str(),
                     num(n, "link_latency_us", "%.1f").c_str(),
-                    num(n, "compute_ms_per_step", "%.3f").c_str(), num(n, "sync_ms_per_step", "%.3f").c_str(),
+                    num(n, "compute_ms_per_token", "%.3f").c_str(), num(n, "sync_ms_per_token", "%.3f").c_str(),
                     num(n, "bytes_sent", "%.3f", 1e-6).c_str(), num(n, "bytes_received", "%.3f", 1e-6).c_str(),
-                    text(n, "steps").c_str(), text(n, "device").c_str());
+                    text(n, "rows").c_str(), text(n, "device").c_str());
       s += line;
     }
-  s += "(compute and sync: ms per step of the model, a decode step being a token per sequence; link us: the "
-       "root's link latency alpha to the node, measured when the cluster formed)\n";
+  s += "(compute and sync: ms per token, a token being a row of a step: a prompt token or a sequence's decoded "
+       "token; tokens: the rows the node computed; link us: the root's link latency alpha to the node, measured "
+       "when the cluster formed)\n";
   if (j.contains("last_recovery") && j["last_recovery"].is_string())
     s += "last recovery: " + j["last_recovery"].get<std::string>() + "\n";
   return s;

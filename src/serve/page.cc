@@ -106,8 +106,8 @@ const char* const kChatPage = R"HTML(<!doctype html>
 <aside id="cluster" hidden>
   <h2>Cluster <span id="clusterstatus"></span></h2>
   <div id="clustersum"></div>
-  <table><thead><tr><th>node</th><th>state</th><th>share</th><th>MiB</th><th title="compute, ms per step">compute ms</th>
-    <th title="sync (all-reduces), ms per step">sync ms</th><th>sent MB</th><th>recv MB</th><th>steps</th>
+  <table><thead><tr><th>node</th><th>state</th><th>share</th><th>MiB</th><th title="compute, ms per token (a row of a step: a prompt token or a decoded one)">compute ms</th>
+    <th title="sync (all-reduces), ms per token">sync ms</th><th>sent MB</th><th>recv MB</th><th title="token rows computed">tokens</th><th>steps</th>
     <th title="the root's link to the node: latency alpha, from the link probe when the cluster formed">link &micro;s</th><th>device</th></tr></thead>
     <tbody id="clusterrows"></tbody></table>
   <div id="clusterlast"></div>
@@ -378,8 +378,9 @@ async function pollCluster() {
     $("clusterlast").textContent = j.last_recovery ? "last recovery: " + j.last_recovery : "no recovery";
     const rows = $("clusterrows");
     rows.textContent = "";
-    const cols = [["share", 3, 1], ["memory_bytes", 1, 1 / 1048576], ["compute_ms_per_step", 3, 1],
-                  ["sync_ms_per_step", 3, 1], ["bytes_sent", 3, 1e-6], ["bytes_received", 3, 1e-6], ["steps", 0, 1],
+    const cols = [["share", 3, 1], ["memory_bytes", 1, 1 / 1048576], ["compute_ms_per_token", 3, 1],
+                  ["sync_ms_per_token", 3, 1], ["bytes_sent", 3, 1e-6], ["bytes_received", 3, 1e-6], ["rows", 0, 1],
+                  ["steps", 0, 1],
                   ["link_latency_us", 1, 1]];
     for (const n of j.nodes) {
       const tr = document.createElement("tr");

