@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
+#include "lane_order_lowbit.h"
 #include "tensor/quants.h"
 #include "tensor/types.h"
 #include "util/fp16.h"
@@ -362,8 +363,9 @@ float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
 // order, only scheduled differently. The exceptions are Q4_0, Q4_K and Q6_K on AVX2 /
-// AVX-512 / NEON with 4 or more columns, which sum in lane order (as llama.cpp's repacked GEMMs):
-// those outputs must equal lane_order_q4_0 / _q4_k / _q6_k exactly instead. Batches cover the GEMM tiles' column tails
+// AVX-512 / NEON and Q2_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4 on AVX2 / AVX-512 with 4 or more
+// columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
+// lane_order_q4_0 / _q4_k / _q6_k / lane_ref::low_bit exactly instead. Batches cover the GEMM tiles' column tails
 // and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
 // (8-row lane tiles included).
 TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
@@ -397,17 +399,26 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
         for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
           std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
-          const bool lanes = lane_on && (wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K) &&
-                             isa != Isa::kScalar && n_batch >= 4;
+          const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvx512;
+          const bool lanes = lane_on && n_batch >= 4 &&
+                             (((wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K) && isa != Isa::kScalar) ||
+                              (lane_ref::is_low_bit(wt) && x86));
           for (int64_t b = 0; b < n_batch; ++b) {
             matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
             if (lanes)
               for (int64_t r = r0; r < r1; ++r) {
                 const uint8_t* wr = W.data() + r * row_stride;
                 const uint8_t* xr = X.data() + b * xq_stride;
-                want[r] = wt == Type::Q4_0   ? lane_order_q4_0(n, wr, xr)
-                          : wt == Type::Q4_K ? lane_order_q4_k(n, wr, xr)
-                                             : lane_order_q6_k(n, wr, xr);
+                const float vd = want[r];  // the lane formula sums the same products as vec_dot
+                const double lane = wt == Type::Q4_0   ? lane_order_q4_0(n, wr, xr)
+                                    : wt == Type::Q4_K ? lane_order_q4_k(n, wr, xr)
+                                    : wt == Type::Q6_K ? lane_order_q6_k(n, wr, xr)
+                                                       : lane_ref::low_bit(wt, n, wr, xr);
+                ASSERT_LE(std::fabs(lane - vd), 1e-5 * magnitude(wt, n, wr, xr)) << tensor::type_name(wt) << " r=" << r;
+                want[r] = wt == Type::Q4_0           ? lane_order_q4_0(n, wr, xr)
+                          : wt == Type::Q4_K         ? lane_order_q4_k(n, wr, xr)
+                          : wt == Type::Q6_K         ? lane_order_q6_k(n, wr, xr)
+                                                     : lane_ref::low_bit(wt, n, wr, xr);
               }
             for (int64_t r = r0; r < r1; ++r)
               ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)

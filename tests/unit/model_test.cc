@@ -70,11 +70,21 @@ TEST_P(ArchTest, BatchedEqualsTokenByToken) {
   const std::vector<int32_t> toks = {1, 17, 300, 42, 99, 5, 250, 7, 11, 3, 400};
   const auto one = run(**m, toks, 1, 1);
   for (float x : one) ASSERT_TRUE(std::isfinite(x));
+  const bool lanes = type == tensor::Type::Q4_0 || type == tensor::Type::Q4_K || type == tensor::Type::Q6_K ||
+                     type == tensor::Type::Q2_K || type == tensor::Type::Q3_K || type == tensor::Type::IQ4_XS ||
+                     type == tensor::Type::IQ4_NL || type == tensor::Type::MXFP4;  // lane order (kernels.h)
   const auto batched = run(**m, toks, 2, 4);
   const auto big = run(**m, toks, 2, 32);
-  // Batched and per-token runs quantize the same activations; only float summation order differs.
-  EXPECT_LT(max_rel_diff(one, batched), 1e-4);
-  EXPECT_LT(max_rel_diff(one, big), 1e-4);
+  // Batched and per-token runs quantize the same activations; only float summation order
+  // differs. Lane order's differences are amplified by the activation quantization (Q3_K
+  // on toy-qwen2: 1.4e-2), so those types are held to 1e-4 in vec_dot order, 2e-2 in lanes.
+  EXPECT_LT(max_rel_diff(one, batched), lanes ? 2e-2 : 1e-4);
+  EXPECT_LT(max_rel_diff(one, big), lanes ? 2e-2 : 1e-4);
+  if (lanes) {
+    kernels::set_lane_order(false);
+    EXPECT_LT(max_rel_diff(one, run(**m, toks, 2, 32)), 1e-4);
+    kernels::set_lane_order(true);
+  }
   EXPECT_EQ(sampler::argmax(one.data(), (int)one.size()), sampler::argmax(big.data(), (int)big.size()));
   const auto f32kv = run(**m, toks, 2, 4, model::KvType::kF32);
   EXPECT_LT(max_rel_diff(one, f32kv), 5e-2);  // F16 rounding of K, V, Q and probabilities
@@ -82,7 +92,7 @@ TEST_P(ArchTest, BatchedEqualsTokenByToken) {
   // F16 rounding of the probabilities), and a Q8_0 cache close to F16.
   const auto flash1 = run(**m, toks, 1, 1, model::KvType::kF16, model::AttentionMode::kFlash);
   const auto flash4 = run(**m, toks, 2, 4, model::KvType::kF16, model::AttentionMode::kFlash);
-  if (type == tensor::Type::Q4_0 || type == tensor::Type::Q4_K || type == tensor::Type::Q6_K)  // lane order (kernels.h)
+  if (lanes)
     EXPECT_LT(max_rel_diff(flash1, flash4), 2e-2);
   else
     EXPECT_EQ(flash1, flash4);

@@ -11,6 +11,7 @@
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
+#include "kernels/cpu/avx2_lowbit_lanes.h"
 #include "kernels/cpu/avx2_tiles.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
@@ -165,11 +166,13 @@ const KernelTable& avx2_table() {
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_fused<FusedQ4K, MaddScale>);
     set(Type::Q5_K, vec_dot_k<DecQ5_K>, matmul_k<DecQ5_K>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_fused<FusedQ6K, MaddScale>);
-    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_q<DecIQ4_NL>);
-    set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_q<DecMXFP4>);
-    set(Type::Q2_K, vec_dot_fused<FusedQ2K, MaddScale>, matmul_fused<FusedQ2K, MaddScale>);
-    set(Type::Q3_K, vec_dot_fused<FusedQ3K, MaddScale>, matmul_fused<FusedQ3K, MaddScale>);
-    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_k<DecIQ4_XS>);
+    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_cb_lanes<DecIQ4_NL, MaddubsDot, matmul_q<DecIQ4_NL, MaddubsDot>>);
+    set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_cb_lanes<DecMXFP4, MaddubsDot, matmul_q<DecMXFP4, MaddubsDot>>);
+    set(Type::Q2_K, vec_dot_fused<FusedQ2K, MaddScale>,
+        matmul_low_lanes<DecQ2_K, MaddScale, matmul_fused<FusedQ2K, MaddScale>>);
+    set(Type::Q3_K, vec_dot_fused<FusedQ3K, MaddScale>,
+        matmul_low_lanes<DecQ3_K, MaddScale, matmul_fused<FusedQ3K, MaddScale>>);
+    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_low_lanes<DecIQ4_XS, MaddScale, matmul_k<DecIQ4_XS>>);
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;
     t.quantize[slot(Type::F16)] = quantize_f16;

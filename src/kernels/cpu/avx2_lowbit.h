@@ -12,8 +12,8 @@
 //   Q2_K, Q3_K matrix x vector: fused (FusedQ2K, FusedQ3K for matmul_fused, as Q4_K /
 //     Q6_K): the same int32 lanes and float steps as the DecodedK dots, no DecodedK.
 // Integer sums are exact, so results differ from kernels::ref only in float summation
-// order (the kernels tests' 1e-5 relative bound). Deliberately no lane-order GEMM for these
-// types (prompt batches go through gemm_q / matmul_k in vec_dot order).
+// order (the kernels tests' 1e-5 relative bound). Prompt batches of 4 or more take the
+// lane-order GEMMs of avx2_lowbit_lanes.h (vec_dot order here under --exact-batches).
 #pragma once
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kquants.h"

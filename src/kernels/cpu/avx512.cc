@@ -6,10 +6,11 @@
 // kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's and Q6_K's
 // matrix x vector add their scaled int16 pairs with one vpdpwssd instead of vpmaddwd +
 // vpaddd (VnniScale; the same int32s), and so do Q2_K's and Q3_K's (FusedQ2K / FusedQ3K);
-// IQ4_NL and MXFP4 take vpdpbusd through the 32-element decode tiles (their larger batches
-// the AVX2 entry: measured faster). IQ4_XS has no VNNI form (a
+// IQ4_NL and MXFP4 take vpdpbusd through the 32-element decode tiles (their larger vec_dot-
+// order batches the AVX2 entry: measured faster). IQ4_XS has no VNNI matrix x vector (a
 // fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
-// 32 ymm registers and its batches spill less (measured on Zen 4, BENCHMARKS.md). Entries
+// 32 ymm registers and spills less (measured on Zen 4, BENCHMARKS.md). The lane-order prompt
+// GEMMs of these five types (avx2_lowbit_lanes.h) take VnniDot / VnniScale here. Entries
 // left null here (float types, Q5_K, quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
 // vector measured 20% slower on Zen 4, which issues 512-bit operations as two halves.
 #if defined(__x86_64__) || defined(_M_X64)
@@ -18,6 +19,7 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
+#include "kernels/cpu/avx2_lowbit_lanes.h"
 #include "kernels/cpu/avx2_tiles.h"
 
 namespace kernels::cpu {
@@ -70,11 +72,16 @@ const KernelTable& avx512_table() {
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_fused<FusedQ4K, VnniScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_fused<FusedQ6K, VnniScale>);
-    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>);
-    set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>);
-    set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>, matmul_fused<FusedQ2K, VnniScale>);
-    set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>, matmul_fused<FusedQ3K, VnniScale>);
-    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_k<DecIQ4_XS>);  // AVX-512 registers, AVX2 integers
+    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
+        matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
+    set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
+        matmul_cb_lanes<DecMXFP4, VnniDot, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>>);
+    set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>,
+        matmul_low_lanes<DecQ2_K, VnniScale, matmul_fused<FusedQ2K, VnniScale>>);
+    set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>,
+        matmul_low_lanes<DecQ3_K, VnniScale, matmul_fused<FusedQ3K, VnniScale>>);
+    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>,  // AVX-512 registers, AVX2 integers; batches with vpdpwssd
+        matmul_low_lanes<DecIQ4_XS, VnniScale, matmul_k<DecIQ4_XS>>);
     return t;
   }();
   return table;
