@@ -11,7 +11,8 @@
 //     Q2_K: q = 0..3, scales per 16, then acc = fma(float(summ), -(dmin * da), acc) with
 //       summ = sum_s min_s * bsums_s (as Q4_K's lane order);
 //     Q3_K: q + 4 = 0..7 stored, scales per 16 (signed), 4 * sum_s sc_s * bsums_s taken off;
-//     IQ4_XS: signed codebook values (sign trick), scale ls - 32 per 32.
+//     IQ4_XS: signed codebook values (sign trick; with VNNI values + 128 by vpdpbusd, the
+//       128 * sum a taken off through the bsums), scale ls - 32 per 32.
 //   Q2_K / Q3_K sum a sub-block's four maddubs in int16 (<= 4 * 2 * 7 * 127 = 7112), then
 //   Scale::acc (madd + add, or one vpdpwssd) by the rows' sub-block scales.
 // Integer sums are exact and the float steps per output depend on nothing else, so an output
@@ -107,6 +108,7 @@ struct TileCB {
 struct LaneRowsLow {          // a tile of 8 rows, per super-block b:
   std::vector<Quants32> v;    // [b * 64 + 8 j + k]: int32 lane r = quants 32j+4k..+3 of row r
   std::vector<Quants32> va;   // IQ4_XS: |v| (its quants are signed)
+  std::vector<Quants32> vu;   // IQ4_XS: v + 128 as unsigned bytes (the VNNI form)
   std::vector<Quants32> sc;   // [b * 16 + s]: int16 lanes 2r, 2r+1 = scale of sub-block s of row r
   std::vector<Quants32> bp;   // [b * 8 + t]: int16 lanes 2r, 2r+1 = Q2_K mins / Q3_K scales 2t, 2t+1
   std::vector<float> d, dmin; // [b * 8 + r]
@@ -167,6 +169,7 @@ inline void lane_pack_rows_low(int64_t nb, const uint8_t* w, size_t ws, int rm, 
   if (p.v.size() < size_t(nb * 64)) {
     p.v.resize(size_t(nb * 64));
     p.va.resize(kXS ? size_t(nb * 64) : 0);
+    p.vu.resize(kXS ? size_t(nb * 64) : 0);
     p.sc.resize(size_t(nb * 16));
     p.bp.resize(size_t(nb * 8));
     p.d.resize(size_t(nb * 8));
@@ -198,6 +201,7 @@ inline void lane_pack_rows_low(int64_t nb, const uint8_t* w, size_t ws, int rm, 
           const size_t i = size_t(b * 64 + 8 * j + k);
           const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.v[i].q));
           _mm256_store_si256(reinterpret_cast<__m256i*>(p.va[i].q), _mm256_abs_epi8(v));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(p.vu[i].q), _mm256_xor_si256(v, _mm256_set1_epi8(char(0x80))));
         }
     }
     transpose_8x8_epi32(s_lo, &p.sc[size_t(b * 16)]);
@@ -215,6 +219,9 @@ struct TileLow {
     static void run(int64_t nb, const LaneRowsLow& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
                     int64_t ys) {
       constexpr bool kXS = std::is_same_v<D, DecIQ4_XS>, kQ2 = std::is_same_v<D, DecQ2_K>;
+      // IQ4_XS with VNNI (Scale::xs_sub): unsigned weights, one vpdpbusd per group and one
+      // vpmulld by the scale per sub-block, instead of the sign trick's three ops per group.
+      constexpr bool kXsUnsigned = requires(const Quants32* p, const int32_t* q) { Scale::xs_sub(p, q); };
       __m256 acc[RN];
       for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
       for (int64_t b = 0; b < nb; ++b) {
@@ -223,7 +230,16 @@ struct TileLow {
         __m256i sumi[RN];
         for (int c = 0; c < RN; ++c) sumi[c] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
-          if constexpr (kXS) {
+          if constexpr (kXS && kXsUnsigned) {  // sumi += sc * sum (v + 128) a; the 128 * sum a later
+            const Quants32* vu = &w.vu[size_t(b * 64 + 8 * j)];
+            const __m256i sc32 = _mm256_srai_epi32(
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(w.sc[size_t(b * 16 + j)].q)), 16);
+            #pragma GCC unroll 8
+            for (int c = 0; c < RN; ++c) {
+              const int32_t* q4 = reinterpret_cast<const int32_t*>(ab[c].qs + 32 * j);  // 4-byte aligned
+              sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(Scale::xs_sub(vu, q4), sc32));
+            }
+          } else if constexpr (kXS) {
             const Quants32* va = &w.va[size_t(b * 64 + 8 * j)];
             const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.sc[size_t(b * 16 + j)].q));
             __m256i VA[8];
@@ -265,12 +281,20 @@ struct TileLow {
         #pragma GCC unroll 8
         for (int c = 0; c < RN; ++c) {
           const __m256 da = _mm256_set1_ps(ab[c].d);
+          int32_t bs[8];  // int16 pairs (bsums 2t, 2t + 1)
+          std::memcpy(bs, ab[c].bsums, sizeof bs);
           if constexpr (kXS) {
+            if constexpr (kXsUnsigned) {  // 128 * sum_t sc_t * (sum of a over sub-block t)
+              __m256i corr = _mm256_setzero_si256();
+              for (int t = 0; t < 8; ++t)
+                corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                                    w.sc[size_t(b * 16 + t)].q)),
+                                                                _mm256_set1_epi32(bs[t])));
+              sumi[c] = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(corr, 7));
+            }
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, da), acc[c]);
             continue;
           }
-          int32_t bs[8];  // int16 pairs (bsums 2t, 2t + 1)
-          std::memcpy(bs, ab[c].bsums, sizeof bs);
           __m256i corr = _mm256_setzero_si256();
           for (int t = 0; t < 8; ++t)
             corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(

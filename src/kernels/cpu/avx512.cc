@@ -38,6 +38,14 @@ struct VnniDot {
 // K-quant scales: sum + madd(scale, p16) in one vpdpwssd (the same int32s: exact).
 struct VnniScale {
   static __m256i acc(__m256i sum, __m256i scale, __m256i p16) { return _mm256_dpwssd_epi32(sum, scale, p16); }
+  // IQ4_XS lane GEMM (avx2_lowbit_lanes.h): per row lane, sum over a 32-element sub-block of
+  // (v + 128) * a, eight vpdpbusd (unsigned weights up to 241: no saturation in vpdpbusd).
+  static __m256i xs_sub(const Quants32* vu, const int32_t* q4) {
+    __m256i r = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k)
+      r = _mm256_dpbusd_epi32(r, _mm256_load_si256(reinterpret_cast<const __m256i*>(vu[k].q)), _mm256_set1_epi32(q4[k]));
+    return r;
+  }
 };
 
 // IQ4_NL, MXFP4: vpdpbusd pays in the decode tiles (matrix x vector, batches up to
