@@ -211,11 +211,7 @@ struct Q4_K {
         float d = 0.0f, dmin = 0.0f;
         if (m < rm) {
           const W& blk = reinterpret_cast<const W*>(w + m * ws)[b];
-          for (int c = 0; c < 4; ++c) {
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-            q[2 * c][m] = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-            q[2 * c + 1][m] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-          }
+          q4_k_subblocks(blk, &q[0][m], kRows);
           unpack_scales_k4(blk.scales, s8, m8);
           d = fp16(blk.d);
           dmin = fp16(blk.dmin);

@@ -221,6 +221,15 @@ inline void lane_pack_acts_k(int64_t nb, const uint8_t* x, size_t xs, int64_t nc
   }
 }
 
+// The quants (0..15) of a Q4_K block's 8 sub-blocks of 32: sub-block j into q[j * stride].
+inline void q4_k_subblocks(const BlockQ4_K& blk, __m256i* q, int stride) {
+  for (int c = 0; c < 4; ++c) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+    q[2 * c * stride] = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+    q[(2 * c + 1) * stride] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+  }
+}
+
 inline void lane_pack_rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsK& p) {
   if (p.v.size() < size_t(nb * 64)) {
     p.v.resize(size_t(nb * 64));
@@ -236,11 +245,7 @@ inline void lane_pack_rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, int rm,
       uint8_t s8[8] = {}, m8[8] = {};
       if (r < rm) {
         const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * ws)[b];
-        for (int c = 0; c < 4; ++c) {
-          const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
-          q[2 * c][r] = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-          q[2 * c + 1][r] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
-        }
+        q4_k_subblocks(blk, &q[0][r], 8);
         unpack_scales_k4(blk.scales, s8, m8);
         p.d[size_t(b * 8 + r)] = fp16(blk.d);
         p.dmin[size_t(b * 8 + r)] = fp16(blk.dmin);
