@@ -161,7 +161,19 @@ std::optional<ApiError> parse_tools(const json& body, Request* out) {
         return bad_request("'" + p + ".function.name' must be a non-empty string", p + ".function.name");
       if (const json* params = field(*fn, "parameters"); params && !params->is_object())
         return wrong_type(p + ".function.parameters", "an object (a JSON schema)", *params);
-      out->tools.push_back(nlohmann::ordered_json(tool));
+      const json* desc = field(*fn, "description");
+      if (desc && !desc->is_string()) return wrong_type(p + ".function.description", "a string", *desc);
+      nlohmann::ordered_json t(tool);
+      if (!desc) {
+        // OpenAI makes the description optional; templates such as gpt-oss's write
+        // "// " + tool.description, so a missing one becomes "" after the name, as
+        // llama-server's common_chat_tools_parse_oaicompat does.
+        nlohmann::ordered_json f = {{"name", *name}, {"description", ""}};
+        for (const auto& [k, v] : t["function"].items())
+          if (k != "name" && k != "description") f[k] = v;
+        t["function"] = std::move(f);
+      }
+      out->tools.push_back(std::move(t));
     }
   }
   if (auto e = boolean(body, "parallel_tool_calls", &out->parallel_tool_calls)) return e;

@@ -10,7 +10,8 @@ official `openai` client:
     reply is a message to functions.NAME, decoded under the grammar engine, and comes back as
     OpenAI tool_calls (finish_reason tool_calls) of a listed function (the named one) whose
     arguments validate (`jsonschema`); every third streamed, its deltas shaped as OpenAI's;
-  * a round trip: the call and its result sent back as history render and answer;
+  * a round trip: the call and its result sent back as history render and answer; a tool
+    without a description (optional in OpenAI's API) is accepted;
   * auto: text or a valid call, never call markup as content (the random toy seldom writes
     the trigger " to=functions." itself: the trigger grammar is unit-tested in serve_api_test);
   * /props names the harmony format; Anthropic's forced tool_use validates, Ollama's auto
@@ -93,6 +94,11 @@ def main():
     back = c.chat.completions.create(model="m", messages=history, tools=tools, temperature=0, max_tokens=8)
     check(back.choices[0].finish_reason in ("stop", "length", "tool_calls"),
           "a round trip: the call and its result as history answer (%s)" % back.choices[0].finish_reason)
+
+    bare = [{"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}]
+    r = c.chat.completions.create(model="m", messages=msgs, tools=bare, temperature=0, max_tokens=4)
+    check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"),
+          "a tool without a description is accepted (rendered as llama-server does: '// ')")
 
     good = 0
     for k, (ts, words, _) in enumerate(test_tools.CASES[:4]):

@@ -262,6 +262,7 @@ TEST(ServeApi, RefusalsNameTheParameter) {
       {"{" + m + R"(,"tools":{}})", "tools"},
       {"{" + m + R"(,"tools":[{"type":"code","function":{"name":"f"}}]})", "tools[0].type"},
       {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":3}}]})", "tools[0].function.parameters"},
+      {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"f","description":7}}]})", "tools[0].function.description"},
       {"{" + m + R"(,"tool_choice":"sometimes"})", "tool_choice"},
       {"{" + m + R"(,"tool_choice":"required"})", "tool_choice"},
       {"{" + m + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice.function.name"},
@@ -279,6 +280,32 @@ TEST(ServeApi, RefusalsNameTheParameter) {
     EXPECT_TRUE(j["error"]["message"].is_string());
     EXPECT_TRUE(param.empty() ? j["error"]["param"].is_null() : j["error"]["param"] == param);
   }
+}
+
+// OpenAI tools may leave out the description; gpt-oss's template writes "// " +
+// tool.description, which failed the render (a 400). Now "" after the name, as llama-server.
+TEST(ServeApi, ToolsWithoutDescriptionRenderUnderGptOss) {
+  Request r;
+  auto e = parse(R"({"messages":[{"role":"user","content":"hi"}],"tools":[
+      {"type":"function","function":{"parameters":{"type":"object"},"name":"ping"}},
+      {"type":"function","function":{"name":"pong","description":null}},
+      {"type":"function","function":{"description":"Says hi","name":"hello"}}]})",
+                 Endpoint::kChat, &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.tools.size(), 3u);
+  EXPECT_EQ(r.tools[0]["function"].dump(), R"({"name":"ping","description":"","parameters":{"type":"object"}})");
+  EXPECT_EQ(r.tools[1]["function"].dump(), R"({"name":"pong","description":""})");
+  EXPECT_EQ(r.tools[2]["function"].dump(), R"({"description":"Says hi","name":"hello"})");  // as given
+  auto t = tokenizer::ChatTemplate::parse(*tokenizer::builtin_chat_template("gpt-oss"));
+  ASSERT_TRUE(t.ok()) << t.error();
+  nlohmann::ordered_json ctx = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"tools", r.tools},
+                                {"add_generation_prompt", true}};
+  auto out = t->render_context(ctx);
+  ASSERT_TRUE(out.ok()) << out.error();
+  EXPECT_NE(out->find("// \ntype ping = () => any;"), std::string::npos) << *out;
+  EXPECT_NE(out->find("// \ntype pong = () => any;"), std::string::npos) << *out;
+  EXPECT_NE(out->find("// Says hi\ntype hello = () => any;"), std::string::npos) << *out;
 }
 
 TEST(ServeApi, ChunksAndResponses) {
