@@ -60,7 +60,7 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
     if (kv_blocks) *kv_blocks = int(std::min<int64_t>(blocks, int64_t(1) << 30));
     return "";
   }
-  const runtime::MemoryFit fit = runtime::memory_fit(c, c.n_kv_heads, o.kv_type, ctx, n_slots, 0, 0.8);
+  const runtime::MemoryFit fit = runtime::memory_fit(c, c.n_kv_heads, o.kv_type, ctx, n_slots, o.batch + n_slots, 0, 0.8);
   if (!fit.fits)
     return "--parallel " + std::to_string(n_slots) + " slots of " + std::to_string(ctx) + " positions need " +
            std::to_string(int64_t(fit.kv_bytes / 1e6)) +

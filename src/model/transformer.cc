@@ -8,6 +8,7 @@
 #include "model/backend.h"
 #include "model/cpu_backend.h"
 #include "tensor/quants.h"
+#include "util/swa_ring.h"
 
 namespace model {
 
@@ -24,14 +25,11 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
   return "";
 }
 
-// Rows each layer's cache keeps: a windowed layer needs its window behind the first row of a
-// batch, the batch's own rows after it, and up to 31 rows before the window (masked) so the
-// exact path's sums start on a 32-position boundary (see CpuBackend::attention); rounded up
-// to 64 rows so flash attention's tiles of 64 positions never wrap the ring.
+// Rows each layer's cache keeps: ctx, or a windowed layer's ring (util/swa_ring.h).
 std::vector<int> kv_layer_ctx(const Config& c, int ctx, int max_batch) {
   std::vector<int> r(c.n_layers, ctx);
   for (int l = 0; l < c.n_layers; ++l)
-    if (c.is_swa(l)) r[l] = std::min(ctx, (c.n_swa + max_batch + 31 + 63) / 64 * 64);
+    if (c.is_swa(l)) r[l] = util::swa_ring_rows(c.n_swa, ctx, max_batch);
   return r;
 }
 

@@ -98,7 +98,7 @@ NodeCost node_cost(const Plan& p, int node, const CostParams& c) {
   NodeCost nc;
   nc.weight_bytes = weight_bytes(p, node);
   nc.embedding_bytes = p.nodes[node].holds_embedding ? embedding_bytes(s) : 0;
-  nc.kv_bytes_per_1k = kv_bytes_per_1k(p, node, c.kv_type);
+  nc.kv_bytes_per_1k = kv_bytes_per_1k(p, node, c.kv_type, c.batch);
 
   const int64_t values = int64_t(c.batch) * s.dim;  // one all-reduce message: [batch][D]
   const uint64_t n_allreduce = 2 * uint64_t(s.n_layers);

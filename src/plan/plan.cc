@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "util/check.h"
+#include "util/swa_ring.h"
 
 namespace plan {
 
@@ -367,9 +368,11 @@ util::Expected<Plan> make_plan(const ModelShape& shape, std::vector<double> caps
   add_reencode_notes(p, /*wo=*/true);
   add_reencode_notes(p, /*wo=*/false);
   if (s.n_swa_layers > 0)
-    p.notes.push_back(fmt("sliding window: %d of %d layers attend to the last %d positions and cache only those "
-                          "(plus a batch and 31 rows); KV MB/1k counts min(1000, %d) positions for them",
-                          s.n_swa_layers, s.n_layers, s.n_swa, s.n_swa));
+    p.notes.push_back(fmt("sliding window: %d of %d layers attend to the last %d positions and cache only a ring "
+                          "per request: the window, a step's rows and 31, rounded up to 64 (%d rows for steps of "
+                          "1 row, %d for serve's default --batch 128); KV MB/1k counts the ring of this plan's --batch",
+                          s.n_swa_layers, s.n_layers, s.n_swa, util::swa_ring_rows(s.n_swa, 1 << 30, 1),
+                          util::swa_ring_rows(s.n_swa, 1 << 30, 129)));
   if (exact)
     p.notes.push_back(fmt("exact sync: Wo and down cut by output rows (nothing re-encoded); their inputs are "
                           "gathered as %s / %s, their outputs as F32: 4 gathers per layer",
@@ -420,12 +423,12 @@ uint64_t embedding_bytes(const ModelShape& s) {
   return uint64_t(s.n_vocab) * tensor::row_bytes(s.token_embd, s.dim);
 }
 
-uint64_t kv_bytes_per_1k(const Plan& p, int node, tensor::Type kv_type) {
+uint64_t kv_bytes_per_1k(const Plan& p, int node, tensor::Type kv_type, int max_batch) {
   CHECK(node >= 0 && node < p.n_nodes());
   const ModelShape& s = p.shape;
-  // A windowed layer caches only its window (model/transformer.cc: plus a batch and 31 rows).
-  const uint64_t positions = uint64_t(s.n_layers - s.n_swa_layers) * 1000 +
-                             uint64_t(s.n_swa_layers) * uint64_t(std::min(1000, s.n_swa));
+  // A windowed layer caches only its ring: the window, a step's rows and 31, rounded up to 64.
+  const uint64_t ring = s.n_swa_layers > 0 ? uint64_t(util::swa_ring_rows(s.n_swa, 1000, max_batch)) : 0;
+  const uint64_t positions = uint64_t(s.n_layers - s.n_swa_layers) * 1000 + uint64_t(s.n_swa_layers) * ring;
   return 2 * uint64_t(p.nodes[node].kv_heads.size()) * tensor::row_bytes(kv_type, s.head_dim) * positions;
 }
 

@@ -152,8 +152,10 @@ uint64_t weight_bytes(const Plan& p, int node);
 uint64_t resident_bytes(const Plan& p, int node);
 // Bytes of the whole token embedding (held by the root only; one row is read per token).
 uint64_t embedding_bytes(const ModelShape& s);
-// KV cache bytes per 1000 tokens: 2 (K and V) * kv heads * d * bytes(kv_type) * L * 1000.
-uint64_t kv_bytes_per_1k(const Plan& p, int node, tensor::Type kv_type = tensor::Type::F16);
+// KV cache bytes of one request's 1000 tokens: 2 (K and V) * kv heads * d * bytes(kv_type) *
+// rows, rows = 1000 per full-attention layer and, per sliding-window layer, its ring
+// (util::swa_ring_rows for steps of max_batch rows, at most 1000), as model::KvCache holds them.
+uint64_t kv_bytes_per_1k(const Plan& p, int node, tensor::Type kv_type = tensor::Type::F16, int max_batch = 1);
 
 // Text of the plan alone ("node 0: heads [0,16) ..."), used by format_plan and tests.
 std::string describe_slices(const Plan& p);

@@ -388,7 +388,7 @@ Status Cluster::first_measures(std::vector<double>* shares) {
 // Every worker is gone: the root alone, if it can hold the model and its KV cache.
 Status Cluster::root_fits() const {
   if (t_ || members_.empty()) return util::ok_status();
-  const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.kv_type, o_.ctx, o_.n_slots,
+  const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.kv_type, o_.ctx, o_.n_slots, o_.batch,
                                    double(plan::resident_bytes(plan_, 0)), 1.0, o_.kv_blocks);
   if (fit.fits) return util::ok_status();
   return Status::error("no worker is left, and the root alone cannot hold the model and its KV cache (" +

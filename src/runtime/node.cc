@@ -23,11 +23,11 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
   return n;
 }
 
-MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots,
+MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots, int max_batch,
                      double weight_bytes, double usable, int kv_blocks) {
   MemoryFit f;
-  const double positions = kv_blocks > 0 ? double(kv_blocks) * model::kKvBlockRows : double(ctx) * n_slots;
-  f.kv_bytes = double(model::KvCache::bytes_per_position(c.n_layers, kv_heads, c.head_dim, kv_type)) * positions;
+  f.kv_bytes = double(model::KvCache::bytes_for(kv_heads, c.head_dim, ctx, kv_type, n_slots,
+                                                model::kv_layer_ctx(c, ctx, std::max(1, max_batch)), kv_blocks));
   f.need = f.kv_bytes + weight_bytes;
   f.have = double(util::physical_memory_bytes());
   f.fits = f.need <= usable * f.have;

@@ -37,12 +37,13 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
 
 // What n_slots KV slots of ctx positions (or, kv_blocks > 0, a pool of kv_blocks blocks)
 // over kv_heads KV heads, plus weight_bytes of weights, need, against `usable` of this
-// machine's physical memory.
+// machine's physical memory. Sliding-window layers count their rings (model::kv_layer_ctx
+// for steps of max_batch rows), one per slot, as model::KvCache allocates them.
 struct MemoryFit {
   double kv_bytes = 0, need = 0, have = 0;  // have: physical memory (all of it)
   bool fits = true;
 };
-MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots,
+MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots, int max_batch,
                      double weight_bytes, double usable = 1.0, int kv_blocks = 0);
 
 }  // namespace runtime

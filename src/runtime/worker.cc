@@ -208,7 +208,7 @@ Expected<std::shared_ptr<HeldSlice>> Worker::take_slice(net::Transport& t, const
     if (h->key == key) held = h;
   // Memory: the slice unless it is here already, and the KV slots.
   const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.kv_type, s.ctx,
-                                   s.n_slots, held || local_ ? 0.0 : double(s.slice_bytes), 1.0, s.kv_blocks);
+                                   s.n_slots, s.batch, held || local_ ? 0.0 : double(s.slice_bytes), 1.0, s.kv_blocks);
   if (!fit.fits)
     return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
                          " MB) and its KV cache (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB) need " +

@@ -11,6 +11,10 @@
 
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "model/backend.h"
+#include "model/kv_cache.h"
+#include "runtime/node.h"
+#include "util/swa_ring.h"
 
 namespace plan {
 namespace {
@@ -603,6 +607,37 @@ TEST(Plan, ExactModeCutsWoAndDownByRows) {
       EXPECT_EQ(sent, received);
       EXPECT_NE(format_plan(p, c).find("exact sync"), std::string::npos);
     }
+  }
+}
+
+// Sliding-window layers cost their ring (window + a step's rows + 31, rounded up to 64), not
+// the window alone: plan's KV figure and the runtime's memory check count what KvCache holds.
+TEST(Plan, SlidingWindowRingsAreCounted) {
+  ModelShape s = make_shape("gpt-oss-like", 4096, 4, 64, 8, 2880, 1000, Type::Q8_0);
+  s.n_swa = 128;
+  s.n_swa_layers = 2;
+  const Plan p = must_plan(s, equal(2));
+  const uint64_t row = 2ull * 4 * 64 * 2;  // K and V, 4 KV heads per node, d 64, F16
+  EXPECT_EQ(util::swa_ring_rows(128, 1 << 20, 1), 192);
+  EXPECT_EQ(util::swa_ring_rows(128, 1 << 20, 129), 320);
+  EXPECT_EQ(util::swa_ring_rows(128, 100, 129), 100);
+  EXPECT_EQ(kv_bytes_per_1k(p, 1), row * (2 * 1000 + 2 * 192));
+  EXPECT_EQ(kv_bytes_per_1k(p, 1, Type::F16, 128), row * (2 * 1000 + 2 * 320));
+  bool noted = false;
+  for (const auto& n : p.notes) noted = noted || n.find("192 rows for steps of 1 row, 320 for") != std::string::npos;
+  EXPECT_TRUE(noted);
+
+  // The same rule sizes the cache, and memory_fit counts what the cache allocates.
+  model::Config c;
+  c.n_layers = 4; c.n_kv_heads = 8; c.head_dim = 64; c.n_swa = 128; c.swa_pattern = 2;
+  const std::vector<int> rings = model::kv_layer_ctx(c, 4096, 129);
+  EXPECT_EQ(rings, (std::vector<int>{320, 4096, 320, 4096}));
+  for (int blocks : {0, 100}) {
+    const size_t held = model::KvCache::bytes_for(4, 64, 4096, model::KvType::kF16, 3, rings, blocks);
+    const runtime::MemoryFit f = runtime::memory_fit(c, 4, model::KvType::kF16, 4096, 3, 129, 0, 1.0, blocks);
+    EXPECT_EQ(f.kv_bytes, double(held)) << blocks;
+    model::KvCache cache(4, 4, 64, 4096, model::KvType::kF16, 3, rings, blocks);
+    EXPECT_EQ(held, 2 * cache.row_bytes() * ((blocks ? blocks : 3 * 64) * 2 * 4 * 64 + 3 * 2 * 4 * 320)) << blocks;
   }
 }
 
