@@ -4,11 +4,12 @@
 // bit for bit, against one specification of that arithmetic written from the block layouts
 // (not from either kernel): per output, 8 float lanes; a block's integer dot is 8 int32
 // lanes, lane k = the products of elements 4k..4k+3 (K-quants: of each 32-element chunk,
-// times its scale; the Q6_K bias and Q4_K / Q5_K mins in the lanes noted below); lane k +=
+// times its scale; the Q6_K bias and Q4_K mins in the lanes noted below); lane k +=
 // fma(dw * da, float(lane k)) block by block; the horizontal sum ((l0 + l4) + (l2 + l6)) +
-// ((l1 + l5) + (l3 + l7)); then the min terms. The low-bit types (issue 28) as their x86
-// kernels: Q2_K / Q3_K / IQ4_XS with 16- or 32-element sub-block scales and 8 lanes of
-// mins or bias; IQ4_NL / MXFP4 with ggml's even / odd block accumulators and a fused odd
+// ((l1 + l5) + (l3 + l7)); then the min terms (Q5_K: one scalar, fused per super-block).
+// This is ggml's AVX2 vec_dot (llama.cpp's x86 decode), bit for bit. The low-bit types
+// (issue 28): Q2_K / Q3_K / IQ4_XS with 16- or 32-element sub-block scales (Q2_K: 8 lanes
+// of mins, fused before the scaled sums; Q3_K: its -4 within each element's lane); IQ4_NL / MXFP4 with ggml's even / odd block accumulators and a fused odd
 // last block after the sum. Each architecture runs the half it has
 // (x86: avx2; ARM under qemu: neon, dotprod, i8mm). Sizes are odd block counts; batches
 // of 1 to 3 columns in vec_dot order (x86's lane-order GEMMs are another contract, see
@@ -84,7 +85,7 @@ float spec_q32(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
 // The K-quants against Q8_K.
 float spec_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
   const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
-  float v[8] = {}, mm[4] = {};
+  float v[8] = {}, mm[4] = {}, summs = 0.0f;
   for (int64_t b = 0; b < n / 256; ++b) {
     const tensor::BlockQ8_K& a = xb[b];
     int lanes[8] = {}, mins[4] = {};
@@ -131,10 +132,10 @@ float spec_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
     for (int k = 0; k < 8; ++k) v[k] = std::fma(d, float(lanes[k]), v[k]);
     if (t == Type::Q4_K)
       for (int p = 0; p < 4; ++p) mm[p] = std::fma(dmin, float(mins[p]), mm[p]);
-    if (t == Type::Q5_K)
-      for (int k = 0; k < 8; ++k) v[k] = std::fma(dmin, k < 4 ? float(mins[k]) : 0.0f, v[k]);
+    if (t == Type::Q5_K) summs = std::fma(dmin, float(mins[0] + mins[1] + mins[2] + mins[3]), summs);
   }
-  return t == Type::Q4_K ? hsum8(v) + ((mm[0] + mm[2]) + (mm[1] + mm[3])) : hsum8(v);
+  if (t == Type::Q4_K) return hsum8(v) + ((mm[0] + mm[2]) + (mm[1] + mm[3]));
+  return t == Type::Q5_K ? hsum8(v) + summs : hsum8(v);
 }
 
 // The float types: lane k += w * x (fused) over elements 8i + k, the sum, then the tail
@@ -157,9 +158,9 @@ float spec_f(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
   return s;
 }
 
-// The low-bit K types against Q8_K: q[e] the integer weight (Q3_K: + 4), sc[s] the scale of
-// 16-element sub-block s, bias[s] what sub-block s takes off per bsum (Q2_K: its min, into
-// its own float step; Q3_K: 4 * its scale, in the integer lanes).
+// The low-bit K types against Q8_K: q[e] the integer weight (Q3_K: -4..3, in the lanes of
+// its elements as ggml's AVX2 kernel has it), sc[s] the scale of 16-element sub-block s,
+// mn[s] Q2_K's min of sub-block s (per bsum, its own float step before the scaled sums).
 float spec_lowbit_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
   const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
   float v[8] = {};
@@ -179,12 +180,11 @@ float spec_lowbit_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
       dmin = -fp16_to_f32(k.dmin) * a.d;
     } else if (t == Type::Q3_K) {
       const auto& k = reinterpret_cast<const tensor::BlockQ3_K*>(w)[b];
-      for (int e = 0; e < 256; ++e) q[e] += ((k.hmask[e % 32] >> (e / 32)) & 1) << 2;
+      for (int e = 0; e < 256; ++e) q[e] -= ((k.hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4;
       for (int s = 0; s < 16; ++s) {  // low 4 bits: byte s (low) or s - 8 (high nibble); high 2: byte 8 + s % 4
         const int lo4 = s < 8 ? k.scales[s] & 15 : k.scales[s - 8] >> 4;
         sc[s] = (lo4 | (((k.scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32;
       }
-      for (int l = 0; l < 8; ++l) lanes[l] -= 4 * (sc[2 * l] * a.bsums[2 * l] + sc[2 * l + 1] * a.bsums[2 * l + 1]);
       d = fp16_to_f32(k.d) * a.d;
     } else {  // IQ4_XS: one 6-bit scale per 32, codebook values
       const auto& k = reinterpret_cast<const tensor::BlockIQ4_XS*>(w)[b];
@@ -203,9 +203,9 @@ float spec_lowbit_k(Type t, int64_t n, const uint8_t* w, const uint8_t* x) {
         for (int e = 32 * j + 4 * k; e < 32 * j + 4 * k + 4; ++e) s += q[e] * a.qs[e];
         lanes[k] += sc[2 * j + k / 4] * s;
       }
-    for (int k = 0; k < 8; ++k) v[k] = std::fma(d, float(lanes[k]), v[k]);
     if (t == Type::Q2_K)
       for (int k = 0; k < 8; ++k) v[k] = std::fma(dmin, float(mins[k]), v[k]);
+    for (int k = 0; k < 8; ++k) v[k] = std::fma(d, float(lanes[k]), v[k]);
   }
   return hsum8(v);
 }

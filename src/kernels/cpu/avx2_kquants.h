@@ -121,11 +121,14 @@ inline __m128i bsum_pairs(const BlockQ8_K& a) {
 }
 
 // A K-quant dot product's float accumulators: 8 lanes of scaled sums and, for Q4_K, the 4
-// lanes of its mins, kept apart until the end as ggml_vec_dot_q4_K_q8_K does (so a Q4_K
-// row's dot equals ggml's to the bit).
+// lanes of its mins, kept apart until the end as ggml_vec_dot_q4_K_q8_K does; for Q5_K one
+// float of its min terms (ggml_vec_dot_q5_K_q8_K's summs: per super-block summs =
+// fma(-dmin * da, float(sum of the 8 m_j cs_j), summs), added after the horizontal sum).
+// So a row's dot equals ggml's AVX2 one to the bit.
 struct AccK {
   __m256 v = _mm256_setzero_ps();
   __m128 m = _mm_setzero_ps();
+  float s = 0.0f;
 };
 
 template <class D>
@@ -134,6 +137,8 @@ inline float finish_k(const AccK& a) {
     __m128 m = _mm_add_ps(a.m, _mm_movehl_ps(a.m, a.m));
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
     return hsum(a.v) + _mm_cvtss_f32(m);
+  } else if constexpr (std::is_same_v<D, DecQ5_K>) {
+    return hsum(a.v) + a.s;
   } else {
     return hsum(a.v);
   }
@@ -155,10 +160,13 @@ inline void dot_k(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
       // sum_j m_j * (bsums[2j] + bsums[2j+1]), in 4 lanes
       const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(k.aux), bsum_pairs(a));
       s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
-      if constexpr (std::is_same_v<D, DecQ4_K>)
+      if constexpr (std::is_same_v<D, DecQ4_K>) {
         s.m = _mm_fmadd_ps(_mm_set1_ps(-k.dmin * a.d), _mm_cvtepi32_ps(mins), s.m);
-      else
-        s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), s.v);
+      } else {  // Q5_K: one scalar (integer sum exact in any order)
+        const __m128i m2 = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
+        const int m = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 1)));
+        s.s = std::fma(-k.dmin * a.d, float(m), s.s);
+      }
     } else {
       // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));

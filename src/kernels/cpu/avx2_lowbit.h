@@ -78,8 +78,8 @@ struct DecQ2_K {
   }
   static void dot(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
     const __m256i mins = _mm256_madd_epi16(k.aux, load_bsums(a));
+    s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(mins), s.v);  // mins first, as ggml
     s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sum_scaled(k, a)), s.v);
-    s.v = _mm256_fmadd_ps(_mm256_set1_ps(-k.dmin * a.d), _mm256_cvtepi32_ps(mins), s.v);
   }
 };
 
@@ -120,9 +120,16 @@ struct DecQ3_K {
     k.d = fp16(b.d);
     k.dmin = 0.0f;
   }
+  // ggml's lanes: the -4 taken off per element pair in int16 (maddubs(q + 4, a) -
+  // maddubs(4, a) = the pair's (q) a exactly), so lane l holds sc * (its elements' q a) only.
   static void dot(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
-    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(k.aux, load_bsums(a)), 2);  // 4 * sum sc_s bsums_s
-    const __m256i sumi = _mm256_sub_epi32(sum_scaled(k, a), bias);
+    const __m256i m4 = _mm256_set1_epi8(4);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
+      const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(k.q[j], qa), _mm256_maddubs_epi16(m4, qa));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(k.scale[j], p16));
+    }
     s.v = _mm256_fmadd_ps(_mm256_set1_ps(k.d * a.d), _mm256_cvtepi32_ps(sumi), s.v);
   }
 };
@@ -195,8 +202,8 @@ struct FusedQ2K {
       for (int j = 0; j < 4; ++j) fused_chunk<Scale>(halves, n, j, q2_bits(bits, j), a, sum);
     }
     const __m256i sumi = _mm256_add_epi32(sum[0], sum[1]);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
     acc.v = _mm256_fmadd_ps(_mm256_set1_ps(-fp16(b.dmin) * a.d), _mm256_cvtepi32_ps(mins), acc.v);
+    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
   }
 };
 
@@ -206,7 +213,6 @@ struct FusedQ3K {
   template <class Scale>
   static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b.scales));
-    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load_bsums(a)), 2);  // 4 * sum sc_s bsums_s
     __m256i halves[2];
     scale_halves(sc16, halves);
     const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
@@ -217,10 +223,14 @@ struct FusedQ3K {
       for (int j = 0; j < 4; ++j) {
         const int c = 4 * n + j;  // bit c of hmask[l], moved to bit 2 (within each byte)
         const __m256i h = c < 2 ? _mm256_slli_epi16(hbits, 2 - c) : _mm256_srli_epi16(hbits, c - 2);
-        fused_chunk<Scale>(halves, n, j, _mm256_or_si256(q2_bits(bits, j), _mm256_and_si256(h, m4)), a, sum);
+        // ggml's int16 pairs: maddubs(low, a) - maddubs(4 where the high bit is clear, a)
+        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * n + 32 * j));
+        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q2_bits(bits, j), qa),
+                                             _mm256_maddubs_epi16(_mm256_andnot_si256(h, m4), qa));
+        sum[j % 2] = Scale::acc(sum[j % 2], _mm256_shuffle_epi8(halves[n], scale_shuffle(2 * j, 2 * j + 1)), p16);
       }
     }
-    const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(sum[0], sum[1]), bias);
+    const __m256i sumi = _mm256_add_epi32(sum[0], sum[1]);
     acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
   }
 };

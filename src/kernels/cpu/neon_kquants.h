@@ -10,8 +10,8 @@
 // bias); Q4_K / Q5_K's mins are 4 lanes, lane p = m_2p cs_2p + m_2p+1 cs_2p+1 (cs_j the sum
 // of chunk j's activations). Then the float operations of dot_k / FusedQ4K / FusedQ6K in
 // the same order: v = fma(d * da, float(sumi), v); Q4_K: m = fma(-dmin * da, float(mins), m)
-// in its own 4 lanes, Q5_K: v = fma(-dmin * da, float(mins, 0, 0, 0, 0), v); and finish_k's
-// sums. So a row's result equals the AVX2 kernel's bit for bit. Q4_K and Q6_K batches of
+// in its own 4 lanes, Q5_K: one float s = fma(-dmin * da, float(sum of its 4 min lanes), s)
+// (ggml's summs); and finish_k's sums. So a row's result equals the AVX2 kernel's bit for bit. Q4_K and Q6_K batches of
 // kLaneMinBatch or more sum in lane order when it is allowed, as x86's gemm_lanes (same
 // integers, one float per output), so prompt batches equal x86's too.
 #pragma once
@@ -93,7 +93,7 @@ inline void add_lane(const KInts& k, bool mins, AccK& acc) {
 }
 
 // x86's order: v = fma(d * da, float(sumi), v) in 8 lanes, then the mins (Q4_K in its own
-// 4 lanes, Q5_K into v's lanes 0..3, with zeros in 4..7 as avx2's zero-extended vector).
+// 4 lanes; Q5_K into one float, kept in AccK::lane, added after the horizontal sum).
 struct KQ4 {
   using W = BlockQ4_K;
   static constexpr bool kLanes = true;
@@ -115,11 +115,10 @@ struct KQ5 {
   static void add(const KInts& k, AccK& acc) {
     acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
     acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
-    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.mins), k.dmin);
-    acc.hi = vfmaq_n_f32(acc.hi, vdupq_n_f32(0.0f), k.dmin);
+    acc.lane = std::fma(k.dmin, float(vaddvq_s32(k.mins)), acc.lane);
   }
   static void add_lane(const KInts&, AccK&) {}
-  static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
+  static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi) + acc.lane; }
 };
 
 struct KQ6 {

@@ -8,10 +8,10 @@
 //   Q2_K, Q3_K, IQ4_XS (256 elements, x Q8_K): super-block integer sums for
 //     neon_kquants.h's row_k (KQ2, KQ3, KIQ4XS).
 // One arithmetic with x86: the int32 lanes are avx2_lowbit.h's (lane l of a chunk = its
-// elements 4l..4l+3 times the scale of their 16- or 32-element sub-block; Q2_K's mins and
-// Q3_K's -4 bias in 8 lanes, lane l from bsums 2l and 2l + 1), the float steps are its
-// DecQ2_K / DecQ3_K / DecIQ4_XS::dot in the same order (v = fma(d * da, float(sumi), v);
-// Q2_K then v = fma(-dmin * da, float(mins), v)), then avx2's horizontal sum. No lane-order
+// elements 4l..4l+3 times the scale of their 16- or 32-element sub-block, Q3_K's weights
+// signed -4..3; Q2_K's mins in 8 lanes, lane l from bsums 2l and 2l + 1), the float steps
+// are its DecQ2_K / DecQ3_K / DecIQ4_XS::dot in the same order (Q2_K first v = fma(-dmin *
+// da, float(mins), v); then v = fma(d * da, float(sumi), v)), then avx2's horizontal sum. No lane-order
 // GEMM for these types (x86 has none either), so every batch is in vec_dot order.
 #pragma once
 #include "kernels/cpu/neon_common.h"
@@ -83,11 +83,11 @@ struct KQ2 {
                  k.mins, k.mins_hi);
     return k;
   }
-  static void add(const KInts& k, AccK& acc) {
-    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
-    acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
+  static void add(const KInts& k, AccK& acc) {  // the mins first, as ggml's AVX2 kernel
     acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.mins), k.dmin);
     acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.mins_hi), k.dmin);
+    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
+    acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
   }
   static void add_lane(const KInts&, AccK&) {}
   static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
@@ -106,8 +106,8 @@ inline int8x16_t q3_k_scales(const uint8_t* scales) {
 }
 
 // Q3_K: element 128n + 32j + l has low bits (qs[32n + l] >> 2j) & 3 and, unless bit 4n + j
-// of hmask[l] is set, -4: taken as q + 4 = low | hbit << 2 (0..7), the -4 taken off through
-// the bsums (lane l -= 4 (sc_2l bsums_2l + sc_2l+1 bsums_2l+1)).
+// of hmask[l] is set, -4: the signed weight (low | hbit << 2) - 4 (-4..3) in its own lane,
+// as ggml's AVX2 kernel (no bias through the bsums).
 struct KQ3 {
   using W = BlockQ3_K;
   static constexpr bool kLanes = false;
@@ -117,6 +117,7 @@ struct KQ3 {
     int8_t s[16];
     vst1q_s8(s, sc);
     const uint8x16_t m3 = vdupq_n_u8(3), m4 = vdupq_n_u8(4);
+    const int8x16_t four = vdupq_n_s8(4);
     const uint8x16_t h0 = vld1q_u8(b.hmask), h1 = vld1q_u8(b.hmask + 16);
     int32x4_t s_lo = vdupq_n_s32(0), s_hi = vdupq_n_s32(0);
     for (int n = 0; n < 2; ++n) {
@@ -124,15 +125,14 @@ struct KQ3 {
       for (int j = 0; j < 4; ++j) {
         const int c = 4 * n + j;
         const int8x16_t shift = vdupq_n_s8(int8_t(-2 * j)), hshift = vdupq_n_s8(int8_t(2 - c));
-        const int8x16_t w_lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(vshlq_u8(b0, shift), m3), vandq_u8(vshlq_u8(h0, hshift), m4)));
-        const int8x16_t w_hi = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(vshlq_u8(b1, shift), m3), vandq_u8(vshlq_u8(h1, hshift), m4)));
+        const int8x16_t w_lo = vsubq_s8(
+            vreinterpretq_s8_u8(vorrq_u8(vandq_u8(vshlq_u8(b0, shift), m3), vandq_u8(vshlq_u8(h0, hshift), m4))), four);
+        const int8x16_t w_hi = vsubq_s8(
+            vreinterpretq_s8_u8(vorrq_u8(vandq_u8(vshlq_u8(b1, shift), m3), vandq_u8(vshlq_u8(h1, hshift), m4))), four);
         chunk16<Dot>(w_lo, w_hi, a.qs + 32 * c, s[2 * c], s[2 * c + 1], s_lo, s_hi);
       }
     }
-    int32x4_t bias_lo, bias_hi;
-    scaled_bsums(vmovl_s8(vget_low_s8(sc)), vmovl_high_s8(sc), a, bias_lo, bias_hi);
-    return {vsubq_s32(s_lo, vshlq_n_s32(bias_lo, 2)), vsubq_s32(s_hi, vshlq_n_s32(bias_hi, 2)), vdupq_n_s32(0),
-            fp16(b.d) * a.d, 0.0f};
+    return {s_lo, s_hi, vdupq_n_s32(0), fp16(b.d) * a.d, 0.0f};
   }
   static void add(const KInts& k, AccK& acc) {
     acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
