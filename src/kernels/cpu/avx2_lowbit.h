@@ -3,7 +3,8 @@
 //   IQ4_NL, MXFP4 (32 elements, x Q8_0): 32-element decoders for avx2_tiles.h (vec_dot_q,
 //     the decode tiles and gemm_q): the 4-bit indices through a byte shuffle of the
 //     16-value table give signed int8 weights (|w| <= 127, so the sign-trick int8 dot
-//     applies); MXFP4's scale is its E8M0 exponent (block_d in avx2_common.h).
+//     applies; MXFP4's tiles take them + 12, unsigned); MXFP4's scale is its E8M0
+//     exponent (block_d in avx2_common.h).
 //   Q2_K, Q3_K, IQ4_XS (256 elements, x Q8_K): decoders into a DecodedK for
 //     avx2_kquants.h (vec_dot_k, matmul_k), each with its own integer dot (D::dot):
 //     Q2_K: unsigned 2-bit quants, 4-bit scales per 16, mins through the 16 bsums;
@@ -15,6 +16,8 @@
 // order (the kernels tests' 1e-5 relative bound). Prompt batches of 4 or more take the
 // lane-order GEMMs of avx2_lowbit_lanes.h (vec_dot order here under --exact-batches).
 #pragma once
+#include <array>
+
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_tiles.h"
@@ -31,18 +34,33 @@ inline __m256i table16(const int8_t* values) {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
 }
 
-template <class Block, const int8_t* kValues>
+// kOffset > 0: the tiles multiply the unsigned values + kOffset by the activations and
+// subtract kOffset times the activations' 4-byte lane sums once per block and column
+// (avx2_tiles.h kOff): one vpdpbusd (or maddubs + madd) per row and block instead of the
+// signed product's two sign flips first; the same int32 lanes, so the same bits. MXFP4
+// (|v| <= 12) takes it: maddubs' pairs stay below 2 * 24 * 128, no saturation; IQ4_NL's
+// values + 127 would saturate AVX2's maddubs.
+template <class Block, const int8_t* kValues, int kOffset = 0>
 struct DecCodebook32 {
   using W = Block; using A = BlockQ8_0;
   static constexpr bool kSigned = true, kHasMin = false;
   static constexpr bool kPairAcc = true;  // ggml's two accumulators (avx2_tiles.h pair_acc)
-  static constexpr int kOff = 0;
+  static constexpr int kOff = kOffset;
+  static constexpr std::array<int8_t, 16> kShifted = [] {
+    std::array<int8_t, 16> u{};
+    for (int i = 0; i < 16; ++i) u[i] = int8_t(kValues[i] + kOffset);
+    return u;
+  }();
   static __m256i quants(const W& b) { return _mm256_shuffle_epi8(table16(kValues), nibbles32(b.qs)); }
-  static __m256i quants_u(const W& b) { return quants(b); }
+  static __m256i quants_u(const W& b) {
+    if constexpr (kOffset == 0) return quants(b);
+    else return _mm256_shuffle_epi8(table16(kShifted.data()), nibbles32(b.qs));
+  }
   static float m(const W&) { return 0.0f; }
 };
 using DecIQ4_NL = DecCodebook32<BlockIQ4_NL, kIQ4NLValues>;
-using DecMXFP4 = DecCodebook32<BlockMXFP4, kMXFP4Values>;
+using DecMXFP4 = DecCodebook32<BlockMXFP4, kMXFP4Values, 12>;
+static_assert(DecMXFP4::kShifted[0] == 12 && DecMXFP4::kShifted[7] == 24 && DecMXFP4::kShifted[15] == 0);
 
 // ---- 256-element types into a DecodedK ------------------------------------------------
 
