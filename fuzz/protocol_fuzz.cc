@@ -67,7 +67,7 @@ void write_seeds(const std::string& dir) {
   s.slice.kv_heads = {0, 1};
   s.slice.ff = {0, 64};
   s.slice.vocab = {0, 50};
-  s.ctx = 256;
+  s.run.ctx = 256;
   put("seed_setup", runtime::encode_setup(s));
   const std::vector<uint8_t> bytes(36, 7);
   put("seed_chunk", runtime::encode_tensor_chunk({"blk.0.attn_q.weight", tensor::Type::Q8_0, 2, 32, 68, 32,

@@ -46,9 +46,9 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
              " MB) is more than this machine's memory (" + std::to_string(int64_t(have / 1e6)) + " MB)";
     // A node holding every KV head: each block, and each running request's sliding-window rings.
     const std::vector<int> layer_ctx = model::kv_layer_ctx(c, ctx, o.batch + n_slots);
-    const double block = double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.kv_type, 1, layer_ctx, 1));
+    const double block = double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.run.kv_type, 1, layer_ctx, 1));
     const double rings =
-        double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.kv_type, n_slots, layer_ctx, 1)) - block;
+        double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.run.kv_type, n_slots, layer_ctx, 1)) - block;
     const int64_t blocks = int64_t(std::max(0.0, double(bytes) - rings) / block);
     const int64_t one = model::kv_blocks_for(ctx);
     if (blocks < one)
@@ -60,7 +60,7 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
     if (kv_blocks) *kv_blocks = int(std::min<int64_t>(blocks, int64_t(1) << 30));
     return "";
   }
-  const runtime::MemoryFit fit = runtime::memory_fit(c, c.n_kv_heads, o.kv_type, ctx, n_slots, o.batch + n_slots, 0, 0.8);
+  const runtime::MemoryFit fit = runtime::memory_fit(c, c.n_kv_heads, o.run.kv_type, ctx, n_slots, o.batch + n_slots, 0, 0.8);
   if (!fit.fits)
     return "--parallel " + std::to_string(n_slots) + " slots of " + std::to_string(ctx) + " positions need " +
            std::to_string(int64_t(fit.kv_bytes / 1e6)) +
@@ -88,7 +88,7 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   if (std::string e = slots_unfit(b->model->config, o, ctx, n_slots, &kv_blocks); !e.empty()) return e;
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, n_slots, so.guess_rows()); !e.empty()) return e;
-  copt.kv_blocks = kv_blocks;
+  copt.run.kv_blocks = kv_blocks;
   copt.software_version = SHARDLM_VERSION;
   b->pool = std::make_unique<util::ThreadPool>(o.threads);
   const double root_bytes = double(b->model->file->file_size()) / double(1 + co.workers.size());

@@ -166,7 +166,7 @@ Command add_bench(CLI::App& app) {
                   "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f, \"n_nodes\": %d, "
                   "\"cluster\": \"%s\", \"device\": \"%s\", \"nodes\": [",
                   o->model.c_str(), o->threads, kernels::isa_name(kernels::active_isa()), *n_prompt, *n_gen,
-                  *parallel, model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention),
+                  *parallel, model::kv_type_name(o->run.kv_type), model::attention_mode_name(o->run.attention),
                   spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw, cluster.n_nodes(),
                   cluster.n_nodes() > 1 ? cluster.describe().c_str() : "", cluster.root_device().c_str());
       // Per node, per generated token (decode phases only): compute and sync ms, bytes.
@@ -179,7 +179,7 @@ Command add_bench(CLI::App& app) {
     } else {
       std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s, KV %s, attention %s\n", o->model.c_str(),
                   cfg.arch_name.c_str(), weight_gb, o->threads, kernels::isa_name(kernels::active_isa()),
-                  model::kv_type_name(o->kv_type), model::attention_mode_name(o->attention));
+                  model::kv_type_name(o->run.kv_type), model::attention_mode_name(o->run.attention));
       std::printf("device: %s\n", cluster.root_device().c_str());
       if (!pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", *n_prompt, spp.mean, spp.sd);
       if (!tg.empty())

@@ -50,14 +50,14 @@ void add_run_options(CLI::App* cmd, RunOptions* o) {
   cmd->add_option_function<std::string>(
          "--kv-type",
          [o](const std::string& v) {
-           o->kv_type = v == "f32" ? model::KvType::kF32 : v == "q8_0" ? model::KvType::kQ8_0 : model::KvType::kF16;
+           o->run.kv_type = v == "f32" ? model::KvType::kF32 : v == "q8_0" ? model::KvType::kQ8_0 : model::KvType::kF16;
          },
          "KV cache type: f16, q8_0 (needs --flash-attn on) or f32")
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}, CLI::ignore_case))->default_str("f16");
   cmd->add_option_function<std::string>(
          "--flash-attn",
          [o](const std::string& v) {
-           o->attention = v == "off" ? model::AttentionMode::kExact : model::AttentionMode::kFlash;
+           o->run.attention = v == "off" ? model::AttentionMode::kExact : model::AttentionMode::kFlash;
          },
          "attention: on (tiled flash attention, default) or off (llama.cpp's exact non-flash path)")
       ->check(CLI::IsMember({"on", "off"}, CLI::ignore_case))->default_str("on");
@@ -65,10 +65,10 @@ void add_run_options(CLI::App* cmd, RunOptions* o) {
                   "KV cache pool per node in bytes (K, M, G suffixes: powers of 1024), shared by the running "
                   "requests in blocks of 64 positions (default: --parallel full contexts)");
   cmd->add_option("-b,--batch", o->batch, "prompt tokens evaluated per step (beside one decode row per running request)")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_flag("--exact-batches", o->exact_batches,
+  cmd->add_flag_callback("--exact-batches", [o] { o->run.lane_order = false; },
                 "Q4_0/Q4_K/Q6_K (x86: also Q2_K/Q3_K/IQ4_XS/IQ4_NL/MXFP4) prompt batches in the decode path's summation order: a prompt's logits "
                 "bit-identical to token-by-token evaluation (prompt processing up to 2x slower)");
-  cmd->add_flag("--fast-batches", o->fast_batches,
+  cmd->add_flag("--fast-batches", o->run.decode_lanes,
                 "Q4_0/Q4_K/Q6_K decode rows of 4+ sequences in the faster lane order too (up to 1.4x the "
                 "throughput at 8 streams; a request's text may then part from the same request alone at "
                 "near-ties)")->excludes("--exact-batches");

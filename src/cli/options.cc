@@ -69,13 +69,10 @@ std::string cluster_options(const ClusterCliOptions& c, const RunOptions& r, int
   out->algo = c.algo;
   out->cluster_key = *key;
   out->link_encryption = c.key.encryption == "on";
-  out->ctx = ctx;
-  out->kv_type = r.kv_type;
-  out->attention = r.attention;
-  out->batch = r.batch + n_slots * (1 + guess_rows);
-  out->n_slots = n_slots;
-  out->lane_order = !r.exact_batches;
-  out->decode_lanes = r.fast_batches;
+  out->run = r.run;
+  out->run.ctx = ctx;
+  out->run.max_batch = r.batch + n_slots * (1 + guess_rows);
+  out->run.n_slots = n_slots;
   out->on_progress = weight_progress_printer();
   if (std::string e = device_factory(r.device, &out->backend); !e.empty()) return e;
   if (r.device != "cpu" && (!c.workers.empty() || c.transport == "mpi")) {  // named in speed probes

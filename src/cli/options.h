@@ -26,20 +26,19 @@ struct RunOptions {
   std::string model;
   int threads = std::max(1u, std::thread::hardware_concurrency());
   int ctx = 0;  // 0: min(trained context, 4096)
-  model::KvType kv_type = model::KvType::kF16;
-  // Flash by default: faster at long context, and a prompt's logits do not depend on its
-  // batch split. `--flash-attn off` is llama.cpp's non-flash path to the bit.
-  model::AttentionMode attention = model::AttentionMode::kFlash;
   // 128: measured best or within noise of the best from 32 to 512 on SmolLM2 and the 1B
   // shape, 1 and 2 threads (docs/BENCHMARKS.md); larger only adds buffer memory.
-  int batch = 128;
-  // Q4_0 / Q4_K / Q6_K prompt batches in vec_dot order (model::RunConfig::lane_order = false).
-  bool exact_batches = false;
-  bool fast_batches = false;  // model::RunConfig::decode_lanes
+  int batch = 128;  // prompt rows per step (the step's rows: cluster_options)
   std::string device = "cpu";  // cpu | vulkan[:N] (cli/device.h)
   // --kv-memory: the KV pool's bytes per node ("" : --parallel full contexts, as slots were;
   // a number with an optional K, M, G suffix, powers of 1024).
   std::string kv_memory;
+  // How every node runs the model, as the flags set it (--kv-type, --flash-attn,
+  // --exact-batches, --fast-batches); the backend adds ctx, slots, the KV pool
+  // (--kv-memory) and rows per step.
+  // Flash by default: faster at long context, and a prompt's logits do not depend on its
+  // batch split. `--flash-attn off` is llama.cpp's non-flash path to the bit.
+  model::RunConfig run{.attention = model::AttentionMode::kFlash};
 };
 
 // --cluster-key, --cluster-key-file, --insecure, --link-encryption (net/cluster_key.h).

@@ -79,8 +79,8 @@ Command add_perplexity(CLI::App& app) {
     runtime::Cluster& cluster = **cl;
     if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
     std::fprintf(stderr, "perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d, kv %s, "
-                 "attention %s\n", n_chunk, n_ctx, ro.batch, model::kv_type_name(ro.kv_type),
-                 model::attention_mode_name(ro.attention));
+                 "attention %s\n", n_chunk, n_ctx, ro.batch, model::kv_type_name(ro.run.kv_type),
+                 model::attention_mode_name(ro.run.attention));
 
     const int first = n_ctx / 2;
     double nll = 0, nll2 = 0;

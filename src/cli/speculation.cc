@@ -85,16 +85,15 @@ std::string open_speculator(const SpecCliOptions& o, const model::LoadedModel& t
     return "--draft-model " + o.draft_model + " has another vocabulary (" + differ +
            "); a draft model must share the model's tokenizer (the same family, e.g. a smaller size or type)";
   const double kv =
-      double(model::KvCache::bytes_per_position(dc.n_layers, dc.n_kv_heads, dc.head_dim, ro.kv_type)) * ctx * n_slots;
+      double(model::KvCache::bytes_per_position(dc.n_layers, dc.n_kv_heads, dc.head_dim, ro.run.kv_type)) * ctx * n_slots;
   if (std::string e = draft_unfit(draft_file + kv, target_root_bytes, util::physical_memory_bytes()); !e.empty())
     return e;
   runtime::ClusterOptions copt;  // one node: the draft runs where the root is
-  copt.ctx = ctx;
-  copt.n_slots = n_slots;
-  copt.kv_type = ro.kv_type;
-  copt.attention = ro.attention;
-  copt.lane_order = !ro.exact_batches;
-  copt.batch = ro.batch + n_slots * (1 + o.draft_max);
+  copt.run = ro.run;
+  copt.run.ctx = ctx;
+  copt.run.n_slots = n_slots;
+  copt.run.max_batch = ro.batch + n_slots * (1 + o.draft_max);
+  copt.run.decode_lanes = false;  // the draft's decode rows in vec_dot order (--fast-batches is the model's)
   copt.progress = false;
   copt.software_version = SHARDLM_VERSION;
   auto cl = runtime::Cluster::start(**m, o.draft_model, copt, pool);

@@ -14,6 +14,7 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/run_config.h"
 #include "kernels/kernels.h"
 #include "model/weights.h"
 #include "util/status.h"
@@ -71,33 +72,6 @@ class Collective {
                               LocalLinear& local) = 0;
 };
 
-enum class AttentionMode : uint8_t { kExact = 0, kFlash = 1 };
-
-// How a node runs the model (the same on every node of a cluster).
-struct RunConfig {
-  int ctx = 4096;        // positions per KV slot
-  int n_slots = 1;       // sequences that can be in the cache at once (block tables)
-  int kv_blocks = 0;     // the KV pool's blocks (kv_cache.h); 0: n_slots full contexts
-  int max_batch = 32;    // rows per forward_batch
-  KvType kv_type = KvType::kF16;
-  AttentionMode attention = AttentionMode::kExact;
-  // Q4_0 / Q4_K / Q6_K (x86: also the low-bit types) segments of >= kLaneMinRows rows in lane
-  // order (kernels.h); shorter segments (decode rows) always in vec_dot order, so a row's
-  // bits depend only on its own segment, never on the other sequences in the batch. false:
-  // everything in vec_dot order.
-  bool lane_order = true;
-  // Opt-in throughput (`--fast-batches`): decode rows take lane order too when a run of
-  // them has >= kLaneMinRows rows, so their bits then depend on how many run together.
-  bool decode_lanes = false;
-};
-constexpr int kLaneMinRows = int(kernels::kLaneMinBatch);
-// Whether n rows of a segment run in lane order (else vec_dot order): the one rule every
-// backend follows, and what a cluster records so that replaying a slot gives the same bits.
-// Lane order needs lane_order, and >= kLaneMinRows rows unless decode_lanes; never rowwise.
-inline bool lane_ordered(int n, bool rowwise, bool lane_order, bool decode_lanes) {
-  return !rowwise && lane_order && (n >= kLaneMinRows || decode_lanes);
-}
-
 // Rows [.., .. + n) of a batch: positions pos .. pos+n-1 of one sequence, in KV slot `slot`.
 enum class Logits : uint8_t { kNone = 0, kLast = 1, kAll = 2 };
 // rowwise: vec_dot order however many rows (a cluster rebuilding a slot evaluates decode
@@ -111,7 +85,6 @@ struct Segment {
   int blocks_from = -1;
   std::span<const int32_t> blocks = {};
 };
-inline const char* attention_mode_name(AttentionMode m) { return m == AttentionMode::kFlash ? "flash" : "exact"; }
 // Why (cfg, kv_type, mode) cannot run, or "" when it can.
 std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode);
 

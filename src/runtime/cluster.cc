@@ -33,7 +33,7 @@ Status check_options(const model::LoadedModel& m, const ClusterOptions& o, int n
   }
   if (!o.exact && !o.auto_sync && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
-  if (std::string why = model::attention_unsupported(m.config, o.kv_type, o.attention); !why.empty())
+  if (std::string why = model::attention_unsupported(m.config, o.run.kv_type, o.run.attention); !why.empty())
     return Status::error(why);
   if (n == 1 && !o.spares.empty()) return Status::error("--spare needs --workers: a spare takes a lost worker's place");
   return util::ok_status();
@@ -52,9 +52,9 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   c->model_path_ = model_path;
   c->shape_ = shape_of(m.config, m.weights);
   c->home_shares_ = o.shares.empty() ? std::vector<double>(size_t(n), 1.0) : o.shares;
-  c->history_.resize(size_t(std::max(1, o.n_slots)));
-  c->blocks_ = BlockPool(o.kv_blocks > 0 ? o.kv_blocks : std::max(1, o.n_slots) * model::kv_blocks_for(o.ctx),
-                         std::max(1, o.n_slots));
+  c->history_.resize(size_t(std::max(1, o.run.n_slots)));
+  c->blocks_ = BlockPool(o.run.kv_blocks > 0 ? o.run.kv_blocks : std::max(1, o.run.n_slots) * model::kv_blocks_for(o.run.ctx),
+                         std::max(1, o.run.n_slots));
   for (size_t i = 0; i < o.workers.size(); ++i) {
     c->members_.push_back({o.workers[i], int(i), Member::State::kActive, util::now_seconds(), false});
     c->places_.push_back(int(i));
@@ -86,7 +86,7 @@ void Cluster::release(Sequence& seq) {
 }
 
 Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep>& batch) {
-  auto s = build_step(batch, m_.config, o_.ctx, o_.n_slots, o_.batch, &step_tokens_);
+  auto s = build_step(batch, m_.config, o_.run.ctx, o_.run.n_slots, o_.run.max_batch, &step_tokens_);
   if (!s) return s.status();
   int need = 0;
   for (const SeqStep& q : batch) need += kv_blocks_needed(*q.seq, int(q.tokens.size()));
@@ -110,7 +110,7 @@ void Cluster::record(const std::vector<SeqStep>& batch, const Step& s, const std
     const SeqStep& q = batch[i];
     const StepSegment& g = s.segs[i];
     // rowwise as the transformer ran it (short segments take vec_dot order)
-    const bool rowwise = !model::lane_ordered(g.n, g.rowwise, o_.lane_order, o_.decode_lanes);
+    const bool rowwise = !model::lane_ordered(g.n, g.rowwise, o_.run.lane_order, o_.run.decode_lanes);
     // drafts: only the kept guesses stay (the last drawn token is evaluated next step)
     const size_t keep = q.drafts > 0 ? out[i].tokens.size() : q.tokens.size();
     history_[size_t(q.seq->slot())].add(q.seq->n_past(), q.tokens.first(keep), rowwise);
@@ -120,8 +120,8 @@ void Cluster::record(const std::vector<SeqStep>& batch, const Step& s, const std
 
 Expected<int32_t> Cluster::extend(Sequence& seq, std::span<const int32_t> tokens, bool sample) {
   int32_t next = -1;
-  for (size_t i = 0; i < tokens.size(); i += size_t(o_.batch)) {
-    const size_t n = std::min(tokens.size() - i, size_t(o_.batch));
+  for (size_t i = 0; i < tokens.size(); i += size_t(o_.run.max_batch)) {
+    const size_t n = std::min(tokens.size() - i, size_t(o_.run.max_batch));
     const bool last = i + n == tokens.size();
     auto r = run({SeqStep{&seq, tokens.subspan(i, n), sample && last ? Want::kCandidates : Want::kNothing, {}}});
     if (!r) return r.status();
@@ -134,8 +134,8 @@ Expected<std::vector<double>> Cluster::score(Sequence& seq, std::span<const int3
                                              std::span<const int32_t> targets) {
   CHECK(tokens.size() == targets.size());
   std::vector<double> nll;
-  for (size_t i = 0; i < tokens.size(); i += size_t(o_.batch)) {
-    const size_t n = std::min(tokens.size() - i, size_t(o_.batch));
+  for (size_t i = 0; i < tokens.size(); i += size_t(o_.run.max_batch)) {
+    const size_t n = std::min(tokens.size() - i, size_t(o_.run.max_batch));
     auto r = run({SeqStep{&seq, tokens.subspan(i, n), Want::kScores, targets.subspan(i, n)}});
     if (!r) return r.status();
     nll.insert(nll.end(), (*r)[0].nll.begin(), (*r)[0].nll.end());

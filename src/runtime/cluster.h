@@ -81,14 +81,10 @@ struct ClusterOptions {
   std::string cluster_key;
   bool link_encryption = true;       // with a key: seal every frame (net/handshake.h)
   std::string software_version = "dev";
-  int ctx = 4096;
-  model::KvType kv_type = model::KvType::kF16;
-  model::AttentionMode attention = model::AttentionMode::kExact;
-  bool lane_order = true;            // model::RunConfig::lane_order, here and on every worker
-  bool decode_lanes = false;         // model::RunConfig::decode_lanes, the same
-  int batch = 128;                   // rows per step
-  int n_slots = 1;                   // sequences in the KV cache at once (block tables)
-  int kv_blocks = 0;                 // the KV pool's blocks (kv_blocks.h); 0: n_slots full contexts
+  // How every node runs the model, sent to each in its setup: positions per slot (ctx),
+  // sequences in the KV cache at once (n_slots), rows per step (max_batch), KV type,
+  // attention mode, batch order.
+  model::RunConfig run{.max_batch = 128};
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // report weight streaming to on_progress
   WeightProgress on_progress;        // empty: not reported (the CLI draws it on stderr)
@@ -159,8 +155,8 @@ class Cluster {
   util::Expected<std::vector<double>> score(Sequence& seq, std::span<const int32_t> tokens,
                                             std::span<const int32_t> targets);
 
-  int max_rows() const { return o_.batch; }
-  int n_slots() const { return o_.n_slots; }
+  int max_rows() const { return o_.run.max_batch; }
+  int n_slots() const { return o_.run.n_slots; }
   // The paged KV cache's pool (kv_blocks.h): run() grows each segment's table and fails,
   // naming the pool, when it is short; the scheduler frees blocks first (release).
   const BlockPool& kv_pool() const { return blocks_; }
@@ -168,15 +164,15 @@ class Cluster {
   // Forgets seq's cached rows: its log is emptied, its blocks go back to the pool and its
   // history (nothing to replay) is dropped.
   void release(Sequence& seq);
-  int ctx() const { return o_.ctx; }  // positions per slot
+  int ctx() const { return o_.run.ctx; }  // positions per slot
   int n_vocab() const { return m_.config.n_vocab; }
   // Sliding-window models: the window, and the rows each windowed layer's KV ring keeps
   // (ctx when there is no ring): a slot cannot be rewound to a position whose window starts
   // in rows already overwritten (model::Transformer::check_rings).
   int n_swa() const { return m_.config.n_swa; }
   int kv_ring() const {
-    int ring = o_.ctx;
-    for (int r : model::kv_layer_ctx(m_.config, o_.ctx, std::max(1, o_.batch))) ring = std::min(ring, r);
+    int ring = o_.run.ctx;
+    for (int r : model::kv_layer_ctx(m_.config, o_.run.ctx, std::max(1, o_.run.max_batch))) ring = std::min(ring, r);
     return ring;
   }
   int n_nodes() const { return int(nodes_.size()); }

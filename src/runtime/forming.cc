@@ -263,14 +263,7 @@ Setup Cluster::session_setup() const {
   s.forced_algo = int8_t(forced_algo_);
   s.alpha_us = link_.alpha_us;
   s.beta_gbps = link_.beta_gbps;
-  s.ctx = o_.ctx;
-  s.batch = o_.batch;
-  s.n_slots = o_.n_slots;
-  s.kv_blocks = o_.kv_blocks;
-  s.kv_type = o_.kv_type;
-  s.attention = o_.attention;
-  s.lane_order = o_.lane_order;
-  s.decode_lanes = o_.decode_lanes;
+  s.run = o_.run;
   s.step_timeout_s = o_.step_timeout_s;
   return s;
 }
@@ -388,8 +381,8 @@ Status Cluster::first_measures(std::vector<double>* shares) {
 // Every worker is gone: the root alone, if it can hold the model and its KV cache.
 Status Cluster::root_fits() const {
   if (t_ || members_.empty()) return util::ok_status();
-  const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.kv_type, o_.ctx, o_.n_slots, o_.batch,
-                                   double(plan::resident_bytes(plan_, 0)), 1.0, o_.kv_blocks);
+  const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.run.kv_type, o_.run.ctx, o_.run.n_slots,
+                                   o_.run.max_batch, double(plan::resident_bytes(plan_, 0)), 1.0, o_.run.kv_blocks);
   if (fit.fits) return util::ok_status();
   return Status::error("no worker is left, and the root alone cannot hold the model and its KV cache (" +
                        std::to_string(int64_t(fit.need / 1e6)) + " MB, this machine has " +

@@ -163,7 +163,7 @@ Status Cluster::reform(const std::string& event, double t0) {
     Status st = form(&rep, &failed);
     if (st.ok()) {  // a failure of the replay names nobody in particular
       std::vector<StepReply> replies;
-      st = replay(history_, o_.batch,
+      st = replay(history_, o_.run.max_batch,
                   [&](Step& s, std::span<const int32_t> tokens) {
                     auto r = execute(s, tokens, &replies);
                     return r ? util::ok_status() : r.status();

@@ -11,8 +11,8 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
   Node n;
   if (t)
     n.coll = std::make_unique<AutoCollective>(*t, ExactRows::of(s.slice), s.sync, s.forced_algo, s.alpha_us,
-                                              s.beta_gbps, cfg.dim, s.step_timeout_s, s.batch);
-  const model::RunConfig rc = s.run_config();  // the same batch order and slots on every node
+                                              s.beta_gbps, cfg.dim, s.step_timeout_s, s.run.max_batch);
+  const model::RunConfig& rc = s.run;  // the same batch order and slots on every node
   std::unique_ptr<model::Backend> b;
   if (backend) {
     auto made = backend(cfg, slice.weights, pool, rc, slice.part);

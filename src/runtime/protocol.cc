@@ -47,10 +47,7 @@ Status setup_fields(IO& io, S& s) {
   RETURN_IF_ERROR(io.enum8(s.sync, net::SyncType::kF32, "names an unknown sync type"));
   RETURN_IF_ERROR(io.i8(s.forced_algo, int8_t(net::AllReduceAlgo::kMpi), "names an unknown algorithm"));
   RETURN_IF_ERROR(io.f64(s.alpha_us, s.beta_gbps));
-  RETURN_IF_ERROR(io.i32(s.ctx, s.batch, s.n_slots, s.kv_blocks));
-  RETURN_IF_ERROR(io.enum8(s.kv_type, model::KvType::kQ8_0, "names an unknown KV cache type"));
-  RETURN_IF_ERROR(io.enum8(s.attention, model::AttentionMode::kFlash, "names an unknown attention mode"));
-  RETURN_IF_ERROR(io.bits("has a bad batch-order flag", s.lane_order, s.decode_lanes));
+  RETURN_IF_ERROR(model::run_config_fields(io, s.run));
   RETURN_IF_ERROR(io.f64(s.step_timeout_s));
   return io.u64(s.slice_bytes);
 }
@@ -186,8 +183,8 @@ bool consistent(const Setup& s) {
       (c.n_expert > 0 && c.n_expert_used == 0) ||
       !ok_heads(s.slice.heads, s.slice.kv_heads) ||
       !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
-      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.ctx <= 0 || s.batch <= 0 || s.batch > kMaxStepRows ||
-      s.n_slots <= 0 || s.n_slots > kMaxSlots || s.kv_blocks < 0 ||
+      (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.run.ctx <= 0 || s.run.max_batch <= 0 ||
+      s.run.max_batch > kMaxStepRows || s.run.n_slots <= 0 || s.run.n_slots > kMaxSlots || s.run.kv_blocks < 0 ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return false;
   return true;
@@ -213,19 +210,6 @@ util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string&
   auto s = parse_with<Setup>(p, what, [](auto& io, auto& m) { return setup_fields(io, m); });
   if (s && !consistent(*s)) return Status::error(what + " has an inconsistent shape or slice");
   return s;
-}
-
-model::RunConfig Setup::run_config() const {
-  model::RunConfig rc;
-  rc.ctx = ctx;
-  rc.n_slots = n_slots;
-  rc.kv_blocks = kv_blocks;
-  rc.max_batch = batch;
-  rc.kv_type = kv_type;
-  rc.attention = attention;
-  rc.lane_order = lane_order;
-  rc.decode_lanes = decode_lanes;
-  return rc;
 }
 
 std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c) {

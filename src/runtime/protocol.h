@@ -4,8 +4,9 @@
 // back with the bounds-checked net::Reader (wire_fields.h); a parse error names the message
 // and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
-//                measurements (α, β) or a forced algorithm, ctx, KV type, attention mode,
-//                batch (rows per step), KV slots and pool blocks, timeouts, the slice's bytes
+//                measurements (α, β) or a forced algorithm, the run configuration
+//                (model/run_config.h: ctx, rows per step, KV slots, pool blocks, KV type,
+//                attention mode, batch order), timeouts, the slice's bytes
 //   setup-reply  worker -> root: whether it already holds the slice (cache or --model);
 //                or an error (net kError) when the worker cannot take the session: its
 //                memory is too small (code kTooLittleMemory: the root does not re-plan over
@@ -63,17 +64,10 @@ struct Setup {
   net::SyncType sync = net::SyncType::kQ8_0;
   int8_t forced_algo = -1;       // net::AllReduceAlgo, or -1: choose per size from alpha/beta
   double alpha_us = 50, beta_gbps = 1;
-  int32_t ctx = 0, batch = 32;  // ctx: positions per slot; batch: rows per step
-  int32_t n_slots = 1;
-  int32_t kv_blocks = 0;   // the KV pool's blocks (model::RunConfig::kv_blocks; 0: n_slots full contexts)
-  model::KvType kv_type = model::KvType::kF16;
-  model::AttentionMode attention = model::AttentionMode::kExact;
-  bool lane_order = true;        // model::RunConfig::lane_order for the session
-  bool decode_lanes = false;     // model::RunConfig::decode_lanes (one byte with lane_order)
+  model::RunConfig run;          // how every node runs the model (max_batch: rows per step)
   double step_timeout_s = 5;     // base timeout of a collective (plus per-row allowance)
   uint64_t slice_bytes = 0;      // the slice's weights (the worker checks its memory first)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
-  model::RunConfig run_config() const;  // how the node runs the model, from the fields above
 };
 std::vector<uint8_t> encode_setup(const Setup& s);
 util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string& peer);

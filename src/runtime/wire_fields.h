@@ -2,7 +2,7 @@
 // Each message's fields are listed once, as a function template over the direction:
 //   template <class IO, class M> util::Status setup_fields(IO& io, M& s) {
 //     RETURN_IF_ERROR(io.str(s.model_hash, 128));
-//     RETURN_IF_ERROR(io.i32(s.ctx, s.batch, s.n_slots)); ...
+//     RETURN_IF_ERROR(io.f64(s.alpha_us, s.beta_gbps)); ...
 // Out (M const) writes every field little-endian with net::Writer; In (M mutable) reads
 // each back with the bounds-checked net::Reader into the same place, refusing what the
 // field cannot hold (an unknown enum value, flag bits beyond the listed ones, a count

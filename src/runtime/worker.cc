@@ -187,7 +187,7 @@ Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
     if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
     auto p = parse_setup(m->payload, root);
     if (!p) return p.status();
-    if (std::string why = model::attention_unsupported(p->config, p->kv_type, p->attention); !why.empty())
+    if (std::string why = model::attention_unsupported(p->config, p->run.kv_type, p->run.attention); !why.empty())
       return refuse(t, "session setup from " + root + ": " + why);
     *s = std::move(*p);
     return util::ok_status();
@@ -207,8 +207,9 @@ Expected<std::shared_ptr<HeldSlice>> Worker::take_slice(net::Transport& t, const
   for (const auto& h : held_)
     if (h->key == key) held = h;
   // Memory: the slice unless it is here already, and the KV slots.
-  const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.kv_type, s.ctx,
-                                   s.n_slots, s.batch, held || local_ ? 0.0 : double(s.slice_bytes), 1.0, s.kv_blocks);
+  const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.run.kv_type, s.run.ctx,
+                                   s.run.n_slots, s.run.max_batch, held || local_ ? 0.0 : double(s.slice_bytes), 1.0,
+                                   s.run.kv_blocks);
   if (!fit.fits)
     return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
                          " MB) and its KV cache (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB) need " +
@@ -259,7 +260,7 @@ Status Worker::run_steps(net::Transport& t, const Setup& s, const HeldSlice& hel
     if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
     auto st = parse_step(m->payload, root);
     if (!st) return refuse(t, st.error());
-    if (Status fits = check_step_fits(*st, D, s.ctx, s.n_slots, s.batch, root, s.kv_blocks); !fits.ok())
+    if (Status fits = check_step_fits(*st, D, s.run.ctx, s.run.n_slots, s.run.max_batch, root, s.run.kv_blocks); !fits.ok())
       return refuse(t, fits.message());
     const int rows = st->rows_total();
     const size_t rb = tensor::row_bytes(st->embd_type, D);

@@ -159,7 +159,7 @@ TEST(TypedFailure, WorkerRefusalsArriveAtTheRootAsTheirKind) {
   s.model_hash = "abc";
   s.config = (*m)->config;
   s.slice = p->nodes[1];
-  s.ctx = 64;
+  s.run.ctx = 64;
   s.slice_bytes = uint64_t(1) << 60;  // more than any machine's memory
   const Status memory = setup_reply({}, s);
   ASSERT_FALSE(memory.ok());

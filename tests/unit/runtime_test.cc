@@ -821,41 +821,40 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   s.slice.kv_heads = {0, 1};
   s.slice.ff = {0, 8};
   s.slice.vocab = {0, 16};
-  s.ctx = 64;
-  s.kv_type = model::KvType::kQ8_0;
-  s.attention = model::AttentionMode::kFlash;
-  s.n_slots = 6;
-  s.kv_blocks = 9;
+  s.run.ctx = 64;
+  s.run.kv_type = model::KvType::kQ8_0;
+  s.run.attention = model::AttentionMode::kFlash;
+  s.run.n_slots = 6;
+  s.run.kv_blocks = 9;
   auto p = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->n_slots, 6);
-  EXPECT_EQ(p->kv_blocks, 9);
-  EXPECT_EQ(p->run_config().kv_blocks, 9);
-  EXPECT_EQ(p->kv_type, model::KvType::kQ8_0);
-  EXPECT_EQ(p->attention, model::AttentionMode::kFlash);
-  EXPECT_TRUE(p->lane_order);
-  s.lane_order = false;
+  EXPECT_EQ(p->run.n_slots, 6);
+  EXPECT_EQ(p->run.kv_blocks, 9);
+  EXPECT_EQ(p->run.kv_type, model::KvType::kQ8_0);
+  EXPECT_EQ(p->run.attention, model::AttentionMode::kFlash);
+  EXPECT_TRUE(p->run.lane_order);
+  s.run.lane_order = false;
   auto exact = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(exact.ok()) << exact.error();
-  EXPECT_FALSE(exact->lane_order);
-  EXPECT_FALSE(exact->decode_lanes);
-  s.decode_lanes = true;
+  EXPECT_FALSE(exact->run.lane_order);
+  EXPECT_FALSE(exact->run.decode_lanes);
+  s.run.decode_lanes = true;
   auto fast = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(fast.ok()) << fast.error();
-  EXPECT_TRUE(fast->decode_lanes);
-  s.decode_lanes = false;
+  EXPECT_TRUE(fast->run.decode_lanes);
+  s.run.decode_lanes = false;
   std::vector<uint8_t> bad = runtime::encode_setup(s);
   bad[bad.size() - 17] = 4;  // the flag byte (lane order, decode lanes), before the step timeout (f64) and slice bytes (u64)
   auto refused = runtime::parse_setup(bad, "test");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("batch-order flag"), std::string::npos) << refused.error();
-  s.lane_order = true;
+  s.run.lane_order = true;
   // A Q8_0 cache without flash parses (the wire carries it faithfully); the worker refuses
   // it by name with model::attention_unsupported before building its model.
-  s.attention = model::AttentionMode::kExact;
+  s.run.attention = model::AttentionMode::kExact;
   auto odd = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(odd.ok()) << odd.error();
-  EXPECT_NE(model::attention_unsupported(odd->config, odd->kv_type, odd->attention).find("flash"), std::string::npos);
+  EXPECT_NE(model::attention_unsupported(odd->config, odd->run.kv_type, odd->run.attention).find("flash"), std::string::npos);
   // A node without query heads (more nodes than heads) has no KV heads either; an empty
   // head range beside KV heads, or KV heads beyond the model's, are refused.
   s.slice.heads = {4, 4};

@@ -489,19 +489,19 @@ TEST_F(ServeModel, GreedyAnswerDoesNotDependOnWhatRanBefore) {
     return std::make_pair(out, r);
   };
   runtime::ClusterOptions o;
-  o.ctx = 256;
+  o.run.ctx = 256;
   o.progress = false;
   const std::string a = "The capital of France is Paris. The capital of Germany is";
   std::string alone;
   {
     auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
     ASSERT_TRUE(c.ok()) << c.error();
-    serve::Engine e(**c, *tok_, o.batch - o.n_slots);
+    serve::Engine e(**c, *tok_, o.run.max_batch - o.run.n_slots);
     alone = answer(e, a, 10).first;
   }
   auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
   ASSERT_TRUE(c.ok()) << c.error();
-  serve::Engine e(**c, *tok_, o.batch - o.n_slots);
+  serve::Engine e(**c, *tok_, o.run.max_batch - o.run.n_slots);
   answer(e, "Once upon a time", 6);
   answer(e, "The capital of France is Paris. The capital of Italy is", 6);  // shares a long prefix
   auto [again, r] = answer(e, a, 10);
@@ -566,22 +566,22 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
     return out + "|" + r.finish_reason;
   };
   runtime::ClusterOptions o;
-  o.ctx = 128;
+  o.run.ctx = 128;
   o.progress = false;
   std::vector<std::string> alone;
   for (const Case& k : cases) {
     auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
     ASSERT_TRUE(c.ok()) << c.error();
-    serve::Engine e(**c, *tok_, o.batch - o.n_slots);
+    serve::Engine e(**c, *tok_, o.run.max_batch - o.run.n_slots);
     alone.push_back(answer(e, k));
   }
-  o.n_slots = 4;
-  o.batch = 64 + o.n_slots;
+  o.run.n_slots = 4;
+  o.run.max_batch = 64 + o.run.n_slots;
   // Paged KV (issue 32): the default pool (4 contexts), then one of 2 blocks of 64
   // positions for the 4 slots (each request needs one): requests wait for blocks and idle
   // slots' cached rows are released, and every text is still the one alone.
   for (int kv_blocks : {0, 2}) {
-  o.kv_blocks = kv_blocks;
+  o.run.kv_blocks = kv_blocks;
   auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
   ASSERT_TRUE(c.ok()) << c.error();
   serve::Engine e(**c, *tok_, 64);

@@ -76,9 +76,9 @@ class SpeculativeDecoding : public ::testing::Test {
   static constexpr int kSlots = 3, kChunk = 16, kGuesses = 6;
   runtime::ClusterOptions options() const {
     runtime::ClusterOptions o;
-    o.ctx = 160;
-    o.n_slots = kSlots;
-    o.batch = kChunk + kSlots * (1 + kGuesses);
+    o.run.ctx = 160;
+    o.run.n_slots = kSlots;
+    o.run.max_batch = kChunk + kSlots * (1 + kGuesses);
     o.progress = false;
     return o;
   }
