@@ -122,6 +122,78 @@ const char kHelp[] =
     "/quit    end (also Ctrl-D, or Ctrl-C at the prompt)\n"
     "Ctrl-C during a reply stops the reply; the up and down arrows recall earlier lines.\n";
 
+// A /command line other than /quit: done here (true), or not a command (false).
+bool chat_command(const std::string& line, std::vector<tokenizer::ChatMessage>& history, size_t base) {
+  if (line == "/help") {
+    std::fputs(kHelp, stderr);
+    return true;
+  }
+  if (line == "/reset") {
+    const size_t dropped = history.size() - base;
+    history.resize(base);
+    std::fprintf(stderr, "new conversation (%zu message%s dropped%s)\n", dropped, dropped == 1 ? "" : "s",
+                 base ? ", the system message kept" : "");
+    return true;
+  }
+  if (line.size() > 1 && line[0] == '/' && line.find(' ') == std::string::npos) {
+    std::fprintf(stderr, "unknown command %s; /help lists the commands\n", line.c_str());
+    return true;
+  }
+  return false;
+}
+
+// The reply to history (whose last message is the user's), streamed to stdout and added
+// to history; a conversation that fills the context is refused (its last message taken
+// back). A reply draws with *seed, then the next seed (a different draw each turn,
+// reproducible from --seed). An error message that ends the chat, or "".
+std::string reply_turn(Backend& b, std::vector<tokenizer::ChatMessage>& history, const sampler::Params& s,
+                       uint64_t* seed, int n_predict) {
+  auto tokens = b.prompts->chat(history);
+  if (!tokens) return "the chat template refused the conversation: " + tokens.error();
+  const int ctx = b.engine->ctx();
+  const int room = ctx - int(tokens->size());
+  if (room < 1) {
+    std::fprintf(stderr, "error: the conversation (%zu tokens) fills the context of %d; /reset or raise --ctx\n",
+                 tokens->size(), ctx);
+    history.pop_back();
+    return "";
+  }
+  serve::GenerationRequest g;
+  g.prompt = std::move(*tokens);
+  g.params = s;
+  g.params.seed = (*seed)++;
+  g.seed_given = true;
+  g.max_tokens = std::min(n_predict, room);
+  std::string reply;
+  serve::GenerationResult r;
+  const size_t tail = std::min<size_t>(g.prompt.size(), 24);
+  const std::string prompt_end = b.prompts->tokenizer().decode({g.prompt.end() - tail, g.prompt.end()}, true);
+  ReplyPrinter printer(serve::ends_in_open_think(prompt_end), serve::ends_in_harmony_start(prompt_end), isatty(1));
+  {
+    InterruptScope interrupts;
+    r = b.engine->generate(g, [&](const std::string& t) {
+      if (g_interrupted) return false;
+      reply += t;
+      printer.push(t);
+      return true;
+    });
+  }
+  printer.finish();
+  if (!r.status.ok()) {
+    std::fputc('\n', stdout);
+    return r.status.message();
+  }
+  // Marks on stderr: the reply on stdout stays the model's text.
+  if (r.finish_reason == "cancelled") std::fputs(" [stopped]", stderr);
+  if (r.finish_reason == "length")
+    std::fprintf(stderr, " [cut off at %s %d tokens]", g.max_tokens == n_predict ? "-n" : "the context of",
+                 g.max_tokens == n_predict ? n_predict : ctx);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  history.push_back({"assistant", reply});
+  return "";
+}
+
 }  // namespace
 
 Command add_chat(CLI::App& app) {
@@ -153,66 +225,10 @@ Command add_chat(CLI::App& app) {
     std::string line;
     while (reader.read(&line)) {
       if (line == "/quit" || line == "/exit") break;
-      if (line == "/help") {
-        std::fputs(kHelp, stderr);
-        continue;
-      }
-      if (line == "/reset") {
-        const size_t dropped = history.size() - base;
-        history.resize(base);
-        std::fprintf(stderr, "new conversation (%zu message%s dropped%s)\n", dropped, dropped == 1 ? "" : "s",
-                     base ? ", the system message kept" : "");
-        continue;
-      }
-      if (line.size() > 1 && line[0] == '/' && line.find(' ') == std::string::npos) {
-        std::fprintf(stderr, "unknown command %s; /help lists the commands\n", line.c_str());
-        continue;
-      }
+      if (chat_command(line, history, base)) continue;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       history.push_back({"user", line});
-      auto tokens = b.prompts->chat(history);
-      if (!tokens) return fail("the chat template refused the conversation: " + tokens.error());
-      const int ctx = b.engine->ctx();
-      const int room = ctx - int(tokens->size());
-      if (room < 1) {
-        std::fprintf(stderr, "error: the conversation (%zu tokens) fills the context of %d; /reset or raise --ctx\n",
-                     tokens->size(), ctx);
-        history.pop_back();
-        continue;
-      }
-      serve::GenerationRequest g;
-      g.prompt = std::move(*tokens);
-      g.params = *s;
-      g.params.seed = seed++;  // a different draw each turn, reproducible from --seed
-      g.seed_given = true;
-      g.max_tokens = std::min(*n_predict, room);
-      std::string reply;
-      serve::GenerationResult r;
-      const size_t tail = std::min<size_t>(g.prompt.size(), 24);
-      const std::string prompt_end = b.prompts->tokenizer().decode({g.prompt.end() - tail, g.prompt.end()}, true);
-      ReplyPrinter printer(serve::ends_in_open_think(prompt_end), serve::ends_in_harmony_start(prompt_end), isatty(1));
-      {
-        InterruptScope interrupts;
-        r = b.engine->generate(g, [&](const std::string& t) {
-          if (g_interrupted) return false;
-          reply += t;
-          printer.push(t);
-          return true;
-        });
-      }
-      printer.finish();
-      if (!r.status.ok()) {
-        std::fputc('\n', stdout);
-        return fail(r.status.message());
-      }
-      // Marks on stderr: the reply on stdout stays the model's text.
-      if (r.finish_reason == "cancelled") std::fputs(" [stopped]", stderr);
-      if (r.finish_reason == "length")
-        std::fprintf(stderr, " [cut off at %s %d tokens]", g.max_tokens == *n_predict ? "-n" : "the context of",
-                     g.max_tokens == *n_predict ? *n_predict : ctx);
-      std::fputc('\n', stdout);
-      std::fflush(stdout);
-      history.push_back({"assistant", reply});
+      if (std::string e = reply_turn(b, history, *s, &seed, *n_predict); !e.empty()) return fail(e);
     }
     if (tty) std::fputc('\n', stderr);
     return 0;

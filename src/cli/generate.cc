@@ -54,123 +54,154 @@ static void print_spec_stats(const runtime::JobEnd& e) {
                e.rounds ? double(e.generated - 1) / e.rounds : 0.0, e.rounds);
 }
 
+namespace {
+
+// generate's own flags.
+struct GenerateOptions {
+  std::string prompt;
+  int n_predict = 128;
+  bool stats = false;
+  std::string gbnf, gbnf_file, schema;  // --grammar, --grammar-file, --json-schema
+};
+
+// The grammar the text must follow (null: none), from at most one of the three flags; an
+// error message or "".
+std::string read_constraint(const GenerateOptions& g, std::shared_ptr<const grammar::Grammar>* out) {
+  if (int(!g.gbnf.empty()) + int(!g.gbnf_file.empty()) + int(!g.schema.empty()) > 1)
+    return "give one of --grammar, --grammar-file and --json-schema";
+  std::string gbnf = g.gbnf;
+  if (!g.schema.empty()) {
+    auto js = nlohmann::ordered_json::parse(g.schema, nullptr, false);
+    if (js.is_discarded()) return "--json-schema is not valid JSON";
+    auto gs = grammar::json_schema_gbnf(js);
+    if (!gs) return "--json-schema: " + gs.status().message();
+    gbnf = *gs;
+  }
+  if (!g.gbnf_file.empty()) {
+    std::ifstream in(g.gbnf_file);
+    gbnf = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  if (!gbnf.empty()) {
+    auto parsed = grammar::Grammar::parse(gbnf);
+    if (!parsed) return parsed.status().message();
+    *out = *parsed;
+  }
+  return "";
+}
+
+// One job's run: its end, the tokens it printed, the cluster's counters before the prompt,
+// after it and at the end. Outlives the scheduler (its thread ends the job here).
+struct JobRun {
+  runtime::JobEnd end;
+  int generated = 0;
+  std::vector<runtime::NodeStats> stats0, stats1, stats2;
+  std::promise<void> ended;
+};
+
+// Runs job on the scheduler (as `serve` does, with one job), streaming its text to stdout.
+void run_job(runtime::Cluster& cluster, runtime::Scheduler& sched, const tokenizer::Tokenizer& tk,
+             std::shared_ptr<runtime::Job> job, int n_predict, JobRun* run) {
+  tokenizer::StreamDecoder dec(tk);  // used until the job's end
+  JobRun& r = *run;
+  r.stats0 = cluster.stats();
+  job->on_token = [&](int32_t id, const sampler::Logprobs*) {  // on the scheduler's thread
+    if (r.generated == 0) r.stats1 = cluster.stats();
+    if (n_predict == 0 || tk.is_eog(id)) return false;
+    ++r.generated;
+    const std::string text = dec.push(id);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  job->on_end = [&](const runtime::JobEnd& e) {
+    r.end = e;
+    r.stats2 = cluster.stats();
+    r.ended.set_value();
+  };
+  sched.submit(job);
+  r.ended.get_future().wait();
+  const std::string rest = dec.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+int run_generate(const CLI::App* cmd, const RunOptions& o, const ClusterCliOptions& co, const SpecCliOptions& so,
+                 const GenerateOptions& g, const sampler::Params& s) {
+  std::shared_ptr<const grammar::Grammar> constraint;
+  if (std::string e = read_constraint(g, &constraint); !e.empty()) return fail(e);
+  auto m = model::load_model(o.model);
+  if (!m) return fail(m.error());
+  auto tok = tokenizer::Tokenizer::from_gguf(*(*m)->file);
+  if (!tok) return fail(o.model + ": " + tok.error());
+  const model::Config& cfg = (*m)->config;
+  std::vector<int32_t> tokens = (*tok)->encode(g.prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (tokens.empty()) return fail("the prompt is empty after tokenization");
+  std::string ctx_error;
+  const int ctx = resolve_ctx(o, cfg, &ctx_error);
+  if (!ctx_error.empty()) return fail(ctx_error);
+  if (static_cast<int>(tokens.size()) + g.n_predict > ctx)
+    return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(g.n_predict) +
+                " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");
+  runtime::ClusterOptions copt;
+  if (std::string e = cluster_options(co, o, ctx, &copt, 1, so.guess_rows()); !e.empty()) return fail(e);
+  copt.software_version = SHARDLM_VERSION;
+  util::ThreadPool pool(o.threads);
+  Speculator spec;
+  const double root_bytes = double((*m)->file->file_size()) / double(1 + co.workers.size());
+  if (std::string e = open_speculator(so, **m, o.model, o, ctx, 1, root_bytes, pool, &spec); !e.empty())
+    return fail(e);
+  auto cl = runtime::Cluster::start(**m, o.model, copt, pool);
+  if (!cl) return fail(cl.error());
+  runtime::Cluster& cluster = **cl;
+  if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
+  JobRun r;
+  runtime::Scheduler sched(cluster, o.batch, spec.spec);  // the same scheduler as `serve`, with one job
+  auto job = std::make_shared<runtime::Job>();
+  job->prompt = tokens;
+  job->params = s;
+  job->params.seed = run_seed(cmd, s.seed);
+  job->max_tokens = std::max(1, g.n_predict);
+  if (constraint)
+    job->constraint = std::make_shared<grammar::GrammarConstraint>(constraint, std::make_shared<grammar::VocabTrie>(**tok));
+  run_job(cluster, sched, **tok, job, g.n_predict, &r);
+  const runtime::JobEnd& end = r.end;
+  if (!end.status.ok()) return fail(end.status.message());
+  if (r.stats1.empty()) r.stats1 = r.stats2;
+  std::fprintf(stderr, "prompt: %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(), end.prompt_s * 1e3,
+               tokens.size() / end.prompt_s);
+  std::fprintf(stderr, "generation: %d tokens in %.1f ms (%.2f tokens/s)\n", r.generated, end.gen_s * 1e3,
+               r.generated > 0 && end.gen_s > 0 ? r.generated / end.gen_s : 0.0);
+  if (g.stats) {
+    std::fprintf(stderr, "seed: %llu%s\n", (unsigned long long)job->params.seed,
+                 cmd->count("--seed") ? "" : " (random; --seed repeats a run)");
+    print_node_stats(r.stats0, r.stats1, static_cast<int>(tokens.size()), "prompt");
+    print_node_stats(r.stats1, r.stats2, end.generated - 1, "generation");
+    if (spec.spec.on()) print_spec_stats(end);
+  }
+  return 0;
+}
+
+}  // namespace
+
 Command add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
   auto o = std::make_shared<RunOptions>();
   auto co = std::make_shared<ClusterCliOptions>();
-  auto prompt = std::make_shared<std::string>();
-  auto n_predict = std::make_shared<int>(128);
-  auto stats = std::make_shared<bool>(false);
+  auto g = std::make_shared<GenerateOptions>();
   auto s = std::make_shared<sampler::Params>();
   add_run_options(cmd, o.get());
   add_cluster_options(cmd, co.get());
   auto so = std::make_shared<SpecCliOptions>();
   add_spec_options(cmd, so.get());
-  cmd->add_option("-p,--prompt", *prompt, "prompt text")->required();
-  cmd->add_option("-n,--n-predict", *n_predict, "tokens to generate")->capture_default_str();
-  cmd->add_flag("--stats", *stats, "per token compute / sync ms and bytes of each node; speculation's acceptance");
-  auto gbnf = std::make_shared<std::string>();
-  auto gbnf_file = std::make_shared<std::string>();
-  auto schema = std::make_shared<std::string>();
-  cmd->add_option("--grammar", *gbnf, "constrain the text to this GBNF grammar (start rule 'root')");
-  cmd->add_option("--grammar-file", *gbnf_file, "the same, from a file")->check(root_file());
-  cmd->add_option("-j,--json-schema", *schema, "constrain the text to JSON valid under this schema (JSON text)");
+  cmd->add_option("-p,--prompt", g->prompt, "prompt text")->required();
+  cmd->add_option("-n,--n-predict", g->n_predict, "tokens to generate")->capture_default_str();
+  cmd->add_flag("--stats", g->stats, "per token compute / sync ms and bytes of each node; speculation's acceptance");
+  cmd->add_option("--grammar", g->gbnf, "constrain the text to this GBNF grammar (start rule 'root')");
+  cmd->add_option("--grammar-file", g->gbnf_file, "the same, from a file")->check(root_file());
+  cmd->add_option("-j,--json-schema", g->schema, "constrain the text to JSON valid under this schema (JSON text)");
   add_sampler_options(cmd, s.get());
-  return Command([=]() {
-    if (int(!gbnf->empty()) + int(!gbnf_file->empty()) + int(!schema->empty()) > 1)
-      return fail("give one of --grammar, --grammar-file and --json-schema");
-    std::shared_ptr<const grammar::Grammar> constraint;
-    if (!schema->empty()) {
-      auto js = nlohmann::ordered_json::parse(*schema, nullptr, false);
-      if (js.is_discarded()) return fail("--json-schema is not valid JSON");
-      auto g = grammar::json_schema_gbnf(js);
-      if (!g) return fail("--json-schema: " + g.status().message());
-      *gbnf = *g;
-    }
-    if (!gbnf_file->empty()) {
-      std::ifstream in(*gbnf_file);
-      *gbnf = std::string(std::istreambuf_iterator<char>(in), {});
-    }
-    if (!gbnf->empty()) {
-      auto g = grammar::Grammar::parse(*gbnf);
-      if (!g) return fail(g.status().message());
-      constraint = *g;
-    }
-    auto m = model::load_model(o->model);
-    if (!m) return fail(m.error());
-    auto tok = tokenizer::Tokenizer::from_gguf(*(*m)->file);
-    if (!tok) return fail(o->model + ": " + tok.error());
-    const model::Config& cfg = (*m)->config;
-    std::vector<int32_t> tokens = (*tok)->encode(*prompt, /*add_special=*/true, /*parse_special=*/true);
-    if (tokens.empty()) return fail("the prompt is empty after tokenization");
-    std::string ctx_error;
-    const int ctx = resolve_ctx(*o, cfg, &ctx_error);
-    if (!ctx_error.empty()) return fail(ctx_error);
-    if (static_cast<int>(tokens.size()) + *n_predict > ctx)
-      return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(*n_predict) +
-                  " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");
-    runtime::ClusterOptions copt;
-    if (std::string e = cluster_options(*co, *o, ctx, &copt, 1, so->guess_rows()); !e.empty()) return fail(e);
-    copt.software_version = SHARDLM_VERSION;
-    util::ThreadPool pool(o->threads);
-    Speculator spec;
-    const double root_bytes = double((*m)->file->file_size()) / double(1 + co->workers.size());
-    if (std::string e = open_speculator(*so, **m, o->model, *o, ctx, 1, root_bytes, pool, &spec); !e.empty())
-      return fail(e);
-    auto cl = runtime::Cluster::start(**m, o->model, copt, pool);
-    if (!cl) return fail(cl.error());
-    runtime::Cluster& cluster = **cl;
-    if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
-    // The same scheduler as `serve`, with one job.
-    runtime::Scheduler sched(cluster, o->batch, spec.spec);
-    tokenizer::StreamDecoder dec(**tok);
-    const tokenizer::Tokenizer& tk = **tok;
-    std::vector<runtime::NodeStats> stats0 = cluster.stats(), stats1, stats2;
-    runtime::JobEnd end;
-    std::promise<void> ended;
-    int generated = 0;
-    auto job = std::make_shared<runtime::Job>();
-    job->prompt = tokens;
-    job->params = *s;
-    job->params.seed = run_seed(cmd, s->seed);
-    job->max_tokens = std::max(1, *n_predict);
-    if (constraint)
-      job->constraint = std::make_shared<grammar::GrammarConstraint>(constraint, std::make_shared<grammar::VocabTrie>(tk));
-    job->on_token = [&](int32_t id, const sampler::Logprobs*) {  // on the scheduler's thread
-      if (generated == 0) stats1 = cluster.stats();
-      if (*n_predict == 0 || tk.is_eog(id)) return false;
-      ++generated;
-      const std::string text = dec.push(id);
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
-    job->on_end = [&](const runtime::JobEnd& e) {
-      end = e;
-      stats2 = cluster.stats();
-      ended.set_value();
-    };
-    sched.submit(job);
-    ended.get_future().wait();
-    const std::string rest = dec.flush();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-    if (!end.status.ok()) return fail(end.status.message());
-    if (stats1.empty()) stats1 = stats2;
-    std::fprintf(stderr, "prompt: %zu tokens in %.1f ms (%.2f tokens/s)\n", tokens.size(), end.prompt_s * 1e3,
-                 tokens.size() / end.prompt_s);
-    std::fprintf(stderr, "generation: %d tokens in %.1f ms (%.2f tokens/s)\n", generated, end.gen_s * 1e3,
-                 generated > 0 && end.gen_s > 0 ? generated / end.gen_s : 0.0);
-    if (*stats) {
-      std::fprintf(stderr, "seed: %llu%s\n", (unsigned long long)job->params.seed,
-                   cmd->count("--seed") ? "" : " (random; --seed repeats a run)");
-      print_node_stats(stats0, stats1, static_cast<int>(tokens.size()), "prompt");
-      print_node_stats(stats1, stats2, end.generated - 1, "generation");
-      if (spec.spec.on()) print_spec_stats(end);
-    }
-    return 0;
-  }, o, co);
+  return Command([=]() { return run_generate(cmd, *o, *co, *so, *g, *s); }, o, co);
 }
 
 }  // namespace cli

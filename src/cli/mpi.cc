@@ -27,14 +27,13 @@ namespace cli {
 
 namespace {
 
-std::shared_ptr<net::Transport> g_world;
-
-// A failed rank: its message, then the whole job ends. Workers wait a moment so that the
-// root's own account of the failure (it names the rank) comes first.
-int end_with(int rc, const std::string& msg, int rank) {
+// A failed rank: its message, then the whole job ends (the job's transport is closed
+// first). Workers wait a moment so that the root's own account of the failure (it names
+// the rank) comes first.
+int end_with(int rc, const std::string& msg, int rank, std::shared_ptr<net::Transport>* world) {
   if (!msg.empty()) std::fprintf(stderr, "error: %s%s\n", rank > 0 ? ("MPI rank " + std::to_string(rank) + ": ").c_str() : "", msg.c_str());
   if (rc != 0 && rank > 0) std::this_thread::sleep_for(std::chrono::seconds(2));
-  g_world.reset();
+  world->reset();
   net::mpi_end(rc);
   return rc;
 }
@@ -50,26 +49,27 @@ int run_mpi(const Command& command) {
   net::MpiOptions mo;
   mo.cluster_key = *key;
   mo.software_version = SHARDLM_VERSION;
+  std::shared_ptr<net::Transport> world;
   auto t = net::mpi_start(mo);
-  if (!t) return end_with(1, t.error(), 0);
-  g_world = std::move(*t);
-  const int rank = g_world->rank();
+  if (!t) return end_with(1, t.error(), 0, &world);
+  world = std::move(*t);
+  const int rank = world->rank();
   if (rank == 0) {
-    command.cluster->world = g_world;
+    command.cluster->world = world;
     const int rc = command.run();
     command.cluster->world.reset();
-    return end_with(rc, "", 0);
+    return end_with(rc, "", 0, &world);
   }
   runtime::WorkerOptions wo;
   wo.threads = r.threads;
   wo.software_version = SHARDLM_VERSION;
-  if (std::string e = worker_device(r.device, &wo); !e.empty()) return end_with(1, e, rank);
+  if (std::string e = worker_device(r.device, &wo); !e.empty()) return end_with(1, e, rank, &world);
   // A silent root is no reason to end: it may be loading a large model, or serving nobody;
   // if it dies, mpirun ends the job.
   wo.setup_timeout_s = wo.idle_timeout_s = 1e9;
   if (c.model_local) wo.model_path = r.model;
-  util::Status st = runtime::run_worker_session(*g_world, wo);
-  return end_with(st.ok() ? 0 : 1, st.ok() ? "" : st.message(), rank);
+  util::Status st = runtime::run_worker_session(*world, wo);
+  return end_with(st.ok() ? 0 : 1, st.ok() ? "" : st.message(), rank, &world);
 }
 
 }  // namespace cli
