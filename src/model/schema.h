@@ -2,11 +2,13 @@
 // a tensor ("blk.N." + name), its shape in config terms, how a node's share is cut from it,
 // whether the architecture needs it, and where it lives in LayerWeights. Binding
 // (weights.cc), slicing and the weight stream (runtime/slicer.cc) and the worker's checks
-// read these rows; a new architecture adds rows, not code paths.
+// read these rows; a new architecture adds rows, not code paths. Also the only place the
+// tensor names are spelled: the global tensors' and a layer tensor's full name.
 // Deliberately no I/O: the readers own files, sockets and error wording.
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "model/config.h"
 #include "model/weights.h"
@@ -46,5 +48,13 @@ struct LayerTensor {
 // The rows of every supported architecture, in the weight stream's order (one table: the
 // rows an architecture does not need are skipped when absent, see LayerTensor::needed).
 std::span<const LayerTensor> layer_schema();
+
+// The global tensors' names (GGUF's, as llama.cpp names them).
+inline constexpr const char* kTokenEmbdName = "token_embd.weight";
+inline constexpr const char* kOutputNormName = "output_norm.weight";
+inline constexpr const char* kOutputName = "output.weight";  // absent: tied to the token embedding
+inline constexpr const char* kRopeFreqsName = "rope_freqs.weight";
+// A layer's tensors' names are this prefix, "blk.<layer>.", and their row's name.
+inline std::string layer_prefix(int layer) { return "blk." + std::to_string(layer) + "."; }
 
 }  // namespace model

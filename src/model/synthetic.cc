@@ -344,11 +344,11 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
     w.add_tensor(name, {n}, tensor::Type::F32, ones->data());
   };
   auto bias = std::make_shared<std::vector<float>>(std::max(s.dim, kv_dim), 0.01f);
-  matrix("token_embd.weight", s.dim, s.n_vocab, pool_embd);
+  matrix(kTokenEmbdName, s.dim, s.n_vocab, pool_embd);
   auto freqs = std::make_shared<std::vector<float>>(llama31_rope_factors(head_dim, s.rope_base));
-  if (s.llama3_rope_freqs) w.add_tensor("rope_freqs.weight", {head_dim / 2}, tensor::Type::F32, freqs->data());
-  vec("output_norm.weight", s.dim);
-  if (!s.tied) matrix("output.weight", s.dim, s.n_vocab, pool_dim);
+  if (s.llama3_rope_freqs) w.add_tensor(kRopeFreqsName, {head_dim / 2}, tensor::Type::F32, freqs->data());
+  vec(kOutputNormName, s.dim);
+  if (!s.tied) matrix(kOutputName, s.dim, s.n_vocab, pool_dim);
   // The layer tensors the architecture needs (model/schema.h), in the schema's order.
   Config c;
   c.dim = s.dim, c.n_heads = s.n_heads, c.n_kv_heads = s.n_kv_heads, c.head_dim = head_dim, c.n_ff = n_ff;
@@ -356,7 +356,7 @@ util::Status write_synthetic_model(const std::string& path, const Shape& s, tens
   c.qkv_bias = a == "qwen2" || gpt_oss, c.qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3", c.post_norms = a == "gemma3";
   c.n_expert = s.n_expert, c.n_expert_used = s.n_expert_used;
   for (int l = 0; l < s.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
+    const std::string p = layer_prefix(l);
     for (const LayerTensor& t : layer_schema()) {
       if (!t.needed(c)) continue;
       const int64_t rows = dim_of(t.rows, c);

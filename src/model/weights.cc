@@ -102,18 +102,18 @@ size_t Weights::matrix_bytes(const Config& c) const {
 util::Expected<Weights> bind_weights(const gguf::File& f, const Config& c, bool check_scales) {
   Binder b(f, check_scales);
   Weights w;
-  RETURN_IF_ERROR(b.matrix("token_embd.weight", c.dim, c.n_vocab, &w.token_embd));
-  RETURN_IF_ERROR(b.vector("output_norm.weight", c.dim, &w.output_norm));
-  if (f.find_tensor("output.weight")) {
-    RETURN_IF_ERROR(b.matrix("output.weight", c.dim, c.n_vocab, &w.output));
+  RETURN_IF_ERROR(b.matrix(kTokenEmbdName, c.dim, c.n_vocab, &w.token_embd));
+  RETURN_IF_ERROR(b.vector(kOutputNormName, c.dim, &w.output_norm));
+  if (f.find_tensor(kOutputName)) {
+    RETURN_IF_ERROR(b.matrix(kOutputName, c.dim, c.n_vocab, &w.output));
   } else {
     w.output = w.token_embd;  // tied embeddings (Llama 3.2, SmolLM2, Gemma 3)
   }
-  RETURN_IF_ERROR(b.vector("rope_freqs.weight", c.n_rot / 2, &w.rope_freqs, /*optional=*/true));
+  RETURN_IF_ERROR(b.vector(kRopeFreqsName, c.n_rot / 2, &w.rope_freqs, /*optional=*/true));
   w.layers.resize(c.n_layers);
   const auto schema = layer_schema();
   for (int i = 0; i < c.n_layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::string p = layer_prefix(i);
     LayerWeights& l = w.layers[i];
     for (const LayerTensor& t : schema) {
       if (t.matrix)

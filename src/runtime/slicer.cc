@@ -231,7 +231,7 @@ util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, con
   if (int(w.layers.size()) != cfg.n_layers) return util::Status::error("the slice has the wrong number of layers");
   for (int l = 0; l < cfg.n_layers; ++l)
     for (const model::LayerTensor& t : model::layer_schema()) {
-      const std::string name = "blk." + std::to_string(l) + "." + t.name;
+      const std::string name = model::layer_prefix(l) + t.name;
       const int64_t rows = local(t.rows, t.cut, true);
       if (t.matrix) {
         const model::Matrix& m = w.layers[l].*t.m;
@@ -256,12 +256,12 @@ util::Status check_slice(const model::Config& cfg, const plan::NodeSlice& s, con
 }
 
 util::Status visit_tensors(model::Weights& w, int n_layers, const TensorVisitor& v) {
-  RETURN_IF_ERROR(v.vector("output_norm.weight", &w.output_norm));
-  RETURN_IF_ERROR(v.matrix("output.weight", &w.output));
-  RETURN_IF_ERROR(v.vector("rope_freqs.weight", &w.rope_freqs));
+  RETURN_IF_ERROR(v.vector(model::kOutputNormName, &w.output_norm));
+  RETURN_IF_ERROR(v.matrix(model::kOutputName, &w.output));
+  RETURN_IF_ERROR(v.vector(model::kRopeFreqsName, &w.rope_freqs));
   for (int l = 0; l < n_layers; ++l) {
     model::LayerWeights& lw = w.layers[l];
-    const std::string p = "blk." + std::to_string(l) + ".";
+    const std::string p = model::layer_prefix(l);
     for (const model::LayerTensor& t : model::layer_schema())
       RETURN_IF_ERROR(t.matrix ? v.matrix(p + t.name, &(lw.*t.m)) : v.vector(p + t.name, &(lw.*t.v)));
   }
