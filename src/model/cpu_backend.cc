@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "model/logit_rows.h"
 #include "tensor/quants.h"
 
 namespace model {
@@ -215,8 +216,7 @@ util::Status CpuBackend::end_batch(const Segment* segs, int n_segs, float* logit
   int rows = 0, row = 0;
   for (int s = 0; s < n_segs; ++s) {
     const Segment& g = segs[s];
-    const int first = g.logits == Logits::kAll ? 0 : g.n - 1;
-    const int k = g.logits == Logits::kNone ? 0 : g.n - first;
+    const auto [first, k] = logit_rows(g);
     for (int b = 0; b < k; ++b)
       kernels::rmsnorm(&xn_[size_t(rows + b) * D], &x_[size_t(row + first + b) * D], w_.output_norm.data(), D,
                        c.rms_eps);

@@ -2,6 +2,7 @@
 #include "runtime/executor.h"
 
 #include "model/cpu_backend.h"
+#include "model/logit_rows.h"
 #include "runtime/scoring.h"
 #include "sampler/distributed.h"
 #include "util/timer.h"
@@ -28,7 +29,7 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
                             : g.want == Want::kScores   ? model::Logits::kAll
                                                         : model::Logits::kNone;
     segs_.push_back({g.slot, g.pos, g.n, l, g.rowwise, g.blocks_from, g.blocks});
-    out_rows += l == model::Logits::kAll ? g.n : l == model::Logits::kLast ? 1 : 0;
+    out_rows += size_t(model::logit_rows(segs_.back()).count);
   }
   const size_t nv = size_t(part_.n_vocab);
   if (logits_.size() < out_rows * nv) logits_.resize(out_rows * nv);

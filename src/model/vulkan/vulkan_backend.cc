@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/vulkan/vulkan.h"
+#include "model/logit_rows.h"
 #include "tensor/quants.h"
 
 namespace model {
@@ -320,8 +321,7 @@ util::Status VulkanBackend::end_batch(const Segment* segs, int n_segs, float* lo
   int rows = 0, row = 0;
   for (int s = 0; s < n_segs; row += segs[s].n, ++s) {  // the rows asked for, packed
     const Segment& g = segs[s];
-    const int first = g.logits == Logits::kAll ? 0 : g.n - 1;
-    const int k = g.logits == Logits::kNone ? 0 : g.n - first;
+    const auto [first, k] = logit_rows(g);
     cmd_.copy(logits_in_, rows * rb, x_, (row + first) * rb, k * rb);
     rows += k;
   }
