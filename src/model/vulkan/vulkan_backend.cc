@@ -46,11 +46,21 @@ int max_batch(const RunConfig& rc) { return std::max(1, rc.max_batch); }
 }  // namespace
 
 std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunConfig& rc, const Partition& part) {
-  if (cfg.moe()) return cfg.arch_name + " (mixture of experts) is not supported by the Vulkan backend: use --device cpu";
-  if (cfg.yarn.ext_factor != 0.0f || cfg.yarn.attn_factor != 1.0f)
-    return cfg.arch_name + " with YaRN rope scaling is not supported by the Vulkan backend: use --device cpu";
-  if (cfg.n_swa > 0 || cfg.q_scale > 0 || cfg.logit_softcap > 0 || cfg.embed_scale != 1.0f)
-    return cfg.arch_name + " (sliding-window attention) is not supported by the Vulkan backend: use --device cpu";
+  // Every model feature the shaders lack, named at once (gpt-oss: four of them).
+  std::vector<std::string> lack;
+  if (cfg.moe()) lack.push_back("mixture of experts");
+  if (cfg.n_swa > 0) lack.push_back("sliding-window attention");
+  if (!w.layers.empty() && !w.layers[0].sinks.empty()) lack.push_back("attention sinks");
+  if (!w.layers.empty() && !w.layers[0].bo.empty()) lack.push_back("an output-projection bias");
+  if (cfg.q_scale > 0) lack.push_back("a query scale");
+  if (cfg.logit_softcap > 0) lack.push_back("logit soft-capping");
+  if (cfg.embed_scale != 1.0f) lack.push_back("scaled embeddings");
+  if (!lack.empty()) {
+    std::string list;
+    for (size_t i = 0; i < lack.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == lack.size() ? " and " : ", ") + lack[i];
+    return cfg.arch_name + " needs " + list + ", which the Vulkan backend does not run: use --device cpu";
+  }
   if (rc.attention != AttentionMode::kFlash)
     return "the Vulkan backend runs flash attention only: use --flash-attn on (or --device cpu)";
   if (rc.kv_type != KvType::kF16)
@@ -211,8 +221,8 @@ void VulkanBackend::begin(const Segment* segs, int n_segs, int n, const float* x
   const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
   for (int s = 0, b = 0; s < n_segs; ++s)
     for (int t = 0; t < segs[s].n; ++t, ++b)
-      kernels::rope_cache(&rope[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base, c.rope_freq_scale,
-                          factors);
+      kernels::rope_cache_yarn(&rope[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base,
+                               c.rope_freq_scale, factors, c.yarn);  // YaRN: the host's cache, as the CPU's
   // Nothing is in flight between batches (end_batch waits), so these copies are safe; a
   // failure is returned by the batch's next reduce point or end_batch.
   upload_st_ = dev_->upload(x_, x, sizeof(float) * n * c.dim);
@@ -335,9 +345,10 @@ util::Status VulkanBackend::end_batch(const Segment* segs, int n_segs, float* lo
 
 util::Expected<std::unique_ptr<Backend>> make_vulkan_backend(int index, const Config& cfg, const Weights& w,
                                                              const RunConfig& rc, const Partition& part) {
-  if (std::string why = vulkan_unsupported(cfg, w, rc, part); !why.empty()) return util::Status::error(why);
   auto dev = vk::Device::open(index);
   if (!dev) return dev.status();
+  if (std::string why = vulkan_unsupported(cfg, w, rc, part); !why.empty())
+    return util::Status::error("Vulkan device " + std::to_string(index) + " (" + (*dev)->info().name + "): " + why);
   // Everything the backend allocates: the weights it reads, the KV cache and the batch's
   // buffers (the widest ones: activations of every kind, logits).
   uint64_t weights = 0;

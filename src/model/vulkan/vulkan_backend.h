@@ -20,7 +20,10 @@
 
 namespace model {
 
-// Why device `index` cannot run (cfg, rc, part) whatever its memory, or "".
+// Why no Vulkan device can run (cfg, rc, part) whatever its memory, or "": every model
+// feature the shaders lack by name ("gpt-oss needs mixture of experts, sliding-window
+// attention, attention sinks and an output-projection bias, ..."), else the first setting
+// or weight type. make_vulkan_backend opens the device first and prefixes its name.
 std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunConfig& rc, const Partition& part);
 
 // Opens Vulkan device `index`, checks that the weights, the KV cache and the activations
