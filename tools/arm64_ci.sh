@@ -5,9 +5,11 @@
 #                       multiarch -dev packages), configures build/arm64 with
 #                       cmake/aarch64-linux-gnu.cmake and builds shardlm and the kernel tests.
 #                       --optional: a failed install prints one line and skips (exit 0).
-#   start               `build --optional` in the background at nice 19 (it soaks up the cores
-#                       the x86 tests leave idle), holding build/arm64/ci.lock.
-#   finish              waits for `start`'s build, then `test` (or says why it skipped).
+#   start               in the background at nice 19 (it soaks up the cores the x86 tests leave
+#                       idle), holding build/arm64/ci.lock: `build --optional`, then the kernel
+#                       tests under qemu (no time limits in them, so starving is harmless).
+#   finish              waits for `start`, shows its kernel test lines, then the text tests
+#                       (which have time limits: in the foreground, after the x86 tests).
 #   test                under qemu-aarch64 at each level QEMU 7.2 emulates (cortex-a72: plain
 #                       NEON as a Pi 4; cortex-a76: dotprod as a Pi 5; max: dotprod + i8mm as a
 #                       Neoverse V1): `devices` names the table the AT_HWCAP choice gives; a
@@ -17,6 +19,10 @@
 #                       tests/arm64/test_arm64_text.py (the ARM binary's text = the x86 binary's,
 #                       alone and as a worker of an x86 root).
 # Each step says what it does in one line; the logs are in build/arm64/.
+# A build records a hash of the sources it compiled (build/arm64/src.stamp) only when they did
+# not change while it ran; a build without a matching stamp starts from clean (a rebase during
+# an incremental build once left objects of two header versions: SIGSEGV at exit), and `test`
+# refuses a build of other sources.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=build/arm64
@@ -49,7 +55,33 @@ build() {
   rm -f "$out/ci.skip"
   cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
     -DSHARDLM_MPI=OFF -DSHARDLM_VULKAN=OFF >"$out/configure.log" 2>&1 || { cat "$out/configure.log" >&2; return 1; }
-  cmake --build "$out" -j "$jobs" --target "${targets[@]}"
+  local before clean=() brc
+  before="$(src_hash)"
+  # Objects that no stamp vouches for (a build killed, or one whose sources changed under
+  # it, or one from before stamps): start from clean rather than trust the timestamps.
+  if [ -e "$out/unsure" ] || { [ -e "$out/shardlm" ] && [ ! -e "$out/src.stamp" ]; }; then
+    echo "arm64: no finished build of unchanged sources in $out: building from clean"
+    clean=(--clean-first)
+  fi
+  rm -f "$out/src.stamp"; touch "$out/unsure"
+  cmake --build "$out" -j "$jobs" --target "${targets[@]}" "${clean[@]}"; brc=$?
+  if [ "$(src_hash)" != "$before" ]; then
+    echo "arm64: the sources changed during the build: the next build starts from clean" >&2; return 1
+  fi
+  rm -f "$out/unsure"
+  if [ $brc = 0 ]; then echo "$before" >"$out/src.stamp"; else echo failed >"$out/src.stamp"; fi
+  return $brc
+}
+
+# One hash of the files the ARM build reads and of the ARM tests (not the rest of tests/:
+# the x86 tests running beside the background build may leave files there).
+src_hash() {
+  { find src cmake tests/unit tests/arm64 CMakeLists.txt -type f ! -name '*.pyc' -print0
+    find tests -name CMakeLists.txt -print0; } | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40
+}
+stamp_ok() {
+  [ "$(cat "$out/src.stamp" 2>/dev/null)" = "$(src_hash)" ] && return 0
+  echo "FAIL build/arm64 is not a build of these sources (run make arm64 first)"; return 1
 }
 
 run() { tools/arm64_run.sh "$@"; }
@@ -65,8 +97,8 @@ kernel_tests() {
   echo "ok   kernels_test, kernels_order_test --cpu $cpu ($isa): $(grep -h 'PASSED' "$log" | tr -s ' ' | paste -sd ' ')"
 }
 
-test_all() {
-  [ -f "$out/ci.skip" ] && { cat "$out/ci.skip"; return 0; }
+# The table choice, the refusal and the kernel tests at each level.
+test_kernels() {
   local pair cpu isa rc=0
   rm -f "$out"/test-*.log
   for pair in cortex-a72:neon cortex-a76:dotprod max:i8mm; do
@@ -84,6 +116,14 @@ test_all() {
   fi
   export -f kernel_tests run; export out
   printf '%s\n' cortex-a72:neon cortex-a76:dotprod max:i8mm | xargs -P "$jobs" -I{} bash -c 'kernel_tests {}' || rc=1
+  return $rc
+}
+
+test_all() {
+  [ -f "$out/ci.skip" ] && { cat "$out/ci.skip"; return 0; }
+  stamp_ok || return 1
+  local rc=0
+  test_kernels || rc=1
   python3 tests/arm64/test_arm64_text.py || rc=1
   return $rc
 }
@@ -95,8 +135,9 @@ case "${1:-}" in
     rm -f "$out/ci.rc"
     echo "arm64: building in the background at nice 19 (log: $out/ci.log)"
     # flock holds the lock for the whole background build; `finish` waits on it.
-    nohup flock "$out/ci.lock" bash -c "nice -n 19 tools/arm64_ci.sh build --optional >'$out/ci.log' 2>&1; echo \$? >'$out/ci.rc'" \
-      >/dev/null 2>&1 &
+    nohup flock "$out/ci.lock" nice -n 19 bash -c "tools/arm64_ci.sh build --optional >'$out/ci.log' 2>&1; echo \$? >'$out/ci.rc';
+      [ \$(cat '$out/ci.rc') = 0 ] && [ ! -f '$out/ci.skip' ] && { tools/arm64_ci.sh test-kernels >'$out/ci-kernels.log' 2>&1;
+      echo \$? >'$out/ci-kernels.rc'; }" >/dev/null 2>&1 &
     # the lock is taken before this returns, so `finish` cannot pass it first
     until [ -e "$out/ci.rc" ] || ! flock -n "$out/ci.lock" true; do :; done
     ;;
@@ -106,7 +147,13 @@ case "${1:-}" in
     echo "arm64: waited $(( $(date +%s) - t0 )) s for the background build"
     rc="$(cat "$out/ci.rc" 2>/dev/null || echo 1)"
     if [ "$rc" != 0 ]; then tail -n 40 "$out/ci.log"; echo "FAIL the arm64 build"; exit 1; fi
-    test_all ;;
+    [ -f "$out/ci.skip" ] && { cat "$out/ci.skip"; exit 0; }
+    stamp_ok || exit 1
+    cat "$out/ci-kernels.log"
+    krc="$(cat "$out/ci-kernels.rc" 2>/dev/null || echo 1)"
+    python3 tests/arm64/test_arm64_text.py; trc=$?
+    [ "$krc" = 0 ] && [ "$trc" = 0 ] ;;
   test) test_all ;;
-  *) echo "usage: $0 build [--optional] | start | finish | test" >&2; exit 2 ;;
+  test-kernels) stamp_ok && test_kernels ;;
+  *) echo "usage: $0 build [--optional] | start | finish | test | test-kernels" >&2; exit 2 ;;
 esac
