@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mca_neon.sh [CPU]: llvm-mca (LLVM 14) cycles per 256 weights of our NEON matrix x vector
+# mca_neon.sh [CPU]: llvm-mca (LLVM 14; LLVM_MCA=llvm-mca-19 for a Neoverse V1 model) cycles per 256 weights of our NEON matrix x vector
 # inner loops (tools/mca/neon_loops.cc, the dotprod tiles) beside ggml's NEON vec_dots
 # (llama.cpp's ggml/src/ggml-cpu/arch/arm/quants.c, LLAMA_CPP=/work/llama.cpp), both compiled
 # by g++/gcc-aarch64-linux-gnu -O3 -march=armv8.2-a+dotprod (our build's flags for
@@ -12,22 +12,34 @@ cpu="${1:-cortex-a76}"
 llama="${LLAMA_CPP:-/work/llama.cpp}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+mca="${LLVM_MCA:-llvm-mca-14}"
 flags=(-O3 -march=armv8.2-a+dotprod -S -o-)
+i8mm=(-O3 -march=armv8.2-a+dotprod+i8mm -S -o-)  # neon_i8mm.cc's flags
 aarch64-linux-gnu-g++ -std=c++20 "${flags[@]}" -I"$root/src" "$root/tools/mca/neon_loops.cc" >"$tmp/ours.s"
+aarch64-linux-gnu-g++ -std=c++20 "${i8mm[@]}" -I"$root/src" "$root/tools/mca/neon_loops.cc" >"$tmp/ours_i8mm.s"
 g="$llama/ggml"
 aarch64-linux-gnu-gcc -std=gnu11 "${flags[@]}" -D_GNU_SOURCE -DNDEBUG -I"$g/include" -I"$g/src" -I"$g/src/ggml-cpu" \
   "$g/src/ggml-cpu/arch/arm/quants.c" >"$tmp/ggml.s"
-# ggml's repacked GEMMs (the dotprod ones: q4_0 4x4, q4_K 8x4; the i8mm 8x8 ones need +i8mm)
+# ggml's repacked GEMMs: the dotprod ones (q4_0 4x4, q4_K / q6_K 8x4, q8_0 4x4) and, built
+# with +i8mm, the smmla ones (q4_0 4x8, q4_K / q6_K 8x8, q8_0 4x8)
 aarch64-linux-gnu-g++ -std=gnu++17 "${flags[@]}" -D_GNU_SOURCE -DNDEBUG -I"$g/include" -I"$g/src" -I"$g/src/ggml-cpu" \
   "$g/src/ggml-cpu/arch/arm/repack.cpp" >>"$tmp/ggml.s"
+aarch64-linux-gnu-g++ -std=gnu++17 "${i8mm[@]}" -D_GNU_SOURCE -DNDEBUG -I"$g/include" -I"$g/src" -I"$g/src/ggml-cpu" \
+  "$g/src/ggml-cpu/arch/arm/repack.cpp" >"$tmp/ggml_i8mm.s"
 
 # loop FILE FUNCTION: the innermost loop body of FUNCTION (label .. backward branch).
 loop() {
   python3 - "$1" "$2" <<'PY'
 import re, sys
 lines = open(sys.argv[1]).read().split("\n")
-start = next(i for i, l in enumerate(lines) if l.startswith(sys.argv[2] + ":"))
-end = next(i for i in range(start, len(lines)) if lines[i].strip().startswith(".size"))
+def span(name):
+    start = next(i for i, l in enumerate(lines) if l.startswith(name + ":"))
+    return start, next(i for i in range(start, len(lines)) if lines[i].strip().startswith(".size"))
+start, end = span(sys.argv[2])
+# a wrapper that only tail-calls the tile (b SYMBOL): the tile's body
+calls = [l.split()[1] for l in lines[start:end] if re.match(r"^\s*b\s+[_A-Za-z][\w.]*$", l)]
+if calls and not any(re.search(r"\b(sdot|smmla)\b", l) for l in lines[start:end]):
+    start, end = span(calls[0])
 body = []  # inline assembly (ggml's GEMMs) comes untabbed, "1:insn" on one line, and its
 for l in lines[start:end]:  # sdots as ".inst 0x... // sdot ...": given to llvm-mca as the comment's text
     l = l.strip()
@@ -54,14 +66,16 @@ for i, l in enumerate(body):
     if not back:
         continue
     seg = ["\t" + x for x in body[back[-1] + 1:i + 1] if insn(x)]
-    dots = sum("sdot" in x for x in seg)
+    if name[0].isdigit():  # LLVM 19 wants the directional label defined
+        seg.insert(0, name + ":")
+    dots = sum(("sdot" in x) + ("smmla" in x) for x in seg)
     if best is None or dots > best[0]:  # the loop with the integer dots
         best = (dots, seg)
 print("\n".join(best[1]))
 PY
 }
 cycles() {  # cycles per iteration
-  llvm-mca-14 -mtriple=aarch64 -mcpu="$cpu" -iterations=200 "$1" 2>/dev/null |
+  "$mca" -mtriple=aarch64 -mcpu="$cpu" -mattr=+dotprod,+i8mm -iterations=200 "$1" 2>/dev/null |
     awk '/^Total Cycles:/ {c=$3} /^Iterations:/ {it=$2} END {printf "%.1f", c / it}'
 }
 echo "| kernel | ours: insts / cycles per iteration | weights / iteration | ours cycles / 256 | ggml function | ggml insts / cycles per iteration | weights / iteration | ggml cycles / 256 |"
@@ -70,26 +84,35 @@ row() {  # name ours_fn ours_weights ggml_fn ggml_weights
   loop "$tmp/ours.s" "$2" >"$tmp/a.s"; loop "$tmp/ggml.s" "$4" >"$tmp/b.s"
   local ca cb
   ca=$(cycles "$tmp/a.s"); cb=$(cycles "$tmp/b.s")
-  printf '| %s | %d / %s | %d | %.1f | %s | %d / %s | %d | %.1f |\n' "$1" "$(wc -l <"$tmp/a.s")" "$ca" "$3" \
-    "$(echo "$ca * 256 / $3" | bc -l)" "$4" "$(wc -l <"$tmp/b.s")" "$cb" "$5" "$(echo "$cb * 256 / $5" | bc -l)"
+  printf '| %s | %d / %s | %d | %.1f | %s | %d / %s | %d | %.1f |\n' "$1" "$(grep -c $'^\t' "$tmp/a.s")" "$ca" "$3" \
+    "$(echo "$ca * 256 / $3" | bc -l)" "$4" "$(grep -c $'^\t' "$tmp/b.s")" "$cb" "$5" "$(echo "$cb * 256 / $5" | bc -l)"
 }
 row Q4_0 mca_q4_0 128 ggml_vec_dot_q4_0_q8_0 "${GGML_Q4_0_W:-64}"
 row Q8_0 mca_q8_0 128 ggml_vec_dot_q8_0_q8_0 "${GGML_Q8_0_W:-64}"
 row Q4_K mca_q4_k 256 ggml_vec_dot_q4_K_q8_K 256
 row Q6_K mca_q6_k 256 ggml_vec_dot_q6_K_q8_K 256
 
-# The GEMMs (prompt batches): cycles per 256 multiply-adds (weights x tokens); every sdot of
-# a loop does 16, so a loop's multiply-adds = 16 x its sdots (for ggml's inline assembly too).
+# The GEMMs (prompt batches): cycles per 256 multiply-adds (weights x tokens); an sdot does
+# 16, an smmla 32 (2 rows x 2 columns x 8), for ggml's inline assembly too.
 echo
-echo "| GEMM micro-kernel | ours: insts / cycles per iteration | sdots | ours cycles / 256 MACs | ggml function | ggml insts / cycles per iteration | sdots | ggml cycles / 256 MACs |"
-echo "|---|---|---|---|---|---|---|---|"
-gemm_row() {  # name ours_fn ggml_fn
-  loop "$tmp/ours.s" "$2" >"$tmp/a.s"; loop "$tmp/ggml.s" "$3" >"$tmp/b.s"
-  local ca cb da db
-  ca=$(cycles "$tmp/a.s"); cb=$(cycles "$tmp/b.s")
-  da=$(grep -c sdot "$tmp/a.s"); db=$(grep -c sdot "$tmp/b.s")
-  printf '| %s | %d / %s | %d | %.1f | %s | %d / %s | %d | %.1f |\n' "$1" "$(wc -l <"$tmp/a.s")" "$ca" "$da" \
-    "$(echo "$ca * 256 / (16 * $da)" | bc -l)" "$3" "$(wc -l <"$tmp/b.s")" "$cb" "$db" "$(echo "$cb * 256 / (16 * $db)" | bc -l)"
+echo "| GEMM micro-kernel | ours: function | insts / cycles per iteration | MACs | **ours, cycles / 256 MACs** | ggml function | insts / cycles per iteration | MACs | **ggml, cycles / 256 MACs** |"
+echo "|---|---|---|---|---|---|---|---|---|"
+macs() { echo $(( 16 * $(grep -c sdot "$1") + 32 * $(grep -c smmla "$1") )); }
+gemm_row() {  # name ours_asm ours_fn ggml_asm ggml_fn
+  loop "$tmp/$2" "$3" >"$tmp/a.s"; loop "$tmp/$4" "$5" >"$tmp/b.s"
+  local ca cb ma mb
+  ca=$(cycles "$tmp/a.s"); cb=$(cycles "$tmp/b.s"); ma=$(macs "$tmp/a.s"); mb=$(macs "$tmp/b.s")
+  printf '| %s | `%s` | %d / %s | %d | **%.1f** | `%s` | %d / %s | %d | **%.1f** |\n' "$1" "$3" "$(grep -c $'^\t' "$tmp/a.s")" "$ca" "$ma" \
+    "$(echo "$ca * 256 / $ma" | bc -l)" "$5" "$(grep -c $'^\t' "$tmp/b.s")" "$cb" "$mb" "$(echo "$cb * 256 / $mb" | bc -l)"
 }
-gemm_row Q4_0 mca_gemm_q4_0 ggml_gemm_q4_0_4x4_q8_0
-gemm_row Q4_K mca_gemm_q4_k ggml_gemm_q4_K_8x4_q8_K
+gemm_row "Q4_0 before (lane-order decode tile)" ours.s mca_old_gemm_q4_0 ggml.s ggml_gemm_q4_0_4x4_q8_0
+gemm_row "Q4_K before (lane-order decode tile)" ours.s mca_old_gemm_q4_k ggml.s ggml_gemm_q4_K_8x4_q8_K
+gemm_row "Q6_K before (lane-order decode tile)" ours.s mca_old_gemm_q6_k ggml.s ggml_gemm_q6_K_8x4_q8_K
+gemm_row "Q4_0 sdot" ours.s mca_gemm_q4_0 ggml.s ggml_gemm_q4_0_4x4_q8_0
+gemm_row "Q4_K sdot" ours.s mca_gemm_q4_k ggml.s ggml_gemm_q4_K_8x4_q8_K
+gemm_row "Q6_K sdot" ours.s mca_gemm_q6_k ggml.s ggml_gemm_q6_K_8x4_q8_K
+gemm_row "Q8_0 sdot (vec_dot order)" ours.s mca_gemm_q8_0 ggml.s ggml_gemm_q8_0_4x4_q8_0
+gemm_row "Q4_0 i8mm" ours_i8mm.s mca_mmla_q4_0 ggml_i8mm.s ggml_gemm_q4_0_4x8_q8_0
+gemm_row "Q4_K i8mm" ours_i8mm.s mca_mmla_q4_k ggml_i8mm.s ggml_gemm_q4_K_8x8_q8_K
+gemm_row "Q6_K i8mm" ours_i8mm.s mca_mmla_q6_k ggml_i8mm.s ggml_gemm_q6_K_8x8_q8_K
+gemm_row "Q8_0 i8mm (vec_dot order: sdot)" ours.s mca_gemm_q8_0 ggml_i8mm.s ggml_gemm_q8_0_4x8_q8_0

@@ -172,6 +172,7 @@ KernelTable make_table(Isa isa) {
 #if defined(__aarch64__)
   if (isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) t = layer(t, cpu::neon_table());
   if (isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) t = layer(t, cpu::neon_dotprod_table());
+  if (isa == Isa::kNeonI8mm) t = layer(t, cpu::neon_i8mm_table());
 #endif
   return t;
 }

@@ -1,8 +1,11 @@
-// neon_loops.cc: the NEON matrix x vector inner loops as plain functions, for llvm-mca
-// (tools/mca_neon.sh): each calls the tile the dotprod table uses for n_batch = 1 (32-element
-// types: a 4-row tile, K-quants: one row) so the loop body compiled here is the shipped one;
-// the mca_gemm_* ones the tiles prompt batches of 4+ run (lane order: Q4_0 4 rows x 2
-// tokens, Q4_K one row x 2 tokens), NEON's GEMM micro-kernels for now.
+// neon_loops.cc: the NEON inner loops as plain functions, for llvm-mca (tools/mca_neon.sh):
+// each calls the tile the shipped tables run, so the loop body compiled here is the shipped
+// one. mca_q4_0 .. mca_q6_k: matrix x vector (n_batch = 1; 32-element types: a 4-row tile,
+// K-quants: one row), the dotprod table's. mca_gemm_*: prompt batches of 4+ in lane order,
+// the packed GEMM tiles of neon_gemm.h (sdot: 8 rows x 4 columns for Q4_0, x 2 for the
+// K-quants); mca_mmla_*: the i8mm table's smmla tiles (compiled with +i8mm only); mca_gemm_q8_0:
+// Q8_0 batches, which keep vec_dot order (the decode tile, 4 rows x 2 columns).
+#include "kernels/cpu/neon_gemm.h"
 #include "kernels/cpu/neon_kquants.h"
 #include "kernels/cpu/neon_tiles.h"
 
@@ -17,10 +20,38 @@ void mca_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* 
 }
 void mca_q4_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ4, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
 void mca_q6_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ6, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
-void mca_gemm_q4_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y) {
+void mca_gemm_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y) {
+  tile_q<DecQ8_0, SdotDot, 4, 2>(nb, w, ws, x, xs, y, 4);
+}
+void mca_gemm_q4_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotQ4_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_gemm_q4_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotQ4_K::run<2>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_gemm_q6_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotQ6_K::run<2>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+// Before neon_gemm.h (until 2026-12-05): batches in lane order ran the decode tiles
+// (Q4_0: 4 rows x 2 columns; K-quants: a row x 2 columns), on the dotprod and i8mm tables.
+void mca_old_gemm_q4_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y) {
   tile_q<DecQ4_0, SdotDot, 4, 2, true>(nb, w, ws, x, xs, y, 4);
 }
-void mca_gemm_q4_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
+void mca_old_gemm_q4_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
   row_k<KQ4, SdotDot, 2, true>(nb, w, x, xs, y, 1);
 }
+void mca_old_gemm_q6_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
+  row_k<KQ6, SdotDot, 2, true>(nb, w, x, xs, y, 1);
+}
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+void mca_mmla_q4_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaQ4_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_mmla_q4_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaQ4_K::run<2>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_mmla_q6_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaQ6_K::run<2>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+#endif
 }

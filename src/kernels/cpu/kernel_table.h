@@ -1,7 +1,7 @@
 // kernel_table.h: private to kernels/: the per-ISA function tables that dispatch.cc picks
-// from at run time. Each ISA file (avx2.cc, avx512.cc, amx.cc, neon.cc, neon_dotprod.cc) fills one
+// from at run time. Each ISA file (avx2.cc, avx512.cc, amx.cc, neon.cc, neon_dotprod.cc, neon_i8mm.cc) fills one
 // table; an entry left null means "use the next ISA down" (amx -> avx512 -> avx2 -> scalar
-// reference, dotprod -> neon -> scalar; i8mm has no table of its own yet), so an ISA
+// reference, i8mm -> dotprod -> neon -> scalar), so an ISA
 // file may speed up only the pairs it cares about. No dispatch logic lives here.
 #pragma once
 #include <cstddef>
@@ -60,6 +60,7 @@ MatmulFn amx_emulated(tensor::Type t);
 #if defined(__aarch64__)
 const KernelTable& neon_table();          // plain Advanced SIMD (neon.cc)
 const KernelTable& neon_dotprod_table();  // + sdot, layered over neon_table (neon_dotprod.cc)
+const KernelTable& neon_i8mm_table();     // + smmla prompt GEMMs, over neon_dotprod_table (neon_i8mm.cc)
 #endif
 
 }  // namespace kernels::cpu

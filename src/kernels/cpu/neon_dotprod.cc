@@ -1,17 +1,26 @@
 // neon_dotprod.cc: the NEON kernels with the dot-product extension (sdot), compiled with
 // -march=armv8.2-a+dotprod (CMakeLists.txt) and chosen by dispatch.cc only when AT_HWCAP
-// has ASIMDDP. The loops are neon_table.h's, the same as the plain table's; only the
-// integer dot differs, and it gives the same int32 lanes.
+// has ASIMDDP. The decode loops are neon_table.h's, the same as the plain table's; only the
+// integer dot differs, and it gives the same int32 lanes. Q4_0, Q4_K and Q6_K batches in
+// lane order take the packed by-element sdot GEMMs of neon_gemm.h.
 #if defined(__aarch64__)
 #if !defined(__ARM_FEATURE_DOTPROD)
 #error "neon_dotprod.cc needs -march=armv8.2-a+dotprod"
 #endif
+#include "kernels/cpu/neon_gemm.h"
 #include "kernels/cpu/neon_table.h"
 
 namespace kernels::cpu {
 
 const KernelTable& neon_dotprod_table() {
-  static const KernelTable table = neon::fill_table<neon::SdotDot>();
+  static const KernelTable table = [] {
+    using namespace neon;
+    KernelTable t = fill_table<SdotDot>();
+    t.matmul[slot(Type::Q4_0)] = matmul_lanes<SdotQ4_0, false, matmul_q<DecQ4_0, SdotDot>>;
+    t.matmul[slot(Type::Q4_K)] = matmul_lanes<SdotQ4_K, false, matmul_k<KQ4, SdotDot>>;
+    t.matmul[slot(Type::Q6_K)] = matmul_lanes<SdotQ6_K, false, matmul_k<KQ6, SdotDot>>;
+    return t;
+  }();
   return table;
 }
 

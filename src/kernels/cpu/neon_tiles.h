@@ -11,8 +11,9 @@
 // k of block b)) for b ascending (float types: lane k += w * x of elements 8i + k), then
 // avx2's horizontal sum; the offset types add their min lane (fma(m, s) per block) after
 // it. So a NEON node's matmul equals an AVX2 node's bit for bit; Q4_0 batches of 4+ take
-// x86's lane order (kernels.h) from the same tiles, so prompt batches are equal too. There
-// is no packed prompt GEMM yet (batches run these tiles). vec_dot is the 1 x 1 tile.
+// x86's lane order (kernels.h) from the same tiles, so prompt batches are equal too (the
+// plain table's; dotprod and i8mm run those batches through neon_gemm.h's packed GEMMs).
+// vec_dot is the 1 x 1 tile.
 #pragma once
 #include <cmath>
 #include <type_traits>

@@ -1,0 +1,30 @@
+// neon_i8mm.cc: the i8mm level (Neoverse V1 / Graviton 3, Apple M2 class): compiled with
+// -march=armv8.2-a+dotprod+i8mm (CMakeLists.txt), chosen by dispatch.cc only when AT_HWCAP2
+// has I8MM, layered over the dotprod table. Only the lane-order prompt GEMMs of Q4_0, Q4_K
+// and Q6_K differ: neon_gemm.h's smmla tiles (2 rows x 2 columns x 8 elements per
+// instruction), the same exact integers and float steps as the sdot ones. Other batches
+// and decode rows run the dotprod kernels (vec_dot order keeps 4-element lanes, which
+// smmla's 8-element sums cannot give).
+#if defined(__aarch64__)
+#if !defined(__ARM_FEATURE_MATMUL_INT8)
+#error "neon_i8mm.cc needs -march=armv8.2-a+dotprod+i8mm"
+#endif
+#include "kernels/cpu/neon_gemm.h"
+#include "kernels/cpu/neon_table.h"
+
+namespace kernels::cpu {
+
+const KernelTable& neon_i8mm_table() {
+  static const KernelTable table = [] {
+    using namespace neon;
+    KernelTable t;
+    t.matmul[slot(Type::Q4_0)] = matmul_lanes<MmlaQ4_0, true, matmul_q<DecQ4_0, SdotDot>>;
+    t.matmul[slot(Type::Q4_K)] = matmul_lanes<MmlaQ4_K, true, matmul_k<KQ4, SdotDot>>;
+    t.matmul[slot(Type::Q6_K)] = matmul_lanes<MmlaQ6_K, true, matmul_k<KQ6, SdotDot>>;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kernels::cpu
+#endif  // __aarch64__
