@@ -36,7 +36,7 @@ void add_key_options(CLI::App* cmd, KeyFlags* o, Side side) {
 void add_device_option(CLI::App* cmd, std::string* device) {
   cmd->add_option("--device", *device,
                   "what runs this node's part: cpu, or vulkan / vulkan:N (a Vulkan device of `shardlm devices`; "
-                  "flash attention, f16 KV cache; llama, qwen2, qwen3, YaRN included)")
+                  "flash attention, f16 KV cache; llama, qwen2, qwen3, gemma3, YaRN included)")
       ->capture_default_str();
 }
 void add_run_options(CLI::App* cmd, RunOptions* o) {

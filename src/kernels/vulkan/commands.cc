@@ -314,9 +314,9 @@ void Commands::flash_attention(const AttentionShape& a, const Buffer& q, const B
   const size_t q_bytes = size_t(a.n_q) * a.n_heads * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes);
   CHECK((a.n_q + kPrefillRows - 1) / kPrefillRows <= int(kMaxGroups));
-  struct { uint32_t n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; } push{
+  struct { uint32_t n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; uint32_t window; } push{
       uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset),
-      uint32_t(a.head_dim), uint32_t(a.n_ctx), a.scale};
+      uint32_t(a.head_dim), uint32_t(a.n_ctx), a.scale, uint32_t(a.window)};
   impl_->dispatch("flash_attention", {&q, &k, &v, &out}, push, groups(a.n_q, kPrefillRows), uint32_t(a.n_heads));
 }
 
@@ -327,9 +327,9 @@ void Commands::flash_decode(const AttentionShape& a, const Buffer& q, const Buff
   const size_t q_bytes = size_t(a.n_heads) * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes && scratch.bytes() >= flash_decode_scratch_bytes(a));
   const int n_chunks = decode_chunks(a.pos0 + 1);
-  struct { uint32_t pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; } push{
+  struct { uint32_t pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; uint32_t window; } push{
       uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset), uint32_t(a.head_dim),
-      uint32_t(a.n_ctx), uint32_t(n_chunks), a.scale};
+      uint32_t(a.n_ctx), uint32_t(n_chunks), a.scale, uint32_t(a.window)};
   impl_->dispatch("flash_decode", {&q, &k, &v, &scratch}, push, uint32_t(n_chunks), uint32_t(a.n_heads));
   struct { uint32_t head_dim, n_chunks; } combine{uint32_t(a.head_dim), uint32_t(n_chunks)};
   impl_->dispatch("flash_decode_combine", {&scratch, &out}, combine, uint32_t(a.n_heads));

@@ -125,6 +125,7 @@ struct AttentionShape {
   int head_dim = 64;  // even, <= kMaxHeadDim
   int n_ctx = 1;      // positions each cache head has room for (>= pos0 + n_q)
   float scale = 0;    // usually 1/sqrt(head_dim)
+  int window = 0;     // > 0: the query at position P sees only P - window + 1 .. P
   // Query head h reads KV head (h + head_offset) / group: group is the model's query heads
   // per KV head (0: n_heads / n_kv_heads), head_offset where a node's slice starts inside
   // its first KV group (a slice of heads [hb, ..) and KV heads [kb, ..): hb - kb * group).

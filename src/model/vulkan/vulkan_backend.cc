@@ -49,12 +49,8 @@ std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunCon
   // Every model feature the shaders lack, named at once (gpt-oss: four of them).
   std::vector<std::string> lack;
   if (cfg.moe()) lack.push_back("mixture of experts");
-  if (cfg.n_swa > 0) lack.push_back("sliding-window attention");
   if (!w.layers.empty() && !w.layers[0].sinks.empty()) lack.push_back("attention sinks");
   if (!w.layers.empty() && !w.layers[0].bo.empty()) lack.push_back("an output-projection bias");
-  if (cfg.q_scale > 0) lack.push_back("a query scale");
-  if (cfg.logit_softcap > 0) lack.push_back("logit soft-capping");
-  if (cfg.embed_scale != 1.0f) lack.push_back("scaled embeddings");
   if (!lack.empty()) {
     std::string list;
     for (size_t i = 0; i < lack.size(); ++i)
@@ -141,7 +137,7 @@ class VulkanBackend : public Backend {
   vk::Buffer q_, att_, seg_q_, seg_out_;  // [B][q_dim]; seg_*: one segment's rows (batches of several)
   vk::Buffer k_, v_, seg_k_, seg_v_;  // [B][kv_dim]
   vk::Buffer gate_, up_;              // [B][n_ff]
-  vk::Buffer rope_;                   // [B][n_rot] (cos, sin) per row's position
+  vk::Buffer rope_, rope_swa_;        // [B][n_rot] (cos, sin) per row's position (windowed layers' base)
   vk::Buffer decode_scratch_;         // flash_decode's partial results
   vk::Buffer red_in_, red_out_;       // [B][widest reduce input], [B][dim]: Collective products
   vk::Buffer logits_in_, logits_out_;  // [B][dim] the rows asked for, [B][local n_vocab]
@@ -166,6 +162,7 @@ util::Status VulkanBackend::init() {
   for (vk::Buffer* b : {&k_, &v_, &seg_k_, &seg_v_}) RETURN_IF_ERROR(alloc(b, B * kd * f, "activations"));
   for (vk::Buffer* b : {&gate_, &up_}) RETURN_IF_ERROR(alloc(b, B * F * f, "activations"));
   RETURN_IF_ERROR(alloc(&rope_, B * std::max(2, cfg_.n_rot) * f, "activations"));
+  if (cfg_.n_swa > 0) RETURN_IF_ERROR(alloc(&rope_swa_, B * std::max(2, cfg_.n_rot) * f, "activations"));
   vk::AttentionShape a;
   a.n_heads = std::max(1, part_.n_heads);
   a.n_ctx = rc_.ctx;
@@ -217,16 +214,29 @@ vk::Buffer& VulkanBackend::buf(Act a) {
 
 void VulkanBackend::begin(const Segment* segs, int n_segs, int n, const float* x) {
   const Config& c = cfg_;
-  std::vector<float> rope(size_t(n) * c.n_rot);
+  std::vector<float> rope(size_t(n) * c.n_rot), rope_swa(c.n_swa > 0 ? rope.size() : 0);
   const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
   for (int s = 0, b = 0; s < n_segs; ++s)
-    for (int t = 0; t < segs[s].n; ++t, ++b)
+    for (int t = 0; t < segs[s].n; ++t, ++b) {
       kernels::rope_cache_yarn(&rope[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base,
                                c.rope_freq_scale, factors, c.yarn);  // YaRN: the host's cache, as the CPU's
+      if (!rope_swa.empty())  // the windowed layers' own base (Gemma 3)
+        kernels::rope_cache_yarn(&rope_swa[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base_swa,
+                                 c.rope_freq_scale, factors, c.yarn);
+    }
+  // gemma: the embedded rows times sqrt(dim), on the host as the CPU backend does.
+  std::vector<float> scaled;
+  if (c.embed_scale != 1.0f) {
+    scaled.assign(x, x + size_t(n) * c.dim);
+    for (float& v : scaled) v *= c.embed_scale;
+    x = scaled.data();
+  }
   // Nothing is in flight between batches (end_batch waits), so these copies are safe; a
   // failure is returned by the batch's next reduce point or end_batch.
   upload_st_ = dev_->upload(x_, x, sizeof(float) * n * c.dim);
   if (upload_st_.ok()) upload_st_ = dev_->upload(rope_, rope.data(), sizeof(float) * rope.size());
+  if (upload_st_.ok() && !rope_swa.empty())
+    upload_st_ = dev_->upload(rope_swa_, rope_swa.data(), sizeof(float) * rope_swa.size());
 }
 
 void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
@@ -240,8 +250,9 @@ void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
   if (!lw.bv.empty()) cmd_.add(v_, v_, vec(lw.bv), int64_t(n) * kv_dim_);
   if (!lw.q_norm.empty()) cmd_.rmsnorm(q_, q_, vec(lw.q_norm), int64_t(n) * nh, hd, c.rms_eps);
   if (!lw.k_norm.empty()) cmd_.rmsnorm(k_, k_, vec(lw.k_norm), int64_t(n) * nkv, hd, c.rms_eps);
-  cmd_.rope(q_, rope_, n, nh, hd, c.n_rot, c.rope_neox);
-  cmd_.rope(k_, rope_, n, nkv, hd, c.n_rot, c.rope_neox);
+  const vk::Buffer& rope = c.is_swa(l) ? rope_swa_ : rope_;
+  cmd_.rope(q_, rope, n, nh, hd, c.n_rot, c.rope_neox);
+  cmd_.rope(k_, rope, n, nkv, hd, c.n_rot, c.rope_neox);
   const size_t qb = sizeof(float) * q_dim_, kb = sizeof(float) * kv_dim_;
   for (int s = 0, row = 0; s < n_segs; row += segs[s].n, ++s) {
     const Segment& g = segs[s];
@@ -265,7 +276,10 @@ void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
     a.n_kv_heads = nkv;
     a.head_dim = hd;
     a.n_ctx = rc_.ctx;
-    a.scale = 1.0f / std::sqrt(float(hd));
+    // Gemma 3's query scale on the scores (the CPU scales q before its F16 rounding: the
+    // same bits for its power-of-two scales), else llama.cpp's kq_scale.
+    a.scale = c.q_scale > 0 ? c.q_scale : 1.0f / std::sqrt(float(hd));
+    a.window = c.is_swa(l) ? c.n_swa : 0;  // the full per-slot cache, masked to the window
     a.group = c.n_heads / c.n_kv_heads;  // a slice may start or end inside a KV group
     a.head_offset = part_.head_begin - part_.kv_begin * a.group;
     if (g.n == 1)
@@ -340,7 +354,12 @@ util::Status VulkanBackend::end_batch(const Segment* segs, int n_segs, float* lo
   cmd_.rmsnorm(logits_in_, logits_in_, vec(w_.output_norm), rows, cfg_.dim, cfg_.rms_eps);
   cmd_.matmul(out.type, mat(out), out.rows, out.cols, logits_in_, rows, logits_out_);
   RETURN_IF_ERROR(cmd_.submit_and_wait());
-  return dev_->download(logits_out_, logits, sizeof(float) * rows * out.rows);
+  RETURN_IF_ERROR(dev_->download(logits_out_, logits, sizeof(float) * rows * out.rows));
+  if (cfg_.logit_softcap > 0) {  // cap * tanh(logits / cap), on the host as the CPU backend
+    const float inv = 1.0f / cfg_.logit_softcap;
+    for (size_t i = 0; i < size_t(rows) * out.rows; ++i) logits[i] = std::tanh(logits[i] * inv) * cfg_.logit_softcap;
+  }
+  return util::ok_status();
 }
 
 util::Expected<std::unique_ptr<Backend>> make_vulkan_backend(int index, const Config& cfg, const Weights& w,

@@ -18,7 +18,8 @@ layout(std430, binding = 1) readonly buffer K { uint k[]; };       // f16 [n_kv_
 layout(std430, binding = 2) readonly buffer V { uint v[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
 layout(std430, binding = 3) writeonly buffer Out { float out_[]; };  // [n_q][n_heads][head_dim]
 // Query head h reads KV head (h + head_offset) / group (vulkan.h AttentionShape).
-layout(push_constant) uniform Push { uint n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; } p;
+// window > 0: the query at position P sees positions P - window + 1 .. P only (sliding window).
+layout(push_constant) uniform Push { uint n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; uint window; } p;
 
 #define NEG_INF uintBitsToFloat(0xFF800000u)
 shared float qs[BR][DMAX];
@@ -43,7 +44,9 @@ void main() {
   float acc[BR * DMAX / NT];  // output element tid + NT * a: row (tid + NT a) / hd
   for (uint a = 0; a < BR * DMAX / NT; ++a) acc[a] = 0.0;
   const uint kv_end = p.pos0 + min(t0 + BR, p.n_q);  // positions the tile's last row sees
-  for (uint j0 = 0; j0 < kv_end; j0 += BC) {
+  // the first tile the tile's first row sees (a window skips the tiles before it)
+  const uint kv_begin = p.window > 0u && p.pos0 + t0 >= p.window ? (p.pos0 + t0 + 1u - p.window) / BC * BC : 0u;
+  for (uint j0 = kv_begin; j0 < kv_end; j0 += BC) {
     for (uint e = tid; e < BC * hd / 2u; e += NT) {
       const uint jj = e / (hd / 2u), d2 = e % (hd / 2u), j = j0 + jj;
       ks[jj][d2] = j < kv_end ? k[kv_base + j * (hd / 2u) + d2] : 0u;
@@ -53,7 +56,7 @@ void main() {
     for (uint e = tid; e < BR * BC; e += NT) {
       const uint r = e / BC, jj = e % BC, t = t0 + r, j = j0 + jj;
       float s = NEG_INF;
-      if (t < p.n_q && j <= p.pos0 + t) {
+      if (t < p.n_q && j <= p.pos0 + t && (p.window == 0u || j + p.window > p.pos0 + t)) {
         s = 0.0;
         for (uint d2 = 0; d2 < hd / 2u; ++d2) {
           const vec2 kf = unpackHalf2x16(ks[jj][d2]);

@@ -14,7 +14,8 @@ layout(std430, binding = 1) readonly buffer K { uint k[]; };   // f16 [n_kv_head
 layout(std430, binding = 2) readonly buffer V { uint v[]; };   // f16 [n_kv_heads][n_ctx][head_dim]
 layout(std430, binding = 3) writeonly buffer Part { float part[]; };  // [n_heads][n_chunks][2 + head_dim]
 // Query head h reads KV head (h + head_offset) / group (vulkan.h AttentionShape).
-layout(push_constant) uniform Push { uint pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; } p;
+// window > 0: only positions pos0 - window + 1 .. pos0 (a chunk wholly before them writes m = -inf, l = 0).
+layout(push_constant) uniform Push { uint pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; uint window; } p;
 
 shared float qs[DMAX];
 shared float pr[CHUNK];   // exp(s - m) of each position
@@ -29,10 +30,11 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, c = gl_WorkGroupID.x, h = gl_WorkGroupID.y, hd = p.head_dim;
   const uint kvh = (h + p.head_offset) / p.group;
   const uint n_kv = p.pos0 + 1u, j0 = c * CHUNK, j = j0 + tid;
+  const bool seen = j < n_kv && (p.window == 0u || j + p.window > p.pos0);
   for (uint d = tid; d < hd; d += CHUNK) qs[d] = f16_round_signed(q[h * hd + d]);  // as the CPU (prepare_q_row)
   barrier();
   float s = uintBitsToFloat(0xFF800000u);  // -inf past the context
-  if (j < n_kv) {
+  if (seen) {
     const uint row = (kvh * p.n_ctx + j) * (hd / 2u);
     s = 0.0;
     for (uint d2 = 0; d2 < hd / 2u; ++d2) {
@@ -47,9 +49,9 @@ void main() {
     if (tid < w) red[tid] = max(red[tid], red[tid + w]);
     barrier();
   }
-  const float m = red[0];  // finite: position j0 < n_kv is in every chunk
+  const float m = red[0];  // finite unless the window starts past this chunk
   barrier();
-  const float e = j < n_kv ? exp(s - m) : 0.0;
+  const float e = seen ? exp(s - m) : 0.0;
   pr[tid] = e;
   red[tid] = e;
   barrier();
