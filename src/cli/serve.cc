@@ -81,10 +81,13 @@ Command add_serve(CLI::App& app) {
       std::printf("listening on %s\n", url.c_str());
       std::fflush(stdout);
       const int blocks = b.cluster->kv_pool().n_blocks();
-      std::fprintf(stderr, "model %s, %d slots of %d tokens, KV pool %d blocks of %d positions (%lld), %d node(s)%s\n",
+      const std::string no_share = b.cluster->no_prefix_sharing();
+      std::fprintf(stderr,
+                   "model %s, %d slots of %d tokens, KV pool %d blocks of %d positions (%lld), prefix sharing %s, "
+                   "%d node(s)%s\n",
                    so->model_name.c_str(), *parallel, b.engine->ctx(), blocks, model::kKvBlockRows,
-                   (long long)blocks * model::kKvBlockRows, b.cluster->n_nodes(),
-                   so->api_key.empty() ? "" : ", API key required");
+                   (long long)blocks * model::kKvBlockRows, no_share.empty() ? "on" : ("off: " + no_share).c_str(),
+                   b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
     });
     if (!st.ok()) return fail(st.message());
     return 0;

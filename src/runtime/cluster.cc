@@ -85,11 +85,52 @@ void Cluster::release(Sequence& seq) {
   history_[size_t(seq.slot())] = SlotHistory();
 }
 
+bool Cluster::keep_own(Sequence& seq, int n) {
+  if (!blocks_.truncate(seq.slot(), n)) return false;
+  seq.truncate(n);
+  return true;
+}
+
+std::string Cluster::no_prefix_sharing() const {
+  if (m_.config.n_swa > 0) return "sliding-window layers keep their rows per slot";
+  for (const NodeStats& n : nodes_)
+    if (n.device.rfind("Vulkan", 0) == 0) return "a Vulkan node keeps contiguous per-slot caches";
+  return "";
+}
+
+int Cluster::shared_prefix(std::span<const int32_t> prompt, int max_tokens) const {
+  if (!no_prefix_sharing().empty()) return 0;
+  return blocks_.prefix_blocks(prompt, max_tokens / model::kKvBlockRows, !o_.run.lane_order) * model::kKvBlockRows;
+}
+
+int Cluster::share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens) {
+  release(seq);
+  if (!no_prefix_sharing().empty()) return 0;
+  const int n =
+      blocks_.attach_prefix(seq.slot(), prompt, max_tokens / model::kKvBlockRows, !o_.run.lane_order) * model::kKvBlockRows;
+  const std::span<const int32_t> prefix = prompt.first(size_t(n));
+  seq.append(prefix);
+  // The history rebuilds the shared rows too (a re-forming replays every slot; the
+  // sequence that wrote them may be gone): segments of a block or as many rows as a step
+  // holds, in the order the rows were computed (all lane order unless lane order is off).
+  const int chunk = std::min(model::kKvBlockRows, max_rows());
+  for (int p = 0; p < n; p += chunk)
+    history_[size_t(seq.slot())].add(p, prefix.subspan(size_t(p), size_t(std::min(chunk, n - p))), !o_.run.lane_order);
+  return n;
+}
+
 Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep>& batch) {
   auto s = build_step(batch, m_.config, o_.run.ctx, o_.run.n_slots, o_.run.max_batch, &step_tokens_);
   if (!s) return s.status();
   int need = 0;
-  for (const SeqStep& q : batch) need += kv_blocks_needed(*q.seq, int(q.tokens.size()));
+  for (const SeqStep& q : batch) {
+    // A log cut short outside keep_own (a rollback, bench, perplexity): the blocks it will
+    // write again are no longer the registered prefix.
+    if (blocks_.registered(q.seq->slot()) > q.seq->n_past() && !blocks_.truncate(q.seq->slot(), q.seq->n_past()))
+      return Status::error("internal: a step would write into a KV block another sequence shares (slot " +
+                           std::to_string(q.seq->slot()) + ", position " + std::to_string(q.seq->n_past()) + ")");
+    need += kv_blocks_needed(*q.seq, int(q.tokens.size()));
+  }
   if (need > blocks_.free_blocks())
     return Status::error("the KV pool is full: the step needs " + std::to_string(need) + " more blocks of " +
                          std::to_string(model::kKvBlockRows) + " positions and " +
@@ -114,7 +155,9 @@ void Cluster::record(const std::vector<SeqStep>& batch, const Step& s, const std
     // drafts: only the kept guesses stay (the last drawn token is evaluated next step)
     const size_t keep = q.drafts > 0 ? out[i].tokens.size() : q.tokens.size();
     history_[size_t(q.seq->slot())].add(q.seq->n_past(), q.tokens.first(keep), rowwise);
+    blocks_.note_rows(q.seq->slot(), q.seq->n_past(), int(keep), rowwise);
     q.seq->append(q.tokens.first(keep));
+    blocks_.register_full(q.seq->slot(), q.seq->tokens());
   }
 }
 

@@ -161,9 +161,24 @@ class Cluster {
   // naming the pool, when it is short; the scheduler frees blocks first (release).
   const BlockPool& kv_pool() const { return blocks_; }
   int kv_blocks_needed(const Sequence& seq, int n) const { return blocks_.needed(seq.slot(), seq.n_past() + n); }
-  // Forgets seq's cached rows: its log is emptied, its blocks go back to the pool and its
-  // history (nothing to replay) is dropped.
+  // Forgets seq's cached rows: its log is emptied, its blocks go back to the pool (the
+  // registered ones stay cached for other sequences) and its history is dropped.
   void release(Sequence& seq);
+  // A sequence starts a new prompt: keeps its own first n positions (a next turn; false,
+  // nothing changed, when one of its blocks from n on is shared), or (share_prefix) is
+  // released and takes the registered blocks of prompt's prefix, at most max_tokens
+  // positions (kv_blocks.h), whose rows are all in lane order (vec_dot order with lane
+  // order off): returns the positions it now holds, whose rows are not evaluated again.
+  // shared_prefix: how many share_prefix would take. Both 0 when no_prefix_sharing().
+  bool keep_own(Sequence& seq, int n);
+  int shared_prefix(std::span<const int32_t> prompt, int max_tokens) const;
+  int share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens);
+  // Why blocks cannot be shared here ("" when they can): sliding-window layers (their
+  // rings are per slot), a Vulkan node (contiguous per-slot caches).
+  std::string no_prefix_sharing() const;
+  // The batch-order policy every node runs (model::lane_ordered's flags).
+  bool lane_order() const { return o_.run.lane_order; }
+  bool decode_lanes() const { return o_.run.decode_lanes; }
   int ctx() const { return o_.run.ctx; }  // positions per slot
   int n_vocab() const { return m_.config.n_vocab; }
   // Sliding-window models: the window, and the rows each windowed layer's KV ring keeps

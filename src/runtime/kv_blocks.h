@@ -1,14 +1,29 @@
 // kv_blocks.h: the root's allocation of the paged KV cache (model/kv_cache.h, issue 32).
 // One pool of n_blocks blocks of model::kKvBlockRows positions, shared by every slot; each
-// slot has a block table that only grows (positions past a truncation keep their blocks,
-// which the next rows overwrite) until the slot is released. The root decides every
-// allocation here and each step carries, per segment, the table entries of the blocks the
-// segment writes (entries()), so every node's tables are identical by construction and a
-// replay (recovery) rebuilds them with the rows.
+// slot has a block table. The root decides every allocation here and each step carries,
+// per segment, the table entries the nodes do not hold yet (entries()): the blocks the
+// segment writes, and from the table's start when it changed (a shared prefix attached,
+// a re-forming), so every node's tables are identical by construction.
+// Shared prefixes (step 2): a full block is registered under a hash of its tokens and of
+// the whole prefix before it (a chain: the block before's hash, then its 64 tokens); a new
+// sequence attaches every registered block of its prompt's prefix (attach_prefix), checked
+// token for token and parent for parent (block and generation), so a hash collision or a
+// reused block cannot share a wrong block. Each block also keeps which of its rows were
+// computed in vec_dot order (note_rows): a prefix is shared only when every row is in the
+// order the sharing sequence alone would have used (`rowwise`), so its bits are the same.
+// Blocks are reference-counted; a registered block no table holds stays cached, and is
+// taken back, least recently used first, only when the free list is empty. Writes never go
+// into a shared or registered block: a sequence writes from its log's end, blocks are
+// registered only once the log has passed them, a log cut short unregisters what it will
+// rewrite (truncate; refused for a block another table holds), and a sequence attaching a
+// prefix starts at a block boundary (the rest of the prompt goes into fresh blocks).
 // Deliberately no policy: which slot to release when the pool is short is the scheduler's.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "model/kv_cache.h"
@@ -18,46 +33,216 @@ namespace runtime {
 
 class BlockPool {
  public:
-  BlockPool(int n_blocks, int n_slots) : n_blocks_(n_blocks), tables_(size_t(n_slots)) {
+  static constexpr int B = model::kKvBlockRows;
+  BlockPool(int n_blocks, int n_slots)
+      : n_blocks_(n_blocks), info_(size_t(n_blocks)), tables_(size_t(n_slots)), chain_(size_t(n_slots)),
+        synced_(size_t(n_slots), 0) {
     CHECK(n_blocks >= 1 && n_slots >= 1);
     for (int b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // block 0 first
   }
   int n_blocks() const { return n_blocks_; }
-  int free_blocks() const { return int(free_.size()); }
-  int used_blocks() const { return n_blocks_ - free_blocks(); }
+  // Blocks a table may take: free, or cached (registered, held by no table).
+  int free_blocks() const { return int(free_.size() + lru_.size()); }
+  int used_blocks() const { return n_blocks_ - free_blocks(); }  // held by a table
+  int cached_blocks() const { return int(lru_.size()); }
+  int shared_blocks() const { return shared_; }  // held by more than one table
   int held(int slot) const { return int(tables_[size_t(slot)].size()); }
+  const std::vector<int32_t>& table(int slot) const { return tables_[size_t(slot)]; }
+  int refs(int32_t block) const { return info_[size_t(block)].refs; }
+  uint64_t prefix_hits() const { return hits_; }          // attach_prefix calls that shared a block
+  uint64_t prefix_tokens() const { return hit_tokens_; }  // positions they did not evaluate
   // New blocks slot needs so that its table covers positions [0, end).
   int needed(int slot, int end) const { return std::max(0, model::kv_blocks_for(end) - held(slot)); }
   // Grows slot's table to cover [0, end); false (nothing taken) when the pool is short.
   bool reserve(int slot, int end) {
     const int need = needed(slot, end);
     if (need > free_blocks()) return false;
-    for (int i = 0; i < need; ++i) {
-      tables_[size_t(slot)].push_back(free_.back());
-      free_.pop_back();
-    }
+    for (int i = 0; i < need; ++i) tables_[size_t(slot)].push_back(take());
     return true;
   }
-  // Every block of slot back to the pool.
+  // Every block of slot let go (registered ones stay cached, its tail first in line).
   void release(int slot) {
     std::vector<int32_t>& t = tables_[size_t(slot)];
-    for (auto it = t.rbegin(); it != t.rend(); ++it) free_.push_back(*it);
+    for (auto it = t.rbegin(); it != t.rend(); ++it) drop(*it);
     t.clear();
+    chain_[size_t(slot)].clear();
+    synced_[size_t(slot)] = 0;
   }
-  // The entries a segment at positions [pos, pos + n) carries: from = pos / kKvBlockRows,
-  // up to the block of its last row (the table must cover it).
-  int entries(int slot, int pos, int n, std::vector<int32_t>* out) const {
-    const int from = pos / model::kKvBlockRows, end = model::kv_blocks_for(pos + n);
+  // Positions >= pos of slot are to be written again (a log cut short): the blocks wholly
+  // past pos leave the table (registered ones stay cached), the block pos lies in (pos not
+  // a block boundary) stays and is unregistered, its rows from pos on will change; false,
+  // nothing changed, when another table holds that block too (then release the slot and
+  // attach_prefix, or cut at the block boundary).
+  bool truncate(int slot, int pos) {
+    std::vector<int32_t>& t = tables_[size_t(slot)];
+    const size_t k0 = size_t(pos / B), keep = std::min(t.size(), k0 + (pos % B != 0));
+    if (keep > k0 && info_[size_t(t[k0])].refs > 1) return false;
+    if (keep > k0) unregister(t[k0]);
+    for (size_t k = t.size(); k-- > keep;) drop(t[k]);
+    t.resize(keep);
+    std::vector<uint64_t>& ch = chain_[size_t(slot)];
+    ch.resize(std::min(ch.size(), k0));
+    synced_[size_t(slot)] = std::min(synced_[size_t(slot)], int(keep));
+    return true;
+  }
+  // Positions of slot's full blocks that are registered (or twins of registered ones): its
+  // log must not be cut below this without truncate.
+  int registered(int slot) const { return int(chain_[size_t(slot)].size()) * B; }
+  // Slot's rows [pos, pos + n) were just computed, in vec_dot order or not (rowwise).
+  void note_rows(int slot, int pos, int n, bool rowwise) {
+    const std::vector<int32_t>& t = tables_[size_t(slot)];
+    for (int p = pos; p < pos + n; ++p) {
+      uint64_t& m = info_[size_t(t[size_t(p / B)])].rowwise;
+      const uint64_t bit = uint64_t(1) << (p % B);
+      m = rowwise ? (m | bit) : (m & ~bit);
+    }
+  }
+  // How many registered blocks of tokens' prefix attach_prefix would take (at most
+  // max_blocks): each one's tokens equal, and every row in one order (rowwise: all in
+  // vec_dot order, else all in lane order).
+  int prefix_blocks(std::span<const int32_t> tokens, int max_blocks, bool rowwise) const {
+    return walk(tokens, max_blocks, rowwise, [](int32_t, uint64_t) {});
+  }
+  // An empty slot takes the blocks prefix_blocks counts (at most max_blocks); returns how many.
+  int attach_prefix(int slot, std::span<const int32_t> tokens, int max_blocks, bool rowwise) {
+    CHECK(tables_[size_t(slot)].empty());
+    const int k = walk(tokens, max_blocks, rowwise, [&](int32_t b, uint64_t h) {
+      hold(b);
+      tables_[size_t(slot)].push_back(b);
+      chain_[size_t(slot)].push_back(h);
+    });
+    synced_[size_t(slot)] = 0;
+    if (k > 0) ++hits_, hit_tokens_ += uint64_t(k) * B;
+    return k;
+  }
+  // Registers slot's full blocks that its log (tokens: positions 0..) has passed.
+  void register_full(int slot, std::span<const int32_t> tokens) {
+    std::vector<uint64_t>& ch = chain_[size_t(slot)];
+    const std::vector<int32_t>& t = tables_[size_t(slot)];
+    const size_t full = std::min(tokens.size() / B, t.size());
+    while (ch.size() < full) {
+      const size_t k = ch.size();
+      const std::span<const int32_t> part = tokens.subspan(k * B, B);
+      const uint64_t hk = chain(k ? ch.back() : kSeed, part);
+      ch.push_back(hk);
+      Info& b = info_[size_t(t[k])];
+      if (b.hash != 0 || map_.count(hk)) continue;  // registered already (shared), or a twin
+      b.hash = hk;
+      b.parent = k ? t[k - 1] : -1;
+      b.parent_gen = k ? info_[size_t(t[k - 1])].gen : 0;
+      b.tokens.assign(part.begin(), part.end());
+      map_[hk] = t[k];
+    }
+  }
+  // The entries a segment at positions [pos, pos + n) carries (the table must cover it):
+  // from the block of pos, or from the first entry the nodes do not hold.
+  int entries(int slot, int pos, int n, std::vector<int32_t>* out) {
+    const int from = std::min(pos / B, synced_[size_t(slot)]), end = model::kv_blocks_for(pos + n);
     const std::vector<int32_t>& t = tables_[size_t(slot)];
     CHECK(end <= int(t.size()));
     out->assign(t.begin() + from, t.begin() + end);
+    synced_[size_t(slot)] = std::max(synced_[size_t(slot)], end);
     return from;
   }
+  // The nodes hold no table (a re-forming): the next segments carry them from the start.
+  void unsync() { std::fill(synced_.begin(), synced_.end(), 0); }
 
  private:
+  struct Info {
+    int refs = 0;
+    uint32_t gen = 0;       // times the block was taken (a registered parent is this one)
+    uint64_t hash = 0;      // 0: not registered
+    uint64_t rowwise = 0;   // bit r: row r computed in vec_dot order
+    int32_t parent = -1;    // registered: the block before it (-1: the first), and its gen
+    uint32_t parent_gen = 0;
+    std::vector<int32_t> tokens;  // registered: its B tokens
+    std::list<int32_t>::iterator lru;
+  };
+  static constexpr uint64_t kSeed = 0x9e3779b97f4a7c15ull;
+  static uint64_t chain(uint64_t h, std::span<const int32_t> part) {
+    for (int32_t t : part) {  // splitmix64 of the running value and each token
+      h ^= uint64_t(uint32_t(t)) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+      h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+      h ^= h >> 31;
+    }
+    return h ? h : 1;
+  }
+  // The registered blocks of tokens' prefix, in order, to fn(block, chain hash); how many.
+  template <class Fn>
+  int walk(std::span<const int32_t> tokens, int max_blocks, bool rowwise, Fn&& fn) const {
+    const uint64_t want = rowwise ? ~uint64_t(0) : 0;
+    uint64_t h = kSeed;
+    int32_t parent = -1;
+    int k = 0;
+    for (; k < max_blocks && size_t(k + 1) * B <= tokens.size(); ++k) {
+      const std::span<const int32_t> part = tokens.subspan(size_t(k) * B, B);
+      const uint64_t hk = chain(h, part);
+      auto it = map_.find(hk);
+      if (it == map_.end()) break;
+      const Info& b = info_[size_t(it->second)];
+      if (b.parent != parent || (parent >= 0 && b.parent_gen != info_[size_t(parent)].gen) || b.rowwise != want ||
+          !std::equal(part.begin(), part.end(), b.tokens.begin()))
+        break;
+      fn(it->second, hk);
+      parent = it->second;
+      h = hk;
+    }
+    return k;
+  }
+  void unregister(int32_t block) {
+    Info& i = info_[size_t(block)];
+    if (i.hash == 0) return;
+    map_.erase(i.hash);
+    i.hash = 0;
+    i.parent = -1;
+    i.tokens.clear();
+  }
+  // A block for a table: a free one, else the least recently cached.
+  int32_t take() {
+    int32_t b;
+    if (!free_.empty()) {
+      b = free_.back();
+      free_.pop_back();
+    } else {
+      CHECK(!lru_.empty());
+      b = lru_.front();
+      lru_.pop_front();
+      unregister(b);
+    }
+    Info& i = info_[size_t(b)];
+    i.refs = 1;
+    i.gen++;
+    return b;
+  }
+  void hold(int32_t b) {
+    Info& i = info_[size_t(b)];
+    if (i.refs == 0) lru_.erase(i.lru);
+    if (++i.refs == 2) ++shared_;
+  }
+  void drop(int32_t b) {
+    Info& i = info_[size_t(b)];
+    CHECK(i.refs > 0);
+    if (i.refs-- == 2) --shared_;
+    if (i.refs > 0) return;
+    if (i.hash == 0) {
+      free_.push_back(b);
+    } else {
+      lru_.push_back(b);
+      i.lru = std::prev(lru_.end());
+    }
+  }
+
   int n_blocks_;
-  std::vector<int32_t> free_;                 // a stack: the last freed is taken first
+  std::vector<Info> info_;                    // [block]
+  std::vector<int32_t> free_;                 // unregistered, held by no table (a stack)
+  std::list<int32_t> lru_;                    // registered, held by no table: oldest first
+  std::unordered_map<uint64_t, int32_t> map_; // chain hash -> registered block
   std::vector<std::vector<int32_t>> tables_;  // [slot]
+  std::vector<std::vector<uint64_t>> chain_;  // [slot] chain hashes of its registered prefix
+  std::vector<int> synced_;                   // [slot] table entries every node holds
+  int shared_ = 0;
+  uint64_t hits_ = 0, hit_tokens_ = 0;
 };
 
 }  // namespace runtime

@@ -86,6 +86,27 @@ size_t Scheduler::reusable(size_t fed, size_t have) const {
   return lo > hi - ring ? fed : 0;
 }
 
+// The registered blocks of prompt's prefix (kv_blocks.h) it may take: as many as give every
+// row the order (lane or vec_dot) the prompt alone gives it, read in chunks from position
+// 0, while the rest is read in chunks from the shared prefix's end; the shared rows are all
+// in lane order (vec_dot with lane order off), and a short last chunk takes vec_dot order.
+size_t Scheduler::shareable(const std::vector<int32_t>& prompt) const {
+  const size_t n = prompt.size(), c = size_t(chunk_);
+  const bool lo = cluster_.lane_order(), dl = cluster_.decode_lanes();
+  const auto lanes = [&](size_t len) { return model::lane_ordered(int(len), false, lo, dl); };
+  const auto same_order = [&](size_t start) {
+    for (size_t p = 0; p < n; ++p) {
+      const bool alone = lanes(std::min(c, n - p / c * c));
+      const bool here = p < start ? lo : lanes(std::min(c, n - start - (p - start) / c * c));
+      if (alone != here) return false;
+    }
+    return true;
+  };
+  for (size_t k = size_t(cluster_.shared_prefix(prompt, int(n) - 1)); k > 0; k -= size_t(model::kKvBlockRows))
+    if (same_order(k)) return k;
+  return 0;
+}
+
 // Queued jobs take free slots: the longest cached prefix first, then the least recently used.
 void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
   std::vector<std::shared_ptr<Job>> refused;
@@ -123,9 +144,18 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
       refused.push_back(job);
       continue;
     }
-    a.fed = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());  // at least the last prompt token
+    // Its own cached prefix (at least the last prompt token is evaluated), or the pool's
+    // registered blocks of its prefix when they reach further or its own blocks to be
+    // rewritten are shared.
+    size_t own = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());
+    // Not into a registered block (another prompt may share it): cut at its start.
+    if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
+    const size_t shared = shareable(job->prompt);
+    if (shared > own || !cluster_.keep_own(*a.seq, int(own)))
+      a.fed = size_t(cluster_.share_prefix(*a.seq, job->prompt, int(shared)));
+    else
+      a.fed = own;
     a.end.cached_tokens = int(a.fed);
-    a.seq->truncate(int(a.fed));
     a.seq->set_sampling(job->params);
     if (draft_) draft_->start(best, job->params);
     busy_[best] = true;
@@ -269,6 +299,15 @@ size_t Scheduler::fill_batch(const std::vector<size_t>& dec, std::vector<Cluster
   int budget = chunk_;
   for (size_t i = 0; i < active_.size(); ++i) {
     Active& a = active_[i];
+    if (a.fed < a.job->prompt.size() && int(a.fed) == a.end.cached_tokens) {
+      // Nothing read yet: blocks of its prefix registered since it was admitted (a prompt
+      // admitted beside another with the same system prompt) are taken now.
+      const size_t shared = shareable(a.job->prompt);
+      if (shared > a.fed) {
+        a.fed = size_t(cluster_.share_prefix(*a.seq, a.job->prompt, int(shared)));
+        a.end.cached_tokens = int(a.fed);
+      }
+    }
     const size_t left = a.job->prompt.size() - a.fed;
     if (left == 0) continue;
     const int n = int(std::min(left, size_t(chunk_)));  // the same cut whatever else runs
@@ -341,9 +380,19 @@ void Scheduler::kv_stats() {
   const BlockPool& pool = cluster_.kv_pool();
   stats_.kv_blocks = pool.n_blocks();
   stats_.kv_blocks_used = pool.used_blocks();
-  stats_.kv_blocks_idle = 0;
+  stats_.kv_blocks_shared = pool.shared_blocks();
+  stats_.kv_prefix_hits = pool.prefix_hits();
+  stats_.kv_prefix_tokens = pool.prefix_tokens();
+  // Blocks no running request holds that keep rows: idle slots' (each counted once) and
+  // the cached ones.
+  std::vector<uint8_t> seen(size_t(pool.n_blocks()), 0);
   for (size_t s = 0; s < slots_.size(); ++s)
-    if (!busy_[s]) stats_.kv_blocks_idle += pool.held(int(s));
+    if (busy_[s])
+      for (int32_t b : pool.table(int(s))) seen[size_t(b)] = 1;
+  stats_.kv_blocks_idle = pool.cached_blocks();
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (!busy_[s])
+      for (int32_t b : pool.table(int(s))) stats_.kv_blocks_idle += !seen[size_t(b)], seen[size_t(b)] = 1;
 }
 
 bool Scheduler::step() {

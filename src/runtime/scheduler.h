@@ -1,7 +1,8 @@
 // scheduler.h: continuous batching on the root. Jobs (a prompt, sampling parameters, a
 // token budget) are queued; a job takes a free KV slot (the one whose cached tokens share
 // the longest prefix with its prompt, so a conversation's next turn evaluates only the new
-// part), and every step of the cluster carries one decode row for each generating job plus
+// part; or, when they reach further, the KV pool's registered blocks of its prompt's prefix,
+// shared with other sequences: Cluster::share_prefix, shareable() below), and every step of the cluster carries one decode row for each generating job plus
 // prompt chunks of the jobs still reading their prompt (at most `chunk` prompt tokens per
 // step, chunks cut at the same places whatever else runs). A job leaves as soon as its
 // callback says stop, its budget is spent or it is cancelled; its slot then serves the
@@ -73,10 +74,12 @@ struct SchedulerStats {
   uint64_t steps = 0;
   uint64_t decode_rounds = 0, decode_tokens = 0;  // a job's decode row in a step, tokens it drew
   uint64_t guessed = 0, kept = 0;                 // speculation
-  // The paged KV pool (kv_blocks.h): blocks in all, held by slots (running or idle), held by
-  // idle slots (cached rows a next turn may reuse), and jobs ended because it was full.
-  int kv_blocks = 0, kv_blocks_used = 0, kv_blocks_idle = 0;
-  uint64_t kv_full_ends = 0;
+  // The paged KV pool (kv_blocks.h): blocks in all, held by slots (running or idle), keeping
+  // rows no running job holds (idle slots' and the registered prefixes no slot holds: a
+  // next turn or a shared prefix may reuse them), held by more than one slot; jobs ended
+  // because it was full; jobs that took a shared prefix and the positions they skipped.
+  int kv_blocks = 0, kv_blocks_used = 0, kv_blocks_idle = 0, kv_blocks_shared = 0;
+  uint64_t kv_full_ends = 0, kv_prefix_hits = 0, kv_prefix_tokens = 0;
   std::vector<NodeStats> nodes;  // the cluster's counters after the latest step
 };
 
@@ -110,6 +113,8 @@ class Scheduler {
   void admit(std::unique_lock<std::mutex>& lock);
   // How much of a cached prefix of `fed` tokens a slot that holds `have` may reuse.
   size_t reusable(size_t fed, size_t have) const;
+  // How many positions of prompt's prefix the pool's shared blocks may give (scheduler.cc).
+  size_t shareable(const std::vector<int32_t>& prompt) const;
   void finish(Active& a);
   bool step();  // false: the cluster failed
   // A step's batch: the decoding sequences (with their guesses) first, then prompt chunks

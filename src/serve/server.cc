@@ -233,8 +233,15 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_kv_blocks_total", "", m.sched.kv_blocks);
   metric("shardlm_kv_blocks_in_use", "gauge", "KV blocks held by slots, running or idle.");
   value("shardlm_kv_blocks_in_use", "", m.sched.kv_blocks_used);
-  metric("shardlm_kv_blocks_cached", "gauge", "KV blocks held by idle slots (a next turn's prefix; freed when needed).");
+  metric("shardlm_kv_blocks_cached", "gauge",
+         "KV blocks keeping rows no running request holds: idle slots' and shared prefixes' (freed when needed).");
   value("shardlm_kv_blocks_cached", "", m.sched.kv_blocks_idle);
+  metric("shardlm_kv_blocks_shared", "gauge", "KV blocks held by more than one sequence (a shared prefix).");
+  value("shardlm_kv_blocks_shared", "", m.sched.kv_blocks_shared);
+  metric("shardlm_kv_prefix_hits_total", "counter", "Requests that took a shared prefix's cached KV blocks.");
+  value("shardlm_kv_prefix_hits_total", "", double(m.sched.kv_prefix_hits));
+  metric("shardlm_kv_prefix_tokens_total", "counter", "Prompt positions taken from shared prefixes (not evaluated).");
+  value("shardlm_kv_prefix_tokens_total", "", double(m.sched.kv_prefix_tokens));
   metric("shardlm_kv_pool_full_total", "counter", "Requests ended because the KV pool was full.");
   value("shardlm_kv_pool_full_total", "", double(m.sched.kv_full_ends));
   metric("shardlm_cluster_nodes", "gauge", "Nodes computing now (the root included).");
@@ -444,13 +451,18 @@ class Handler {
     const sampler::Params& d = o_.defaults;
     auto tidy = [](float x) { return std::round(double(x) * 1e6) / 1e6; };  // 0.8f as 0.8, not 0.800000011920929
     const tokenizer::Tokenizer& tok = prompts_.tokenizer();
+    const runtime::SchedulerStats sched = engine_.metrics().sched;
     json p = {
         {"model", o_.model_name},
         {"n_ctx", engine_.ctx()},
         {"total_slots", o_.slots},
-        {"kv_pool", {{"blocks", engine_.metrics().sched.kv_blocks},
+        {"kv_pool", {{"blocks", sched.kv_blocks},
                      {"block_positions", model::kKvBlockRows},
-                     {"positions", int64_t(engine_.metrics().sched.kv_blocks) * model::kKvBlockRows}}},
+                     {"positions", int64_t(sched.kv_blocks) * model::kKvBlockRows},
+                     {"blocks_in_use", sched.kv_blocks_used},
+                     {"blocks_shared", sched.kv_blocks_shared},
+                     {"prefix_hits", sched.kv_prefix_hits},
+                     {"prefix_tokens", sched.kv_prefix_tokens}}},
         {"chat_template", prompts_.template_source()},
         {"has_chat_template", prompts_.has_chat()},
         {"tool_format", tool_format_name(gen_.template_tool_format())},

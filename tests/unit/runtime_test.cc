@@ -27,6 +27,7 @@
 #include "net/transport.h"
 #include "plan/plan.h"
 #include "runtime/cluster.h"
+#include "runtime/kv_blocks.h"
 #include "runtime/net_collective.h"
 #include "runtime/protocol.h"
 #include "runtime/scoring.h"
@@ -873,3 +874,92 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
 }
 
 }  // namespace
+
+// The root's KV block allocation (issue 32): tables grow from one pool; full blocks are
+// registered by their prefix and shared by a later prompt with the same prefix, token for
+// token and in the same row order, reference-counted (blocks in use drop when shared);
+// cached blocks are taken back least recently used first and only when no table holds
+// them; a log cut short unregisters what it rewrites and never rewrites a shared block.
+TEST(BlockPool, SharesRegisteredPrefixesAndEvictsLeastRecentlyUsed) {
+  constexpr int B = model::kKvBlockRows;
+  runtime::BlockPool p(6, 3);
+  std::vector<int32_t> a(3 * B + 10), b;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int32_t(i % 97);
+  ASSERT_TRUE(p.reserve(0, int(a.size())));
+  EXPECT_EQ(p.held(0), 4);
+  EXPECT_EQ(p.free_blocks(), 2);
+  EXPECT_FALSE(p.reserve(1, 3 * B));  // 3 blocks, 2 free: nothing taken
+  EXPECT_EQ(p.held(1), 0);
+  p.note_rows(0, 0, B + 5, false);  // a prompt chunk in lane order
+  p.note_rows(0, B + 5, int(a.size()) - B - 5, true);  // then decode rows (vec_dot order)
+  p.register_full(0, a);  // 3 full blocks
+  EXPECT_EQ(p.registered(0), 3 * B);
+  // The same prefix, another last block: only block 0's rows are all in lane order.
+  b.assign(a.begin(), a.begin() + 2 * B + 5);
+  EXPECT_EQ(p.prefix_blocks(b, 2, false), 1);
+  EXPECT_EQ(p.prefix_blocks(b, 2, true), 0);  // lane order off: all rows must be vec_dot
+  p.note_rows(0, B, 2 * B + 10, false);  // as if rows B.. were a prompt too
+  EXPECT_EQ(p.prefix_blocks(b, 2, false), 2);
+  EXPECT_EQ(p.used_blocks(), 4);
+  EXPECT_EQ(p.attach_prefix(1, b, int(b.size() - 1) / B, false), 2);
+  EXPECT_EQ(p.held(1), 2);
+  EXPECT_EQ(p.used_blocks(), 4);  // shared: no block taken
+  EXPECT_EQ(p.shared_blocks(), 2);
+  EXPECT_EQ(p.table(1)[0], p.table(0)[0]);
+  EXPECT_EQ(p.refs(p.table(0)[1]), 2);
+  EXPECT_EQ(p.prefix_hits(), 1u);
+  EXPECT_EQ(p.prefix_tokens(), uint64_t(2 * B));
+  std::vector<int32_t> e0, e1;
+  EXPECT_EQ(p.entries(0, 3 * B, 10, &e0), 0);  // the nodes hold nothing of slot 0 yet: from 0
+  EXPECT_EQ(e0.size(), 4u);
+  EXPECT_EQ(p.entries(0, 3 * B, 10, &e0), 3);  // then only the block written
+  ASSERT_TRUE(p.reserve(1, 2 * B + 5));
+  EXPECT_EQ(p.used_blocks(), 5);
+  EXPECT_EQ(p.entries(1, 2 * B, 5, &e1), 0);  // the shared blocks, then its own
+  ASSERT_EQ(e1.size(), 3u);
+  EXPECT_EQ(p.entries(1, 2 * B + 5, 1, &e1), 2);  // synced: only the block written
+  // A different first token shares nothing; a changed token in block 1 shares block 0 only.
+  b[0] = 1000;
+  EXPECT_EQ(p.prefix_blocks(b, 3, false), 0);
+  b[0] = a[0];
+  b[B + 3] = 1000;
+  EXPECT_EQ(p.prefix_blocks(b, 3, false), 1);
+  // Slot 0 rewriting from position B + 1 would write block 1, which slot 1 holds too.
+  EXPECT_FALSE(p.truncate(0, B + 1));
+  EXPECT_EQ(p.held(0), 4);
+  EXPECT_TRUE(p.truncate(0, 3 * B));  // its own last block: it leaves the table
+  EXPECT_EQ(p.held(0), 3);
+  EXPECT_EQ(p.used_blocks(), 4);
+  // Released, registered blocks stay cached (still shareable) and count as free.
+  p.release(1);
+  EXPECT_EQ(p.shared_blocks(), 0);
+  EXPECT_EQ(p.cached_blocks(), 0);  // slot 0 still holds them: none can be taken back
+  EXPECT_EQ(p.free_blocks(), 3);
+  p.release(0);
+  EXPECT_EQ(p.free_blocks(), 6);
+  EXPECT_EQ(p.cached_blocks(), 3);
+  EXPECT_EQ(p.prefix_blocks(a, 3, false), 3);
+  // Slot 2 holds the first block again (not cached now); taking 4 blocks uses the 3
+  // unregistered free ones, then the least recently cached: the prefix's last block (a
+  // released table lets its tail go first); one more takes block 1. Block 0, held, stays.
+  EXPECT_EQ(p.attach_prefix(2, a, 1, false), 1);
+  EXPECT_EQ(p.cached_blocks(), 2);
+  ASSERT_TRUE(p.reserve(2, 5 * B));
+  EXPECT_EQ(p.prefix_blocks(a, 3, false), 2);
+  EXPECT_EQ(p.cached_blocks(), 1);
+  ASSERT_TRUE(p.reserve(2, 6 * B));
+  EXPECT_EQ(p.prefix_blocks(a, 3, false), 1);
+  EXPECT_EQ(p.free_blocks(), 0);
+  EXPECT_FALSE(p.reserve(1, 1));  // nothing left: the block held is never taken
+  // A log cut inside a registered block unregisters it (its rows will change).
+  runtime::BlockPool q(3, 1);
+  const std::vector<int32_t> c(a.begin(), a.begin() + 2 * B);
+  ASSERT_TRUE(q.reserve(0, 2 * B));
+  q.note_rows(0, 0, 2 * B, false);
+  q.register_full(0, c);
+  EXPECT_EQ(q.prefix_blocks(c, 2, false), 2);
+  EXPECT_TRUE(q.truncate(0, B + 7));
+  EXPECT_EQ(q.registered(0), B);
+  EXPECT_EQ(q.held(0), 2);
+  EXPECT_EQ(q.prefix_blocks(c, 2, false), 1);
+}

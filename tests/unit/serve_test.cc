@@ -608,8 +608,58 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
   EXPECT_EQ(m.generations, cases.size());
   EXPECT_EQ(m.sched.kv_blocks, kv_blocks ? kv_blocks : 8);
   EXPECT_EQ(m.sched.kv_full_ends, 0u);
-  EXPECT_LE(m.sched.kv_blocks_idle, m.sched.kv_blocks_used);
+  EXPECT_LE(m.sched.kv_blocks_idle, m.sched.kv_blocks);
   }
+}
+
+// Shared prefixes (issue 32 step 2): a finished request's full KV blocks stay registered
+// (cached) after another conversation took its slot; a later request whose prompt starts
+// with the same 64-token blocks takes them instead of evaluating them (cached_tokens), and
+// its text is the one alone.
+TEST_F(ServeModel, SharedPrefixBlocksGiveTheTextAlone) {
+  std::string system;
+  for (int i = 0; i < 16; ++i) system += "The assistant answers questions about geography briefly. ";
+  const std::vector<std::string> prompts = {system + "Q: the capital of France? A:", system + "Q: the capital of Spain? A:",
+                                            system + "Q: the capital of Italy? A:"};
+  auto answer = [&](serve::Engine& e, const std::string& p) {
+    serve::GenerationRequest g;
+    g.prompt = tok_->encode(p, true, true);
+    g.params.temperature = 0;
+    g.max_tokens = 6;
+    std::string out;
+    serve::GenerationResult r = e.generate(g, [&](const std::string& t) {
+      out += t;
+      return true;
+    });
+    EXPECT_TRUE(r.status.ok()) << r.status.message();
+    return std::make_pair(out, r);
+  };
+  runtime::ClusterOptions o;
+  o.run.ctx = 256;
+  o.progress = false;
+  std::vector<std::string> alone;
+  for (const std::string& p : prompts) {
+    auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
+    ASSERT_TRUE(c.ok()) << c.error();
+    serve::Engine e(**c, *tok_, o.run.max_batch - o.run.n_slots);
+    alone.push_back(answer(e, p).first);
+  }
+  ASSERT_GT(tok_->encode(system, true, true).size(), 128u);
+  o.run.max_batch = 64 + o.run.n_slots;
+  auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
+  ASSERT_TRUE(c.ok()) << c.error();
+  serve::Engine e(**c, *tok_, 64);
+  EXPECT_EQ(answer(e, prompts[0]).first, alone[0]);
+  answer(e, "Once upon a time");  // the slot's next conversation: prompt 0's blocks stay cached
+  for (int i : {1, 2}) {
+    auto [text, r] = answer(e, prompts[size_t(i)]);
+    EXPECT_EQ(text, alone[size_t(i)]) << i;
+    EXPECT_GE(r.usage.cached_tokens, 128) << i;
+    answer(e, "Once upon a time");
+  }
+  const serve::EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.sched.kv_prefix_hits, 2u);
+  EXPECT_GE(m.sched.kv_prefix_tokens, 256u);
 }
 
 }  // namespace

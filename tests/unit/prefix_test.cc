@@ -1,0 +1,182 @@
+// prefix_test.cc: shared KV prefixes (issue 32 step 2) through the scheduler, on toy
+// models of a vec_dot type (Q4_1) and the lane-order types (Q4_0, Q4_K), both attention
+// paths, one node and 3 nodes (in-process workers, exact sync). A first conversation ends;
+// then four prompts that start with its 150-token system prompt run at once, and take its
+// cached blocks instead of evaluating them. Every job's tokens and log-probabilities must
+// be bit-identical to the same job alone on a fresh one-node cluster; the pool must show the
+// sharing (hits, skipped positions, blocks held by several tables, fewer blocks in use than
+// the tables hold). Chunks of 48 (not a multiple of the 64-position block) make the
+// scheduler pick a shorter shared prefix where the longest would change a row's order.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "model/loader.h"
+#include "model/synthetic.h"
+#include "net/transport.h"
+#include "runtime/cluster.h"
+#include "runtime/scheduler.h"
+#include "runtime/worker.h"
+#include "scratch.h"
+
+namespace {
+
+constexpr int kChunk = 48, kSlots = 4, kCtx = 320, kGen = 8;
+
+struct Outcome {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> logprobs;
+  std::vector<runtime::JobEnd> ends;
+  runtime::SchedulerStats stats;
+  int held = 0, used = 0, shared = 0;  // the pool at the end: table entries, blocks in use, shared
+};
+
+struct Run {
+  std::string path;
+  model::AttentionMode mode = model::AttentionMode::kFlash;
+  int nodes = 1;
+  int slots = kSlots;
+};
+
+// The jobs in waves (each wave submitted at once, the next once it has ended).
+Outcome run(const Run& r, const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::vector<size_t>>& waves) {
+  util::ThreadPool pool(1);
+  auto m = model::load_model(r.path);
+  EXPECT_TRUE(m.ok());
+  runtime::ClusterOptions o;
+  o.run.ctx = kCtx;
+  o.run.n_slots = r.slots;
+  o.run.max_batch = kChunk + r.slots;
+  o.run.attention = r.mode;
+  o.progress = false;
+  std::vector<std::unique_ptr<net::Transport>> t;
+  std::vector<std::thread> workers;
+  if (r.nodes > 1) {
+    t = net::make_in_process_cluster(r.nodes);
+    for (int i = 1; i < r.nodes; ++i)
+      workers.emplace_back([&t, i] {
+        runtime::WorkerOptions wo;
+        EXPECT_TRUE(runtime::run_worker_session(*t[size_t(i)], wo).ok());
+      });
+    o.transport = std::shared_ptr<net::Transport>(std::move(t[0]));
+    o.exact = true;
+  }
+  Outcome out;
+  out.tokens.resize(prompts.size());
+  out.logprobs.resize(prompts.size());
+  out.ends.resize(prompts.size());
+  {
+    auto cl = runtime::Cluster::start(**m, r.path, o, pool);
+    EXPECT_TRUE(cl.ok()) << cl.error();
+    if (!cl.ok()) return out;
+    {
+      runtime::Scheduler sched(**cl, kChunk);
+      for (const std::vector<size_t>& wave : waves) {
+        std::vector<std::promise<runtime::JobEnd>> ends(prompts.size());
+        // A wave's first token waits until the whole wave is queued (the jobs are not
+        // admitted one by one as a loaded machine happens to run this loop).
+        std::promise<void> queued;
+        std::shared_future<void> gate = queued.get_future().share();
+        for (size_t j : wave) {
+          auto job = std::make_shared<runtime::Job>();
+          job->prompt = prompts[j];
+          job->params.temperature = 0;
+          job->params.top_logprobs = 2;
+          job->max_tokens = kGen;
+          job->on_token = [&out, j, gate](int32_t tok, const sampler::Logprobs* lp) {
+            gate.wait();
+            out.tokens[j].push_back(tok);
+            if (lp) {
+              out.logprobs[j].push_back(lp->logprob);
+              for (const auto& x : lp->top) out.logprobs[j].push_back(x.logprob + float(x.id));
+            }
+            return true;
+          };
+          job->on_end = [&ends, j](const runtime::JobEnd& e) { ends[j].set_value(e); };
+          sched.submit(job);
+        }
+        queued.set_value();
+        for (size_t j : wave) {
+          out.ends[j] = ends[j].get_future().get();
+          EXPECT_TRUE(out.ends[j].status.ok()) << out.ends[j].status.message();
+        }
+      }
+      out.stats = sched.stats();
+    }
+    const runtime::BlockPool& p = (*cl)->kv_pool();
+    for (int s = 0; s < r.slots; ++s) out.held += p.held(s);
+    out.used = p.used_blocks();
+    out.shared = p.shared_blocks();
+  }
+  for (auto& w : workers) w.join();
+  return out;
+}
+
+TEST(SharedPrefix, JobsSharingASystemPromptEqualEachAlone) {
+  std::mt19937 rng(3);
+  std::vector<int32_t> system(150);
+  for (int32_t& x : system) x = int32_t(rng() % 500) + 1;
+  // Prompt lengths 152 (the first conversation), 180, 220, 280 and 130 (128 + 2: sharing
+  // both blocks would read its last 2 rows in vec_dot order where it reads them in a chunk
+  // of 34 rows alone; so it shares one block).
+  std::vector<std::vector<int32_t>> prompts;
+  for (int extra : {2, 30, 70, 130, -20}) {
+    std::vector<int32_t> p(system.begin(), system.begin() + std::min<int>(150, 150 + extra));
+    for (int i = 0; i < extra; ++i) p.push_back(int32_t(rng() % 500) + 1);
+    prompts.push_back(p);
+  }
+  const std::vector<std::vector<size_t>> waves = {{0}, {1, 2, 3, 4}};
+  struct Case {
+    tensor::Type type;
+    model::AttentionMode mode;
+    int nodes;
+  };
+  const model::AttentionMode kFlash = model::AttentionMode::kFlash, kExact = model::AttentionMode::kExact;
+  for (const Case& k : {Case{tensor::Type::Q4_1, kFlash, 1}, Case{tensor::Type::Q4_0, kFlash, 1},
+                        Case{tensor::Type::Q4_K, kFlash, 1}, Case{tensor::Type::Q4_K, kExact, 1},
+                        Case{tensor::Type::Q4_K, kFlash, 3}, Case{tensor::Type::Q4_0, kExact, 3}}) {
+    SCOPED_TRACE(std::string(tensor::type_name(k.type)) + " " + model::attention_mode_name(k.mode) + " " +
+                 std::to_string(k.nodes) + " node(s)");
+    const std::string path = shardlm_test::scratch_path(std::string("prefix_") + tensor::type_name(k.type) + ".gguf");
+    ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy"), k.type, 7).ok());
+    const Outcome shared = run({path, k.mode, k.nodes}, prompts, waves);
+    // Each job alone on a fresh one-node cluster, and (tokens only) on k.nodes: the
+    // log-probabilities' last bits follow the vocabulary's split (a merged log-sum-exp).
+    for (int nodes : {k.nodes, 1}) {
+      Outcome alone;
+      alone.tokens.resize(prompts.size());
+      alone.logprobs.resize(prompts.size());
+      for (size_t j = 0; j < prompts.size(); ++j) {
+        const Outcome one = run({path, k.mode, nodes, 1}, {prompts[j]}, {{0}});
+        alone.tokens[j] = one.tokens[0];
+        alone.logprobs[j] = one.logprobs[0];
+        EXPECT_EQ(one.ends[0].cached_tokens, 0);
+      }
+      for (size_t j = 0; j < prompts.size(); ++j) {
+        ASSERT_EQ(alone.tokens[j].size(), size_t(kGen));
+        EXPECT_EQ(shared.tokens[j], alone.tokens[j]) << "job " << j << " against " << nodes << " node(s) alone";
+        if (nodes == k.nodes) EXPECT_EQ(shared.logprobs[j], alone.logprobs[j]) << "job " << j;
+      }
+      if (k.nodes == 1) break;
+    }
+    // Job 1 takes the first conversation's slot (its own 150 cached positions); jobs 2 and
+    // 3 share its 2 full blocks, job 4 one of them.
+    EXPECT_EQ(shared.ends[1].cached_tokens, 150);
+    EXPECT_EQ(shared.ends[2].cached_tokens, 128);
+    EXPECT_EQ(shared.ends[3].cached_tokens, 128);
+    EXPECT_EQ(shared.ends[4].cached_tokens, 64);
+    EXPECT_EQ(shared.stats.kv_prefix_hits, 3u);
+    EXPECT_EQ(shared.stats.kv_prefix_tokens, 128u + 128u + 64u);
+    EXPECT_EQ(shared.shared, 2);  // the idle slots still hold them
+    EXPECT_EQ(shared.stats.kv_blocks_shared, 2);
+    // Blocks in use drop: the 4 slots' tables hold 3 + 4 + 5 + 3 entries, block 0 in all 4
+    // and block 1 in 3 of them, so 5 fewer blocks are in use than entries.
+    EXPECT_EQ(shared.held, 15);
+    EXPECT_EQ(shared.held - shared.used, 5);
+  }
+}
+
+}  // namespace
