@@ -139,6 +139,9 @@ class Cluster {
     // kCandidates without drafts: the tokens the draw may take (a bitmap over the
     // vocabulary, TokenConstraint::allowed()); each node masks its range before its top-k.
     const std::vector<uint64_t>* allowed = nullptr;
+    // Every row in vec_dot order (model::Segment::rowwise): decode rows evaluated again
+    // after a preemption, with the bits they had one by one.
+    bool rowwise = false;
   };
   struct SeqResult {
     // kCandidates: the drawn tokens in order, 1 + the guesses kept (the last one is new).

@@ -246,14 +246,23 @@ void Scheduler::guess(const std::vector<size_t>& dec) {
 size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who) {
   std::vector<size_t> dec;
   for (size_t i = 0; i < active_.size(); ++i)
-    if (active_[i].fed == active_[i].job->prompt.size()) dec.push_back(i);
+    if (active_[i].fed == active_[i].job->prompt.size() && active_[i].redone == active_[i].redo.size()) dec.push_back(i);
   guess(dec);
   for (;;) {
     batch->clear();
     who->clear();
     const size_t n_dec = fill_batch(dec, batch, who);
     if (!batch->empty() || active_.empty()) return n_dec;
-    // No running request can get a KV block: the youngest ends (its blocks back).
+    // No running request can get a KV block: the youngest holding blocks gives them back
+    // (it is computed again later), unless it is alone: then it cannot fit, and ends.
+    size_t y = active_.size();
+    while (y-- > 0 && cluster_.kv_pool().held(active_[y].seq->slot()) == 0) {
+    }
+    if (y < active_.size() && active_.size() > 1) {
+      preempt(active_[y]);
+      dec.erase(std::remove(dec.begin(), dec.end(), y), dec.end());
+      continue;
+    }
     Active& a = active_.back();
     a.end.status = util::Status::error("the KV pool is full (" + std::to_string(cluster_.kv_pool().n_blocks()) +
                                        " blocks of " + std::to_string(model::kKvBlockRows) +
@@ -269,6 +278,19 @@ size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<
     active_.pop_back();
     dec.erase(std::remove(dec.begin(), dec.end(), active_.size()), dec.end());
   }
+}
+
+void Scheduler::preempt(Active& a) {
+  const size_t n = a.job->prompt.size();
+  if (a.fed == n && a.redone == a.redo.size())  // caught up: its log is the prompt, then its tokens but `next`
+    a.redo.assign(a.seq->tokens().begin() + int64_t(n), a.seq->tokens().end());
+  a.redone = 0;
+  a.fed = 0;
+  a.read = false;
+  a.end.preempted++;
+  cluster_.release(*a.seq);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.kv_preemptions++;
 }
 
 bool Scheduler::take_blocks(Sequence& seq, int n, int* reserved) {
@@ -299,7 +321,7 @@ size_t Scheduler::fill_batch(const std::vector<size_t>& dec, std::vector<Cluster
   int budget = chunk_;
   for (size_t i = 0; i < active_.size(); ++i) {
     Active& a = active_[i];
-    if (a.fed < a.job->prompt.size() && int(a.fed) == a.end.cached_tokens) {
+    if (a.fed < a.job->prompt.size() && !a.read) {
       // Nothing read yet: blocks of its prefix registered since it was admitted (a prompt
       // admitted beside another with the same system prompt) are taken now.
       const size_t shared = shareable(a.job->prompt);
@@ -309,15 +331,26 @@ size_t Scheduler::fill_batch(const std::vector<size_t>& dec, std::vector<Cluster
       }
     }
     const size_t left = a.job->prompt.size() - a.fed;
-    if (left == 0) continue;
+    if (left == 0) {  // after a preemption: the rows of the tokens it drew, as they first ran
+      const size_t again = a.redo.size() - a.redone;
+      if (again == 0) continue;
+      const int n = int(std::min(again, size_t(chunk_)));
+      if (n > budget) break;
+      if (!take_blocks(*a.seq, n, &reserved)) continue;
+      budget -= n;
+      batch->push_back({a.seq, std::span<const int32_t>(a.redo).subspan(a.redone, size_t(n)), Want::kNothing, {}});
+      batch->back().rowwise = true;
+      who->push_back(i);
+      continue;
+    }
     const int n = int(std::min(left, size_t(chunk_)));  // the same cut whatever else runs
     if (n > budget) break;                              // arrival order: no overtaking
     if (!take_blocks(*a.seq, n, &reserved)) continue;   // waits for blocks (the others may go)
     budget -= n;
-    const bool last = size_t(n) == left;
+    const bool draw = size_t(n) == left && a.end.generated == 0;  // a preempted job drew already
     batch->push_back({a.seq, std::span<const int32_t>(a.job->prompt).subspan(a.fed, n),
-                      last ? Want::kCandidates : Want::kNothing, {}});
-    if (last && a.job->constraint) batch->back().allowed = &a.job->constraint->allowed();
+                      draw ? Want::kCandidates : Want::kNothing, {}});
+    if (draw && a.job->constraint) batch->back().allowed = &a.job->constraint->allowed();
     who->push_back(i);
   }
   return n_dec;
@@ -345,10 +378,15 @@ Scheduler::Drawn Scheduler::take_results(const std::vector<Cluster::SeqStep>& ba
     Active& a = active_[who[b]];
     const bool prompt = a.fed < a.job->prompt.size();
     if (prompt) {
+      a.read = true;
       a.fed += batch[b].tokens.size();
-      if (a.fed < a.job->prompt.size()) continue;
+      if (a.fed < a.job->prompt.size() || a.end.generated > 0) continue;  // more to read, or preempted
       a.t_first = t;
       a.end.prompt_s = t - a.t_start;
+    }
+    if (!prompt && a.redone < a.redo.size()) {  // rows evaluated again after a preemption
+      a.redone += batch[b].tokens.size();
+      continue;
     }
     const Cluster::SeqResult& r = res[b];
     if (!prompt) {

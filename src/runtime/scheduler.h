@@ -35,6 +35,7 @@ struct JobEnd {
   bool cancelled = false;   // Job::cancel was set
   int prompt_tokens = 0, cached_tokens = 0, generated = 0;
   int rounds = 0;           // decode steps the job took part in
+  int preempted = 0;        // times it gave its KV blocks back (the pool was full) and was computed again
   int guessed = 0, kept = 0;  // speculation: guesses verified, and kept
   double queued_s = 0, prompt_s = 0, gen_s = 0;  // waiting, prompt (to first token), decode
 };
@@ -80,6 +81,7 @@ struct SchedulerStats {
   // because it was full; jobs that took a shared prefix and the positions they skipped.
   int kv_blocks = 0, kv_blocks_used = 0, kv_blocks_idle = 0, kv_blocks_shared = 0;
   uint64_t kv_full_ends = 0, kv_prefix_hits = 0, kv_prefix_tokens = 0;
+  uint64_t kv_preemptions = 0;  // jobs that gave their blocks back to be computed again later
   std::vector<NodeStats> nodes;  // the cluster's counters after the latest step
 };
 
@@ -101,6 +103,11 @@ class Scheduler {
     std::shared_ptr<Job> job;
     Sequence* seq = nullptr;
     size_t fed = 0;          // prompt tokens evaluated (from the cached prefix on)
+    bool read = false;       // a prompt chunk was evaluated since admission or preemption
+    // After a preemption: the tokens it drew before (but `next`), evaluated again once the
+    // prompt is read again, in vec_dot order as they first ran; redone: how many so far.
+    std::vector<int32_t> redo;
+    size_t redone = 0;
     int32_t next = -1;       // decode: the token to evaluate next
     std::vector<int32_t> row;  // decode: next, then the guesses verified with it
     int32_t shadow = -1;     // a lookup guess not verified, to measure acceptance with
@@ -116,13 +123,18 @@ class Scheduler {
   // How many positions of prompt's prefix the pool's shared blocks may give (scheduler.cc).
   size_t shareable(const std::vector<int32_t>& prompt) const;
   void finish(Active& a);
+  // a's blocks go back to the pool; it keeps its slot and reads its prompt again (sharing
+  // what it can), then the tokens it drew, in vec_dot order: the same rows, the same text.
+  void preempt(Active& a);
   bool step();  // false: the cluster failed
   // A step's batch: the decoding sequences (with their guesses) first, then prompt chunks
-  // in arrival order; who: each entry's active index; returns how many decode. Within the
-  // KV pool (cluster.h, kv_blocks.h): an entry whose new blocks the pool cannot give, even
-  // after releasing idle slots' cached rows (least recently used first), waits for a later
-  // step (a row's bits do not depend on the step it runs in); when no running request can
-  // get a block, the youngest ends with an error naming the pool (no preemption yet).
+  // (and rows evaluated again after a preemption) in arrival order; who: each entry's
+  // active index; returns how many decode. Within the KV pool (cluster.h, kv_blocks.h): an
+  // entry whose new blocks the pool cannot give, even after releasing idle slots' cached
+  // rows (least recently used first), waits for a later step (a row's bits do not depend on
+  // the step it runs in); when no running request can get a block, the youngest holding
+  // blocks is preempted (preempt()); a job alone that cannot get one ends with an error
+  // naming the pool.
   size_t build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
   size_t fill_batch(const std::vector<size_t>& dec, std::vector<Cluster::SeqStep>* batch, std::vector<size_t>* who);
   // Whether seq's next n rows get their new blocks (*reserved: blocks taken by the batch so far).

@@ -23,6 +23,7 @@ Status segment_of(const Cluster::SeqStep& q, const model::Config& cfg, StepSegme
   g->pos = q.seq->n_past();
   g->n = int(q.tokens.size());
   g->want = q.want;
+  g->rowwise = q.rowwise;
   if (q.want == Want::kScores) {
     g->targets.assign(q.targets.begin(), q.targets.end());
     if (std::none_of(g->targets.begin(), g->targets.end(), [](int32_t t) { return t >= 0; })) g->want = Want::kNothing;
@@ -30,7 +31,8 @@ Status segment_of(const Cluster::SeqStep& q, const model::Config& cfg, StepSegme
   if (q.want != Want::kCandidates) return util::ok_status();
   sampler::DistributedSampler& smp = q.seq->sampler();
   g->k = smp.k_asked();
-  g->every_row = g->rowwise = q.drafts > 0;
+  g->every_row = q.drafts > 0;
+  g->rowwise = q.rowwise || q.drafts > 0;
   for (size_t r = g->every_row ? 1 : q.tokens.size(); r <= q.tokens.size(); ++r)
     g->penalties.push_back(sampler::penalty_counts(smp.params(), q.seq->tokens(), q.tokens.first(r)));
   g->repeat_penalty = smp.params().repeat_penalty;

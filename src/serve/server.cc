@@ -242,8 +242,11 @@ std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
   value("shardlm_kv_prefix_hits_total", "", double(m.sched.kv_prefix_hits));
   metric("shardlm_kv_prefix_tokens_total", "counter", "Prompt positions taken from shared prefixes (not evaluated).");
   value("shardlm_kv_prefix_tokens_total", "", double(m.sched.kv_prefix_tokens));
-  metric("shardlm_kv_pool_full_total", "counter", "Requests ended because the KV pool was full.");
+  metric("shardlm_kv_pool_full_total", "counter", "Requests ended because the KV pool was full (one alone that cannot fit).");
   value("shardlm_kv_pool_full_total", "", double(m.sched.kv_full_ends));
+  metric("shardlm_kv_preemptions_total", "counter",
+         "Requests that gave their KV blocks back when the pool was full, to be computed again.");
+  value("shardlm_kv_preemptions_total", "", double(m.sched.kv_preemptions));
   metric("shardlm_cluster_nodes", "gauge", "Nodes computing now (the root included).");
   value("shardlm_cluster_nodes", "", m.cluster.nodes);
   metric("shardlm_cluster_nodes_planned", "gauge", "Nodes the cluster started with.");

@@ -1,12 +1,17 @@
-// prefix_test.cc: shared KV prefixes (issue 32 step 2) through the scheduler, on toy
-// models of a vec_dot type (Q4_1) and the lane-order types (Q4_0, Q4_K), both attention
-// paths, one node and 3 nodes (in-process workers, exact sync). A first conversation ends;
+// kv_pool_test.cc: the paged KV pool (issue 32) through the scheduler, on toy models of a
+// vec_dot type (Q4_1) and the lane-order types (Q4_0, Q4_K), against each job alone on a
+// fresh one-node cluster, bit for bit (tokens and log-probabilities).
+// Shared prefixes: both attention paths, one node and 3 nodes (in-process workers, exact
+// sync). A first conversation ends;
 // then four prompts that start with its 150-token system prompt run at once, and take its
 // cached blocks instead of evaluating them. Every job's tokens and log-probabilities must
 // be bit-identical to the same job alone on a fresh one-node cluster; the pool must show the
 // sharing (hits, skipped positions, blocks held by several tables, fewer blocks in use than
 // the tables hold). Chunks of 48 (not a multiple of the 64-position block) make the
 // scheduler pick a shorter shared prefix where the longest would change a row's order.
+// Preemption: four jobs that each need 2 blocks in a pool of 4 run at once; when none can
+// get its next block the youngest gives its blocks back, reads its prompt and its tokens
+// again later, and its text does not change.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -34,20 +39,23 @@ struct Outcome {
   int held = 0, used = 0, shared = 0;  // the pool at the end: table entries, blocks in use, shared
 };
 
-struct Run {
+struct RunSetup {
   std::string path;
   model::AttentionMode mode = model::AttentionMode::kFlash;
   int nodes = 1;
   int slots = kSlots;
+  int ctx = kCtx, kv_blocks = 0;
+  int max_tokens = kGen;
 };
 
 // The jobs in waves (each wave submitted at once, the next once it has ended).
-Outcome run(const Run& r, const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::vector<size_t>>& waves) {
+Outcome run(const RunSetup& r, const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::vector<size_t>>& waves) {
   util::ThreadPool pool(1);
   auto m = model::load_model(r.path);
   EXPECT_TRUE(m.ok());
   runtime::ClusterOptions o;
-  o.run.ctx = kCtx;
+  o.run.ctx = r.ctx;
+  o.run.kv_blocks = r.kv_blocks;
   o.run.n_slots = r.slots;
   o.run.max_batch = kChunk + r.slots;
   o.run.attention = r.mode;
@@ -85,7 +93,7 @@ Outcome run(const Run& r, const std::vector<std::vector<int32_t>>& prompts, cons
           job->prompt = prompts[j];
           job->params.temperature = 0;
           job->params.top_logprobs = 2;
-          job->max_tokens = kGen;
+          job->max_tokens = r.max_tokens;
           job->on_token = [&out, j, gate](int32_t tok, const sampler::Logprobs* lp) {
             gate.wait();
             out.tokens[j].push_back(tok);
@@ -176,6 +184,33 @@ TEST(SharedPrefix, JobsSharingASystemPromptEqualEachAlone) {
     // and block 1 in 3 of them, so 5 fewer blocks are in use than entries.
     EXPECT_EQ(shared.held, 15);
     EXPECT_EQ(shared.held - shared.used, 5);
+  }
+}
+
+TEST(PoolFull, PreemptedJobsGiveTheTextAlone) {
+  std::mt19937 rng(9);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int len : {50, 57, 61, 54}) {
+    prompts.emplace_back();
+    for (int i = 0; i < len; ++i) prompts.back().push_back(int32_t(rng() % 500) + 1);
+  }
+  for (tensor::Type type : {tensor::Type::Q4_1, tensor::Type::Q4_K}) {
+    SCOPED_TRACE(tensor::type_name(type));
+    const std::string path = shardlm_test::scratch_path(std::string("pool_") + tensor::type_name(type) + ".gguf");
+    ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy"), type, 5).ok());
+    const RunSetup r{path, model::AttentionMode::kFlash, 1, kSlots, 256, 4, 40};
+    const Outcome together = run(r, prompts, {{0, 1, 2, 3}});
+    int preempted = 0;
+    for (size_t j = 0; j < prompts.size(); ++j) {
+      const Outcome one = run({path, r.mode, 1, 1, 256, 0, 40}, {prompts[j]}, {{0}});
+      ASSERT_EQ(one.tokens[0].size(), 40u);
+      EXPECT_EQ(together.tokens[j], one.tokens[0]) << "job " << j;
+      EXPECT_EQ(together.logprobs[j], one.logprobs[0]) << "job " << j;
+      preempted += together.ends[j].preempted;
+    }
+    EXPECT_GE(together.stats.kv_preemptions, 1u);
+    EXPECT_EQ(uint64_t(preempted), together.stats.kv_preemptions);
+    EXPECT_EQ(together.stats.kv_full_ends, 0u);
   }
 }
 
