@@ -9,15 +9,20 @@ to first token.
     first / (its last chunk - its first chunk); medians over -r rounds;
   * latency: the time to first token of a 128-token prompt (max_tokens 8) while 7 streams
     are generating, against the same request alone (each measured prompt starts with a
-    different letter, so no prefix cache helps either).
+    different letter, so no prefix cache helps either);
+  * --system-tokens S: every stream's prompt starts with one system prompt of about S tokens
+    (--distinct-system: a different one per stream, the same length: nothing to share); the
+    table then also gives the median and slowest time to first token of the streams, the
+    peak of the KV blocks in use during the round (/metrics, polled every 20 ms) and the
+    prefix hits and positions taken from shared blocks (issue 32).
 
 The server is started here (`shardlm serve --parallel P`, on one node, on --workers given,
 or on --local-workers K started here on loopback), or --server-url benchmarks one already
 running (e.g. llama.cpp's `llama-server -m MODEL -np 8 -c 8192`) with the same clients.
 
 usage: tools/bench_streams.py [MODEL] [--bin build/release/shardlm] [-t THREADS] [--parallel 8]
-         [--ctx 1024] [--workers H:P,...|--local-workers K] [--server-url URL] [--streams 1,2,4,8]
-         [-n 64] [-r 3] [--json]
+         [--ctx 1024] [--kv-memory SIZE] [--workers H:P,...|--local-workers K] [--server-url URL]
+         [--streams 1,2,4,8] [-n 64] [-r 3] [--system-tokens S [--distinct-system]] [--json]
 """
 import argparse
 import json
@@ -119,15 +124,75 @@ def stream_prompt(i):
     return "%d, %d, %d, %d," % (k, k + 1, k + 2, k + 3)
 
 
-def throughput(url, c, n):
-    clients = [Client(url, stream_prompt(i), n) for i in range(c)]
-    run_clients(clients)
+SYSTEM_WORDS = ("the assistant answers briefly and politely about numbers lists counting and arithmetic for "
+                "every user who asks a question in plain words").split()
+
+
+def system_prompt(tokens, variant):
+    """About `tokens` tokens of plain words (one per word on SmolLM2-like vocabularies), the
+    first word naming the variant, so two variants share nothing."""
+    words = ["System%d:" % variant] + [SYSTEM_WORDS[i % len(SYSTEM_WORDS)] for i in range(max(0, tokens - 3))]
+    return " ".join(words) + "\n"
+
+
+def metrics(url):
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, _, value = line.partition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def throughput(url, c, n, system_tokens=0, distinct=False):
+    prefix = lambda i: system_prompt(system_tokens, i if distinct else 0) if system_tokens else ""  # noqa: E731
+    clients = [Client(url, prefix(i) + stream_prompt(i), n) for i in range(c)]
+    m0 = metrics(url) if system_tokens else {}
+    peak = [0.0]
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            try:
+                peak[0] = max(peak[0], metrics(url).get("shardlm_kv_blocks_in_use", 0))
+            except OSError:
+                pass
+            done.wait(0.02)
+    poller = threading.Thread(target=poll)
+    if system_tokens:
+        poller.start()
+    try:
+        run_clients(clients)
+    finally:
+        done.set()
+        if system_tokens:
+            poller.join()
     t0 = min(x.start for x in clients)
     t1 = max(x.last for x in clients)
     tokens = sum(x.tokens for x in clients)
     per = [x.stream_tps() for x in clients if x.stream_tps()]
-    return {"tokens": tokens, "wall_s": t1 - t0, "aggregate_tps": tokens / (t1 - t0),
-            "per_stream_tps": statistics.median(per) if per else None, "per_stream_min_tps": min(per) if per else None}
+    r = {"tokens": tokens, "wall_s": t1 - t0, "aggregate_tps": tokens / (t1 - t0),
+         "per_stream_tps": statistics.median(per) if per else None, "per_stream_min_tps": min(per) if per else None}
+    if system_tokens:
+        m1 = metrics(url)
+        ttft = sorted(x.ttft() for x in clients)
+        r.update({"ttft_median_s": statistics.median(ttft), "ttft_max_s": ttft[-1],
+                  "prompt_tokens": statistics.median(x.prompt_tokens or 0 for x in clients),
+                  "peak_blocks_in_use": peak[0], "kv_blocks": m1.get("shardlm_kv_blocks_total"),
+                  "prefix_hits": m1.get("shardlm_kv_prefix_hits_total", 0) - m0.get("shardlm_kv_prefix_hits_total", 0),
+                  "prefix_tokens": m1.get("shardlm_kv_prefix_tokens_total", 0) - m0.get("shardlm_kv_prefix_tokens_total", 0),
+                  "preemptions": m1.get("shardlm_kv_preemptions_total", 0) - m0.get("shardlm_kv_preemptions_total", 0)})
+    return r
 
 
 def long_prompt(k, words):
@@ -191,6 +256,9 @@ def main():
     ap.add_argument("-t", "--threads", default="1", help="threads of the server and of each local worker")
     ap.add_argument("--parallel", default="8", help="serve --parallel: slots")
     ap.add_argument("--ctx", default="1024", help="serve --ctx: each slot's context")
+    ap.add_argument("--kv-memory", help="serve --kv-memory: the KV pool's bytes")
+    ap.add_argument("--system-tokens", type=int, default=0, help="a system prompt of about S tokens before each stream's")
+    ap.add_argument("--distinct-system", action="store_true", help="a different system prompt per stream")
     ap.add_argument("--workers", help="already started workers host:port,... passed to serve")
     ap.add_argument("--local-workers", type=int, default=0, help="start K `shardlm worker`s on loopback")
     ap.add_argument("--server-url", help="benchmark this running OpenAI-compatible server instead")
@@ -221,19 +289,29 @@ def main():
                    a.ctx, "--parallel", a.parallel]
             if workers:
                 cmd += ["--workers", ",".join(workers)]
+            if a.kv_memory:
+                cmd += ["--kv-memory", a.kv_memory]
             if a.chat_template:
                 cmd += ["--chat-template", a.chat_template]
             p, url = start_proc(cmd)
             procs.append(p)
-            what = "shardlm serve --parallel %s -t %s, %d node(s)" % (a.parallel, a.threads, 1 + len(workers))
+            what = "shardlm serve --parallel %s --ctx %s%s -t %s, %d node(s)" % (
+                a.parallel, a.ctx, " --kv-memory " + a.kv_memory if a.kv_memory else "", a.threads, 1 + len(workers))
+            if a.system_tokens:
+                what += "; a %s system prompt of ~%d tokens before each stream's prompt" % (
+                    "different" if a.distinct_system else "shared", a.system_tokens)
         Client(url, "Hello", 4).run()  # warm-up
         rows = []
         for c in streams:
-            rounds = [throughput(url, c, a.tokens) for _ in range(a.rounds)]
+            rounds = [throughput(url, c, a.tokens, a.system_tokens, a.distinct_system) for _ in range(a.rounds)]
             med = lambda k: statistics.median(r[k] for r in rounds if r[k] is not None)  # noqa: E731
             rows.append({"streams": c, "aggregate_tps": med("aggregate_tps"), "per_stream_tps": med("per_stream_tps"),
                          "per_stream_min_tps": med("per_stream_min_tps"), "tokens": med("tokens"),
                          "wall_s": med("wall_s"), "rounds": rounds})
+            if a.system_tokens:
+                for k in ("ttft_median_s", "ttft_max_s", "prompt_tokens", "peak_blocks_in_use", "kv_blocks",
+                          "prefix_hits", "prefix_tokens", "preemptions"):
+                    rows[-1][k] = med(k)
             print("streams %d: %.1f tok/s aggregate" % (c, rows[-1]["aggregate_tps"]), file=sys.stderr, flush=True)
         lat = None
         if not a.no_latency:
@@ -263,6 +341,14 @@ def main():
             r["streams"], r["aggregate_tps"], "%.2fx" % (r["aggregate_tps"] / base) if base else "-",
             "%.1f" % r["per_stream_tps"] if r["per_stream_tps"] else "-",
             "%.1f" % r["per_stream_min_tps"] if r["per_stream_min_tps"] else "-", r["tokens"], r["wall_s"]))
+    if a.system_tokens:
+        print("\n| streams | prompt tokens | TTFT median s | TTFT slowest s | peak KV blocks in use (of %s) | "
+              "prefix hits | positions shared | preemptions |" % (rows[0].get("kv_blocks") or "?"))
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print("| %d | %d | %.2f | %.2f | %d | %d | %d | %d |" % (
+                r["streams"], r["prompt_tokens"], r["ttft_median_s"], r["ttft_max_s"], r["peak_blocks_in_use"],
+                r["prefix_hits"], r["prefix_tokens"], r["preemptions"]))
     if lat:
         print("\n| TTFT, %s-token prompt, max_tokens %d | alone | with %d streams generating | ratio |" % (
             lat["prompt_tokens"], LATENCY_MAX_TOKENS, LATENCY_STREAMS))

@@ -146,6 +146,14 @@ class BlockPool {
   }
   // The nodes hold no table (a re-forming): the next segments carry them from the start.
   void unsync() { std::fill(synced_.begin(), synced_.end(), 0); }
+  // The cached blocks (registered, held by no table) are forgotten: free again.
+  void drop_cache() {
+    for (int32_t b : lru_) {
+      unregister(b);
+      free_.push_back(b);
+    }
+    lru_.clear();
+  }
 
  private:
   struct Info {

@@ -162,7 +162,10 @@ Status Cluster::reform(const std::string& event, double t0) {
     int failed = -1;
     Status st = form(&rep, &failed);
     if (st.ok()) {  // a failure of the replay names nobody in particular
-      blocks_.unsync();  // every node's block tables are new: the replay carries them whole
+      // Every node's block tables are new: the replay carries them whole. Cached blocks no
+      // table holds are replayed by no history: a node that joined has no rows for them.
+      blocks_.unsync();
+      blocks_.drop_cache();
       std::vector<StepReply> replies;
       st = replay(history_, o_.run.max_batch,
                   [&](Step& s, std::span<const int32_t> tokens) {

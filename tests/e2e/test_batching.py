@@ -332,6 +332,12 @@ def load(url, refs, jobs, what):
           and m.get("shardlm_requests_running") == 0,
           "%s: afterwards shardlm_slots_in_use %s, shardlm_queue_depth %s, shardlm_requests_running %s (all 0)" %
           (what, m.get("shardlm_slots_in_use"), m.get("shardlm_queue_depth"), m.get("shardlm_requests_running")))
+    # Prompts that repeat one sentence share their first KV blocks (issue 32): shown, not
+    # asserted (which requests meet a cached prefix depends on the order they run in).
+    print("     %s: prefix hits %d (%d positions not evaluated), preemptions %d" % (
+        what, m.get("shardlm_kv_prefix_hits_total", 0) - m0.get("shardlm_kv_prefix_hits_total", 0),
+        m.get("shardlm_kv_prefix_tokens_total", 0) - m0.get("shardlm_kv_prefix_tokens_total", 0),
+        m.get("shardlm_kv_preemptions_total", 0) - m0.get("shardlm_kv_preemptions_total", 0)), flush=True)
     check(m.get("shardlm_slots_total") == int(PARALLEL),
           "%s: shardlm_slots_total %s (--parallel %s)" % (what, m.get("shardlm_slots_total"), PARALLEL))
     check(poller.peak.get("shardlm_batch_size", 0) > 1,
