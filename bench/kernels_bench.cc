@@ -1,7 +1,8 @@
 // kernels_bench.cc: Google Benchmark for the kernels: matrix x vector per weight type
 // (GB/s of weights streamed, 1 thread) on 4096x4096 and 14336x4096, a batch-32 matmul
 // (GFLOP/s), batch-128 matmuls of prompt-processing shapes, and this machine's plain
-// streaming-read bandwidth (AVX2 sum over 1 GiB) to compare the matvec GB/s with. Not a test: no assertions on timing.
+// streaming-read bandwidth (AVX2 sum over 1 GiB) to compare the matvec GB/s with, and decode
+// batches of 1-8 sequences in vec_dot order (Decode/). Not a test: no assertions on timing.
 //
 // Built with the release preset: cmake --build build/release --target kernels_bench
 // Run: build/release/kernels_bench [--benchmark_filter=Matvec] (SHARDLM_ISA=scalar|avx2 to compare)
@@ -64,7 +65,8 @@ void BM_Matvec(benchmark::State& state, Type t, int64_t rows, int64_t n) {
   state.SetLabel(kernels::isa_name(kernels::active_isa()));
 }
 
-void BM_Matmul(benchmark::State& state, Type t, int64_t rows, int64_t n, int64_t batch) {
+void BM_Matmul(benchmark::State& state, Type t, int64_t rows, int64_t n, int64_t batch,
+               kernels::BatchOrder order) {
   const Matrix w(t, rows, n);
   const Type at = tensor::traits(t).vec_dot_type;
   const size_t xs = kernels::activation_bytes(at, n);
@@ -72,7 +74,7 @@ void BM_Matmul(benchmark::State& state, Type t, int64_t rows, int64_t n, int64_t
   for (int64_t b = 0; b < batch; ++b) kernels::quantize_activation(at, gaussian(n, 100 + b).data(), &xq[b * xs], n);
   std::vector<float> y(batch * rows);
   for (auto _ : state) {
-    kernels::matmul(t, n, w.data.data(), w.row_bytes, 0, rows, xq.data(), xs, batch, y.data(), rows);
+    kernels::matmul(t, n, w.data.data(), w.row_bytes, 0, rows, xq.data(), xs, batch, y.data(), rows, order);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -131,7 +133,7 @@ int register_all = [] {
   }
   for (Type t : kTypes) {
     const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/4096x4096/batch32";
-    benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 4096, 4096, 32)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 4096, 4096, 32, kernels::BatchOrder::kLanes)->Unit(benchmark::kMillisecond);
   }
   // Prompt-processing shapes: SmolLM2's FFN (1536 x 576) and Llama 3.2 1B's (8192 x 2048),
   // a 128-token batch.
@@ -140,7 +142,17 @@ int register_all = [] {
       if (n % tensor::traits(t).block_size != 0) continue;  // 576 is not a K-quant row
       const std::string name = std::string("Matmul/") + tensor::type_name(t) + "/" + std::to_string(rows) + "x" +
                                std::to_string(n) + "/batch128";
-      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows, n, 128)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows, n, 128, kernels::BatchOrder::kLanes)->Unit(benchmark::kMillisecond);
+    }
+  }
+  // Decode rows of 1-8 sequences (vec_dot order, as the runtime's default mode steps them):
+  // Llama 3.2 1B's FFN up (8192 x 2048), out of cache in every type; the per-column cost of
+  // a decode batch, to set beside Matvec (seqs1).
+  for (Type t : kTypes) {
+    for (int64_t seqs : {1, 2, 4, 8}) {
+      const std::string name = std::string("Decode/") + tensor::type_name(t) + "/8192x2048/seqs" + std::to_string(seqs);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 8192, 2048, seqs, kernels::BatchOrder::kVecDot)
+          ->Unit(benchmark::kMicrosecond);
     }
   }
   return 0;

@@ -1,14 +1,16 @@
 // avx2.cc: the AVX2 + FMA + F16C kernels (x86-64), compiled with those flags only here and
 // chosen at run time by dispatch.cc: vec_dot and matmul for every supported weight type,
 // and the activation quantizers. The float types' kernels are here; the 32-element quant
-// types' register-tiled loops are in avx2_tiles.h, the K-quants in avx2_kquants.h, the
-// decoders of Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 (into those loops) in avx2_lowbit.h.
+// types' register-tiled loops are in avx2_tiles.h, the K-quants in avx2_kquants.h (their
+// fused decode dots in avx2_kfused.h), the decoders of Q2_K, Q3_K, IQ4_NL, IQ4_XS and
+// MXFP4 (into those loops) in avx2_lowbit.h.
 // Deliberately no threading (callers split rows) and no repacking of the stored weights
 // into interleaved layouts (the batched path decodes weight tiles into scratch per call).
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cmath>
 
 #include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/avx2_kfused.h"
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_lowbit_lanes.h"
@@ -163,9 +165,9 @@ const KernelTable& avx2_table() {
     set(Type::Q5_0, vec_dot_q<DecQ5_0>, matmul_q<DecQ5_0>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1>, matmul_q<DecQ5_1>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_q<DecQ8_0>);
-    set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_fused<FusedQ4K, MaddScale>);
+    set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_cols<FusedQ4K, MaddScale>);
     set(Type::Q5_K, vec_dot_k<DecQ5_K>, matmul_k<DecQ5_K>);
-    set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_fused<FusedQ6K, MaddScale>);
+    set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_cols<FusedQ6K, MaddScale>);
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_cb_lanes<DecIQ4_NL, MaddubsDot, matmul_q<DecIQ4_NL, MaddubsDot>>);
     set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_cb_lanes<DecMXFP4, MaddubsDot, matmul_q<DecMXFP4, MaddubsDot>>);
     set(Type::Q2_K, vec_dot_fused<FusedQ2K, MaddScale>,

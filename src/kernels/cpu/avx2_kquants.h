@@ -2,8 +2,8 @@
 // K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. For batches each weight super-block is
 // first decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted
 // with any number of Q8_K activation blocks (matmul decodes 4 rows once and reuses them for
-// every activation row); Q4_K's and Q6_K's matrix x vector is fused (matmul_fused), Q5_K's
-// decodes and consumes on the fly. Prompt batches of Q4_K
+// every activation row); Q4_K's and Q6_K's matrix x vector and decode batches are fused
+// (avx2_kfused.h), Q5_K's decodes and consumes on the fly. Prompt batches of Q4_K
 // and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
 // Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h (Q2_K and Q3_K also fused there).
@@ -423,114 +423,6 @@ struct TileQ4K {
   }
 };
 
-// ---- Q4_K and Q6_K matrix x vector (decode): fused ------------------------------------
-// ggml's AVX2 ggml_vec_dot_q4_K_q8_K / _q6_K_q8_K steps: the scales picked per 32-element
-// chunk by byte shuffles and nothing kept in a DecodedK, so about half the instructions of
-// vec_dot_k (which decodes a block once for many activation rows). The same integers and
-// the same float operations in the same order as vec_dot_k: bit-identical results.
-// Scale adds scale * (int16 pairs) into int32 lanes: madd + add here, one vpdpwssd with
-// AVX512-VNNI (avx512.cc).
-struct MaddScale {
-  static __m256i acc(__m256i sum, __m256i scale, __m256i p16) {
-    return _mm256_add_epi32(sum, _mm256_madd_epi16(scale, p16));
-  }
-};
-
-// Shuffle putting int16 lane lo (of 8) in every lane of the low 128 bits, hi in the high.
-inline __m256i scale_shuffle(int lo, int hi) {
-  const char a = static_cast<char>(2 * lo), b = static_cast<char>(2 * lo + 1);
-  const char c = static_cast<char>(2 * hi), d = static_cast<char>(2 * hi + 1);
-  return _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b,
-                          c, d, c, d, c, d, c, d, c, d, c, d, c, d, c, d);
-}
-inline __m256i scale_shuffle_k4(int i) { return scale_shuffle(i, i); }
-
-struct FusedQ4K {
-  using W = BlockQ4_K;
-  using D = DecQ4_K;
-  // acc += one Q4_K block . one Q8_K block
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(unpack_scales_k4(b.scales));  // 8 scales, 8 mins
-    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(mins_and_scales, 1), bsum_pairs(a));
-    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
-    const __m256i scales = _mm256_set_m128i(sc128, sc128);
-    __m256i sum_l = _mm256_setzero_si256(), sum_h = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      const __m256i ql = _mm256_and_si256(bits, m4), qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      const __m256i al = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c));
-      const __m256i ah = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c + 32));
-      sum_l = Scale::acc(sum_l, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c)), _mm256_maddubs_epi16(ql, al));
-      sum_h = Scale::acc(sum_h, _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1)), _mm256_maddubs_epi16(qh, ah));
-    }
-    const __m256i sumi = _mm256_add_epi32(sum_l, sum_h);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
-    acc.m = _mm_fmadd_ps(_mm_set1_ps(-fp16(b.dmin) * a.d), _mm_cvtepi32_ps(mins), acc.m);
-  }
-};
-
-struct FusedQ6K {
-  using W = BlockQ6_K;
-  using D = DecQ6_K;
-  // acc += one Q6_K block . one Q8_K block (chunk j = 4h + k: 16-element scales 2j, 2j+1)
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-    const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);  // the +32 of every quant
-    __m256i sum_a = _mm256_setzero_si256(), sum_b = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m128i half = h == 0 ? _mm256_castsi256_si128(sc16) : _mm256_extracti128_si256(sc16, 1);
-      const __m256i scales = _mm256_set_m128i(half, half);  // scales 8h .. 8h+7
-      __m256i q[4];
-      q6_k_quants(b, h, q);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * h + 32 * k));
-        const __m256i p16 = _mm256_maddubs_epi16(q[k], qa);
-        const __m256i scale = _mm256_shuffle_epi8(scales, scale_shuffle(2 * k, 2 * k + 1));
-        if (k % 2 == 0) sum_a = Scale::acc(sum_a, scale, p16);
-        else sum_b = Scale::acc(sum_b, scale, p16);
-      }
-    }
-    const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(sum_a, sum_b), bias);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
-  }
-};
-
-// acc += one row . the activation row (n elements).
-template <class F, class Scale>
-inline void dot_row(int64_t n, const typename F::W* wb, const BlockQ8_K* xb, AccK& acc) {
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(wb + i) + kPrefetchBytes, _MM_HINT_T0);
-    F::template dot<Scale>(wb[i], xb[i], acc);
-  }
-}
-
-template <class F, class Scale>
-float vec_dot_fused(int64_t n, const void* w, const void* x) {
-  AccK acc;
-  dot_row<F, Scale>(n, static_cast<const typename F::W*>(w), static_cast<const BlockQ8_K*>(x), acc);
-  return finish_k<typename F::D>(acc);
-}
-
-// finish_k of four accumulators at once, by transposes: lane for lane the same additions
-// in the same order as finish_k (hsum's (x0 + x2) + (x1 + x3) of the folded halves,
-// likewise for Q4_K's mins), so out[r] equals finish_k(acc[r]) to the bit.
-template <class D>
-inline __m128 finish_k_x4(const AccK* acc) {
-  auto fold4 = [](__m128 a, __m128 b, __m128 c, __m128 d) {  // [(x0+x2)+(x1+x3)] of each
-    const __m128 ab = _mm_add_ps(_mm_unpacklo_ps(a, b), _mm_unpackhi_ps(a, b));  // a02 b02 a13 b13
-    const __m128 cd = _mm_add_ps(_mm_unpacklo_ps(c, d), _mm_unpackhi_ps(c, d));
-    return _mm_add_ps(_mm_movelh_ps(ab, cd), _mm_movehl_ps(cd, ab));
-  };
-  auto half = [](__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); };
-  const __m128 v = fold4(half(acc[0].v), half(acc[1].v), half(acc[2].v), half(acc[3].v));
-  if constexpr (std::is_same_v<D, DecQ4_K>) return _mm_add_ps(v, fold4(acc[0].m, acc[1].m, acc[2].m, acc[3].m));
-  else return v;
-}
-
 template <int RN>
 struct TileQ6K {
   static void run(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
@@ -580,26 +472,6 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
         for (int c = 0; c < rn; ++c) y[(c0 + c) * y_stride + r + i] = finish_k<D>(acc[i][c]);
     }
   }
-}
-
-// Rows [r0, r1) of a Q4_K / Q6_K matrix: one activation row fused, more by matmul_k.
-template <class F, class Scale>
-void matmul_fused(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
-                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  if (n_batch == 1) {  // rows one after another (one memory stream), reduced four at a time
-    const auto* w = static_cast<const uint8_t*>(W);
-    const auto* xb = static_cast<const BlockQ8_K*>(xq);
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-      AccK acc[4];
-      for (int k = 0; k < 4; ++k)
-        dot_row<F, Scale>(n, reinterpret_cast<const typename F::W*>(w + (r + k) * row_stride), xb, acc[k]);
-      _mm_storeu_ps(y + r, finish_k_x4<typename F::D>(acc));
-    }
-    for (; r < r1; ++r) y[r] = vec_dot_fused<F, Scale>(n, w + r * row_stride, xq);
-    return;
-  }
-  matmul_k<typename F::D>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include <array>
 
 #include "kernels/cpu/avx2_common.h"
-#include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_kfused.h"
 #include "kernels/cpu/avx2_tiles.h"
 #include "tensor/codebook.h"
 

@@ -17,6 +17,7 @@
 #include "kernels/cpu/kernel_table.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "kernels/cpu/avx2_kfused.h"
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_lowbit_lanes.h"
@@ -78,8 +79,8 @@ const KernelTable& avx512_table() {
     set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
-    set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_fused<FusedQ4K, VnniScale>);
-    set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_fused<FusedQ6K, VnniScale>);
+    set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_cols<FusedQ4K, VnniScale>);
+    set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
         matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
     set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
