@@ -146,8 +146,8 @@ int register_all = [] {
     }
   }
   // Decode rows of 1-8 sequences (vec_dot order, as the runtime's default mode steps them):
-  // Llama 3.2 1B's FFN up (8192 x 2048), out of cache in every type; the per-column cost of
-  // a decode batch, to set beside Matvec (seqs1).
+  // Llama 3.2 1B's FFN up (8192 x 2048; 9.4 MB in Q4_K, inside a 32 MB L3): the arithmetic
+  // cost of a decode batch per column, seqs1 being matrix x vector.
   for (Type t : kTypes) {
     for (int64_t seqs : {1, 2, 4, 8}) {
       const std::string name = std::string("Decode/") + tensor::type_name(t) + "/8192x2048/seqs" + std::to_string(seqs);
