@@ -22,7 +22,9 @@ namespace kernels {
 
 namespace {
 
+#if defined(__x86_64__)
 bool use_avx2() { return runs_avx2(active_isa()); }
+#endif
 
 uint32_t bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 float from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
