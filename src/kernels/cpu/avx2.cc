@@ -166,7 +166,7 @@ const KernelTable& avx2_table() {
     set(Type::Q5_1, vec_dot_q<DecQ5_1>, matmul_q<DecQ5_1>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_q<DecQ8_0>);
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_cols<FusedQ4K, MaddScale>);
-    set(Type::Q5_K, vec_dot_k<DecQ5_K>, matmul_k<DecQ5_K>);
+    set(Type::Q5_K, vec_dot_fused<FusedQ5K, MaddScale>, matmul_cols<FusedQ5K, MaddScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_cols<FusedQ6K, MaddScale>);
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_cb_lanes<DecIQ4_NL, MaddubsDot, matmul_q<DecIQ4_NL, MaddubsDot>>);
     set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_cb_lanes<DecMXFP4, MaddubsDot, matmul_q<DecMXFP4, MaddubsDot>>);

@@ -1,7 +1,7 @@
 // avx2_kfused.h: private to kernels/cpu, included by avx2.cc, avx512.cc and avx2_lowbit.h:
-// the fused K-quant dots of the decode path (vec_dot order): Q4_K's and Q6_K's (and, through
-// avx2_lowbit.h's FusedQ2K / FusedQ3K, Q2_K's and Q3_K's) matrix x vector, and Q4_K's and
-// Q6_K's decode batches (the decode rows of several sequences, every batch in vec_dot order)
+// the fused K-quant dots of the decode path (vec_dot order): Q4_K's, Q5_K's and Q6_K's (and, through
+// avx2_lowbit.h's FusedQ2K / FusedQ3K, Q2_K's and Q3_K's) matrix x vector, and Q4_K's, Q5_K's
+// and Q6_K's decode batches (the decode rows of several sequences, every batch in vec_dot order)
 // with each weight super-block unpacked once for up to kMaxCols activation columns.
 //
 // Decode batches: the vec_dot order keeps 8 int32 lanes per (row, column, super-block), so
@@ -123,6 +123,51 @@ struct FusedQ6K {
   }
 };
 
+struct FusedQ5K {
+  using W = BlockQ5_K;
+  using D = DecQ5_K;
+  template <class Scale>
+  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
+    const BlockQ8_K* p = &a;
+    dot_cols<Scale, 1>(b, &p, &acc);
+  }
+  // FusedQ4K's chunks with each chunk's fifth bit (bit j of qh[l] for chunk j) moved to bit
+  // 4; the mins as ggml's summs into lane 0 of acc.m (add_q5_k_mins, as dot_k<DecQ5_K>).
+  template <class Scale, int N>
+  static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(unpack_scales_k4(b.scales));
+    const __m128i mins16 = _mm256_extracti128_si256(mins_and_scales, 1);
+    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
+    const __m256i scales = _mm256_set_m128i(sc128, sc128);
+    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    auto fifth = [&](int j) SHARDLM_INLINE {
+      return _mm256_and_si256(j <= 4 ? _mm256_slli_epi16(hbits, 4 - j) : _mm256_srli_epi16(hbits, j - 4), bit4);
+    };
+    __m256i sum[N][2];  // two int32 chains per column
+    for (int j = 0; j < N; ++j) sum[j][0] = sum[j][1] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+      const __m256i ql = _mm256_or_si256(_mm256_and_si256(bits, m4), fifth(2 * c));
+      const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), fifth(2 * c + 1));
+      const __m256i sl = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c));
+      const __m256i sh = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1));
+      for (int j = 0; j < N; ++j) {
+        const __m256i al = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[j]->qs + 64 * c));
+        const __m256i ah = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[j]->qs + 64 * c + 32));
+        sum[j][0] = Scale::acc(sum[j][0], sl, _mm256_maddubs_epi16(ql, al));
+        sum[j][1] = Scale::acc(sum[j][1], sh, _mm256_maddubs_epi16(qh, ah));
+      }
+    }
+    const float d = fp16(b.d), dmin = fp16(b.dmin);
+    for (int j = 0; j < N; ++j) {
+      const __m256i sumi = _mm256_add_epi32(sum[j][0], sum[j][1]);
+      acc[j].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[j]->d), _mm256_cvtepi32_ps(sumi), acc[j].v);
+      add_q5_k_mins(_mm_madd_epi16(mins16, bsum_pairs(*a[j])), -dmin * a[j]->d, acc[j]);
+    }
+  }
+};
+
 // acc += one row . the activation row (n elements).
 template <class F, class Scale>
 inline void dot_row(int64_t n, const typename F::W* wb, const BlockQ8_K* xb, AccK& acc) {
@@ -152,6 +197,8 @@ inline __m128 finish_k_x4(const AccK* acc) {
   auto half = [](__m256 v) { return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); };
   const __m128 v = fold4(half(acc[0].v), half(acc[1].v), half(acc[2].v), half(acc[3].v));
   if constexpr (std::is_same_v<D, DecQ4_K>) return _mm_add_ps(v, fold4(acc[0].m, acc[1].m, acc[2].m, acc[3].m));
+  else if constexpr (std::is_same_v<D, DecQ5_K>)  // lane 0 of each m
+    return _mm_add_ps(v, _mm_movelh_ps(_mm_unpacklo_ps(acc[0].m, acc[1].m), _mm_unpacklo_ps(acc[2].m, acc[3].m)));
   else return v;
 }
 

@@ -2,8 +2,8 @@
 // K-quant (Q4_K, Q5_K, Q6_K) x Q8_K dot products. For batches each weight super-block is
 // first decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted
 // with any number of Q8_K activation blocks (matmul decodes 4 rows once and reuses them for
-// every activation row); Q4_K's and Q6_K's matrix x vector and decode batches are fused
-// (avx2_kfused.h), Q5_K's decodes and consumes on the fly. Prompt batches of Q4_K
+// every activation row); Q4_K's, Q5_K's and Q6_K's matrix x vector and decode batches are
+// fused (avx2_kfused.h). Prompt batches of Q4_K
 // and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
 // Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h (Q2_K and Q3_K also fused there).
@@ -122,14 +122,20 @@ inline __m128i bsum_pairs(const BlockQ8_K& a) {
 
 // A K-quant dot product's float accumulators: 8 lanes of scaled sums and, for Q4_K, the 4
 // lanes of its mins, kept apart until the end as ggml_vec_dot_q4_K_q8_K does; for Q5_K one
-// float of its min terms (ggml_vec_dot_q5_K_q8_K's summs: per super-block summs =
-// fma(-dmin * da, float(sum of the 8 m_j cs_j), summs), added after the horizontal sum).
-// So a row's dot equals ggml's AVX2 one to the bit.
+// float of its min terms in lane 0 of m (ggml_vec_dot_q5_K_q8_K's summs: per super-block
+// summs = fma(-dmin * da, float(sum of the 8 m_j cs_j), summs), added after the horizontal
+// sum; add_q5_k_mins). So a row's dot equals ggml's AVX2 one to the bit.
 struct AccK {
   __m256 v = _mm256_setzero_ps();
   __m128 m = _mm_setzero_ps();
-  float s = 0.0f;
 };
+
+// Q5_K: m[0] = fma(dmin_da, float(the sum of the 4 min lanes), m[0]) (one rounding).
+inline void add_q5_k_mins(__m128i mins, float dmin_da, AccK& acc) {
+  const __m128i m2 = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
+  const __m128 m = _mm_cvtepi32_ps(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 1)));
+  acc.m = _mm_fmadd_ss(_mm_set_ss(dmin_da), m, acc.m);
+}
 
 template <class D>
 inline float finish_k(const AccK& a) {
@@ -138,7 +144,7 @@ inline float finish_k(const AccK& a) {
     m = _mm_add_ss(m, _mm_movehdup_ps(m));
     return hsum(a.v) + _mm_cvtss_f32(m);
   } else if constexpr (std::is_same_v<D, DecQ5_K>) {
-    return hsum(a.v) + a.s;
+    return hsum(a.v) + _mm_cvtss_f32(a.m);
   } else {
     return hsum(a.v);
   }
@@ -163,9 +169,7 @@ inline void dot_k(const DecodedK& k, const BlockQ8_K& a, AccK& s) {
       if constexpr (std::is_same_v<D, DecQ4_K>) {
         s.m = _mm_fmadd_ps(_mm_set1_ps(-k.dmin * a.d), _mm_cvtepi32_ps(mins), s.m);
       } else {  // Q5_K: one scalar (integer sum exact in any order)
-        const __m128i m2 = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
-        const int m = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 1)));
-        s.s = std::fma(-k.dmin * a.d, float(m), s.s);
+        add_q5_k_mins(mins, -k.dmin * a.d, s);
       }
     } else {
       // the +32 bias of Q6_K: subtract 32 * sum_s scale_s * bsums[s]

@@ -51,6 +51,24 @@ inline __m128i f16_of_rows(const W* const* wr, int64_t b, std::index_sequence<R.
   return h;
 }
 
+// The float scales of blocks b and b + 1 of rows wr[0..R): lane r = block b of row r, lane
+// 4 + r = block b + 1 (fp16 d through one conversion; MXFP4's E8M0 exponent as block_d
+// builds it: the same floats as block_d, lane for lane).
+template <class W, size_t... R>
+inline __m256 pair_scales(const W* const* wr, int64_t b, std::index_sequence<R...> rows) {
+  return _mm256_cvtph_ps(_mm_unpacklo_epi64(f16_of_rows<&W::d>(wr, b, rows), f16_of_rows<&W::d>(wr, b + 1, rows)));
+}
+template <size_t... R>
+inline __m256 pair_scales(const BlockMXFP4* const* wr, int64_t b, std::index_sequence<R...>) {
+  alignas(32) int32_t e[8] = {};
+  ((e[R] = wr[R][b].e, e[4 + R] = wr[R][b + 1].e), ...);
+  const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(e));
+  const __m256i big = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);  // (e - 1) << 23
+  const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);            // e < 2: subnormal
+  const __m256i lt2 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(big, small, lt2));
+}
+
 // ggml's AVX2 vec_dot of the 32-element codebook types (IQ4_NL, MXFP4) sums the even blocks
 // into one accumulator and the odd ones into another, adds the two before the horizontal
 // sum, and an odd last block after it as a scalar fused multiply-add (quants.c, -mfma):
@@ -58,6 +76,14 @@ inline __m128i f16_of_rows(const W* const* wr, int64_t b, std::index_sequence<R.
 template <class D>
 constexpr bool pair_acc() {
   if constexpr (requires { D::kPairAcc; }) return D::kPairAcc;
+  else return false;
+}
+// Whether a pair type converts the scales of two blocks of its rows at once (pair_scales,
+// as the fp16 types' step_pair) rather than per row and block: D::kPairScales. Measured
+// faster with VNNI's one-instruction dot (avx512.cc), slower in the AVX2 build on Zen 4.
+template <class D>
+constexpr bool pair_scales_of() {
+  if constexpr (requires { D::kPairScales; }) return D::kPairScales;
   else return false;
 }
 // s + d * (integer dot of block (w, a)), rounded once: the odd last block of a kPairAcc type.
@@ -132,10 +158,10 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   // Blocks b and b + 1: the RM rows' 2 * RM fp16 scales in one vector, one conversion and
   // one multiply per column (instead of a conversion, a multiply and a broadcast per row).
   // (WB depends on the generic b: only the types with fp16 scales instantiate this.)
+  // A pair type (kPair) puts block b + 1 into acc_odd (ggml's odd accumulator).
   auto step_pair = [&](auto b) SHARDLM_INLINE {
     using WB = std::conditional_t<sizeof(b) != 0, W, void>;
-    const __m256 dw = _mm256_cvtph_ps(
-        _mm_unpacklo_epi64(f16_of_rows<&WB::d>(wr, b, Rows()), f16_of_rows<&WB::d>(wr, b + 1, Rows())));
+    const __m256 dw = pair_scales(reinterpret_cast<const WB* const*>(wr), b, Rows());
     for (int c = 0; c < RN; ++c) {
       const A* ab = reinterpret_cast<const A*>(x + c * xs) + b;
       const __m256 da = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(fp16(ab[0].d))),
@@ -146,8 +172,10 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
     if constexpr (D::kHasMin)
       mw = _mm256_cvtph_ps(_mm_unpacklo_epi64(f16_of_rows<&W::m>(wr, b, Rows()), f16_of_rows<&W::m>(wr, b + 1, Rows())));
     step(b, [&](int c, int r) SHARDLM_INLINE { return _mm256_broadcast_ss(&prod[c][r]); }, _mm256_castps256_ps128(mw));
+    if constexpr (kPair) cur = acc_odd;
     step(b + 1, [&](int c, int r) SHARDLM_INLINE { return _mm256_broadcast_ss(&prod[c][4 + r]); },
          _mm256_extractf128_ps(mw, 1));
+    if constexpr (kPair) cur = acc;
   };
   // Block b alone: a conversion, a multiply and a broadcast per row and column.
   auto step_single = [&](int64_t b) SHARDLM_INLINE {
@@ -173,12 +201,12 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
     // slower for it on the AVX-512 EPYC (with AVX2 kernels, one run 5-10% faster: the
     // choice follows the dev machine's ISA), while the 4- and 5-bit types gained 5-20%
     // (kernels_bench Matvec, BENCHMARKS.md).
-    if constexpr (kPair) {
+    if constexpr (kPair && !pair_scales_of<D>()) {
       step_single(b);
       cur = acc_odd;
       step_single(b + 1);
       cur = acc;
-    } else if constexpr (std::is_same_v<D, DecQ8_0> || std::is_same_v<W, BlockMXFP4>) {
+    } else if constexpr (std::is_same_v<D, DecQ8_0>) {
       step_single(b);
       step_single(b + 1);
     } else {

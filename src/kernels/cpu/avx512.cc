@@ -11,7 +11,7 @@
 // fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
 // 32 ymm registers and spills less (measured on Zen 4, BENCHMARKS.md). The lane-order prompt
 // GEMMs of these five types (avx2_lowbit_lanes.h) take VnniDot / VnniScale here. Entries
-// left null here (float types, Q5_K, quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
+// left null here (float types, quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
 // vector measured 20% slower on Zen 4, which issues 512-bit operations as two halves.
 #if defined(__x86_64__) || defined(_M_X64)
 #include "kernels/cpu/kernel_table.h"
@@ -41,13 +41,31 @@ struct VnniScale {
   static __m256i acc(__m256i sum, __m256i scale, __m256i p16) { return _mm256_dpwssd_epi32(sum, scale, p16); }
   // IQ4_XS lane GEMM (avx2_lowbit_lanes.h): per row lane, sum over a 32-element sub-block of
   // (v + 128) * a, eight vpdpbusd (unsigned weights up to 241: no saturation in vpdpbusd).
+  // Two chains of four (even and odd k), added at the end: the same int32s, half the
+  // vpdpbusd latency chain (a chain of eight left the multipliers half idle on Zen 4).
   static __m256i xs_sub(const Quants32* vu, const int32_t* q4) {
-    __m256i r = _mm256_setzero_si256();
+    __m256i r[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int k = 0; k < 8; ++k)
-      r = _mm256_dpbusd_epi32(r, _mm256_load_si256(reinterpret_cast<const __m256i*>(vu[k].q)), _mm256_set1_epi32(q4[k]));
-    return r;
+      r[k % 2] = _mm256_dpbusd_epi32(r[k % 2], _mm256_load_si256(reinterpret_cast<const __m256i*>(vu[k].q)),
+                                     _mm256_set1_epi32(q4[k]));
+    return _mm256_add_epi32(r[0], r[1]);
   }
 };
+
+// IQ4_NL, MXFP4 in the decode tiles: the weights + 128 as unsigned bytes (the value table
+// with its sign bit flipped), so the int8 dot is one vpdpbusd from -128 * (sum of the
+// activation's 4 bytes), computed once per block and column (tile_q's kOff path): the same
+// int32 lanes as the sign trick's three operations (no saturation: 4 * 255 * 128 < 2^31).
+template <class Block, const int8_t* kValues>
+struct DecCodebook32U : DecCodebook32<Block, kValues> {
+  static constexpr int kOff = 128;
+  static constexpr bool kPairScales = true;  // avx2_tiles.h pair_scales_of
+  static __m256i quants_u(const Block& b) {
+    return _mm256_shuffle_epi8(_mm256_xor_si256(table16(kValues), _mm256_set1_epi8(char(0x80))), nibbles32(b.qs));
+  }
+};
+using DecIQ4_NL_U = DecCodebook32U<BlockIQ4_NL, kIQ4NLValues>;
+using DecMXFP4_U = DecCodebook32U<BlockMXFP4, kMXFP4Values>;
 
 // IQ4_NL, MXFP4: vpdpbusd pays in the decode tiles (matrix x vector, batches up to
 // kDecodeTilesMaxBatch); their packed GEMM (ggml's two-accumulator order since issue 31)
@@ -58,7 +76,8 @@ void matmul_codebook(int64_t n, const void* W, size_t row_stride, int64_t r0, in
                      size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   if (n_batch > kDecodeTilesMaxBatch)
     return avx2_table().matmul[slot(kType)](n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
-  matmul_q<D, VnniDot>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  using U = std::conditional_t<std::is_same_v<D, DecIQ4_NL>, DecIQ4_NL_U, DecMXFP4_U>;
+  matmul_q<U, VnniDot>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
 
 }  // namespace
@@ -80,6 +99,7 @@ const KernelTable& avx512_table() {
     set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, matmul_q<DecQ8_0, VnniDot>);
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_cols<FusedQ4K, VnniScale>);
+    set(Type::Q5_K, vec_dot_fused<FusedQ5K, VnniScale>, matmul_cols<FusedQ5K, VnniScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
         matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
