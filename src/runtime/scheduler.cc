@@ -151,10 +151,12 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     // Not into a registered block (another prompt may share it): cut at its start.
     if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
     const size_t shared = shareable(job->prompt);
-    if (shared > own || !cluster_.keep_own(*a.seq, int(own)))
+    if (shared > own || !cluster_.keep_own(*a.seq, int(own))) {
       a.fed = size_t(cluster_.share_prefix(*a.seq, job->prompt, int(shared)));
-    else
+      count_shared(a, a.fed);
+    } else {
       a.fed = own;
+    }
     a.end.cached_tokens = int(a.fed);
     a.seq->set_sampling(job->params);
     if (draft_) draft_->start(best, job->params);
@@ -280,6 +282,13 @@ size_t Scheduler::build_batch(std::vector<Cluster::SeqStep>* batch, std::vector<
   }
 }
 
+void Scheduler::count_shared(Active& a, size_t fed) {
+  if (fed <= a.shared) return;
+  prefix_hits_ += a.shared == 0;
+  prefix_tokens_ += fed - a.shared;
+  a.shared = fed;
+}
+
 void Scheduler::preempt(Active& a) {
   const size_t n = a.job->prompt.size();
   if (a.fed == n && a.redone == a.redo.size())  // caught up: its log is the prompt, then its tokens but `next`
@@ -287,6 +296,7 @@ void Scheduler::preempt(Active& a) {
   a.redone = 0;
   a.fed = 0;
   a.read = false;
+  a.shared = 0;
   a.end.preempted++;
   cluster_.release(*a.seq);
   std::lock_guard<std::mutex> lock(mu_);
@@ -328,6 +338,7 @@ size_t Scheduler::fill_batch(const std::vector<size_t>& dec, std::vector<Cluster
       if (shared > a.fed) {
         a.fed = size_t(cluster_.share_prefix(*a.seq, a.job->prompt, int(shared)));
         a.end.cached_tokens = int(a.fed);
+        count_shared(a, a.fed);
       }
     }
     const size_t left = a.job->prompt.size() - a.fed;
@@ -419,8 +430,8 @@ void Scheduler::kv_stats() {
   stats_.kv_blocks = pool.n_blocks();
   stats_.kv_blocks_used = pool.used_blocks();
   stats_.kv_blocks_shared = pool.shared_blocks();
-  stats_.kv_prefix_hits = pool.prefix_hits();
-  stats_.kv_prefix_tokens = pool.prefix_tokens();
+  stats_.kv_prefix_hits = prefix_hits_;
+  stats_.kv_prefix_tokens = prefix_tokens_;
   // Blocks no running request holds that keep rows: idle slots' (each counted once) and
   // the cached ones.
   std::vector<uint8_t> seen(size_t(pool.n_blocks()), 0);

@@ -104,6 +104,7 @@ class Scheduler {
     Sequence* seq = nullptr;
     size_t fed = 0;          // prompt tokens evaluated (from the cached prefix on)
     bool read = false;       // a prompt chunk was evaluated since admission or preemption
+    size_t shared = 0;       // prompt positions taken from shared blocks (since a preemption)
     // After a preemption: the tokens it drew before (but `next`), evaluated again once the
     // prompt is read again, in vec_dot order as they first ran; redone: how many so far.
     std::vector<int32_t> redo;
@@ -140,7 +141,11 @@ class Scheduler {
   // Whether seq's next n rows get their new blocks (*reserved: blocks taken by the batch so far).
   bool take_blocks(Sequence& seq, int n, int* reserved);
   void kv_stats();  // stats_'s KV pool figures (mu_ held, or before the thread starts)
-  void fail_all(const util::Status& why);  // every job, active and queued, ends with why
+  void fail_all(const util::Status& why);
+  // a now holds `fed` positions of shared blocks: counts a prefix hit (its first) and the
+  // positions it skipped (a re-share before its first chunk adds only what it gained).
+  void count_shared(Active& a, size_t fed);
+  uint64_t prefix_hits_ = 0, prefix_tokens_ = 0;  // the scheduler thread's; stats_ copies them  // every job, active and queued, ends with why
   void end_jobs(std::vector<Active>& active, Queue& queued, const std::function<void(JobEnd&)>& mark);
   // A step's results to its sequences; the decode counts of stats_.
   struct Drawn {
