@@ -43,28 +43,41 @@ inline __m256i scale_shuffle(int lo, int hi) {
 }
 inline __m256i scale_shuffle_k4(int i) { return scale_shuffle(i, i); }
 
-struct FusedQ4K {
-  using W = BlockQ4_K;
-  using D = DecQ4_K;
+// Q4_K and Q5_K: Q5_K's chunks get each quant's fifth bit (bit j of qh[l] for chunk j)
+// at bit 4; its mins go as ggml's summs into lane 0 of acc.m (add_q5_k_mins, as
+// dot_k<DecQ5_K>), Q4_K's stay in 4 lanes.
+template <class Block, class Dec>
+struct FusedQ45K {
+  using W = Block;
+  using D = Dec;
+  static constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   template <class Scale>
   static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
     const BlockQ8_K* p = &a;
     dot_cols<Scale, 1>(b, &p, &acc);
   }
-  // acc[j] += one Q4_K block . activation block a[j] for j < N: the nibbles and scale
-  // vectors built once per 32-element chunk, two int32 chains per column (matmul_cols).
+  // acc[j] += one block . activation block a[j] for j < N: the quants and scale vectors
+  // built once per 32-element chunk, two int32 chains per column (matmul_cols).
   template <class Scale, int N>
   static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const __m256i mins_and_scales = _mm256_cvtepu8_epi16(unpack_scales_k4(b.scales));  // 8 scales, 8 mins
     const __m128i mins16 = _mm256_extracti128_si256(mins_and_scales, 1);
     const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
     const __m256i scales = _mm256_set_m128i(sc128, sc128);
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kQ5) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    auto fifth = [&](__m256i q, int j) SHARDLM_INLINE {
+      if constexpr (!kQ5) return q;
+      return _mm256_or_si256(
+          q, _mm256_and_si256(j <= 4 ? _mm256_slli_epi16(hbits, 4 - j) : _mm256_srli_epi16(hbits, j - 4), bit4));
+    };
     __m256i sum[N][2];  // two int32 chains per column
     for (int j = 0; j < N; ++j) sum[j][0] = sum[j][1] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      const __m256i ql = _mm256_and_si256(bits, m4), qh = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      const __m256i ql = fifth(_mm256_and_si256(bits, m4), 2 * c);
+      const __m256i qh = fifth(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), 2 * c + 1);
       const __m256i sl = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c));
       const __m256i sh = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1));
       for (int j = 0; j < N; ++j) {
@@ -79,10 +92,13 @@ struct FusedQ4K {
       const __m256i sumi = _mm256_add_epi32(sum[j][0], sum[j][1]);
       const __m128i mins = _mm_madd_epi16(mins16, bsum_pairs(*a[j]));
       acc[j].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[j]->d), _mm256_cvtepi32_ps(sumi), acc[j].v);
-      acc[j].m = _mm_fmadd_ps(_mm_set1_ps(-dmin * a[j]->d), _mm_cvtepi32_ps(mins), acc[j].m);
+      if constexpr (kQ5) add_q5_k_mins(mins, -dmin * a[j]->d, acc[j]);
+      else acc[j].m = _mm_fmadd_ps(_mm_set1_ps(-dmin * a[j]->d), _mm_cvtepi32_ps(mins), acc[j].m);
     }
   }
 };
+using FusedQ4K = FusedQ45K<BlockQ4_K, DecQ4_K>;
+using FusedQ5K = FusedQ45K<BlockQ5_K, DecQ5_K>;
 
 struct FusedQ6K {
   using W = BlockQ6_K;
@@ -119,51 +135,6 @@ struct FusedQ6K {
       const __m256i sumi = _mm256_add_epi32(sum[j][0], sum[j][1]);
       acc[j].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[j]->d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, bias)),
                                  acc[j].v);
-    }
-  }
-};
-
-struct FusedQ5K {
-  using W = BlockQ5_K;
-  using D = DecQ5_K;
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const BlockQ8_K* p = &a;
-    dot_cols<Scale, 1>(b, &p, &acc);
-  }
-  // FusedQ4K's chunks with each chunk's fifth bit (bit j of qh[l] for chunk j) moved to bit
-  // 4; the mins as ggml's summs into lane 0 of acc.m (add_q5_k_mins, as dot_k<DecQ5_K>).
-  template <class Scale, int N>
-  static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const __m256i mins_and_scales = _mm256_cvtepu8_epi16(unpack_scales_k4(b.scales));
-    const __m128i mins16 = _mm256_extracti128_si256(mins_and_scales, 1);
-    const __m128i sc128 = _mm256_castsi256_si128(mins_and_scales);
-    const __m256i scales = _mm256_set_m128i(sc128, sc128);
-    const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    auto fifth = [&](int j) SHARDLM_INLINE {
-      return _mm256_and_si256(j <= 4 ? _mm256_slli_epi16(hbits, 4 - j) : _mm256_srli_epi16(hbits, j - 4), bit4);
-    };
-    __m256i sum[N][2];  // two int32 chains per column
-    for (int j = 0; j < N; ++j) sum[j][0] = sum[j][1] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-      const __m256i ql = _mm256_or_si256(_mm256_and_si256(bits, m4), fifth(2 * c));
-      const __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), fifth(2 * c + 1));
-      const __m256i sl = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c));
-      const __m256i sh = _mm256_shuffle_epi8(scales, scale_shuffle_k4(2 * c + 1));
-      for (int j = 0; j < N; ++j) {
-        const __m256i al = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[j]->qs + 64 * c));
-        const __m256i ah = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[j]->qs + 64 * c + 32));
-        sum[j][0] = Scale::acc(sum[j][0], sl, _mm256_maddubs_epi16(ql, al));
-        sum[j][1] = Scale::acc(sum[j][1], sh, _mm256_maddubs_epi16(qh, ah));
-      }
-    }
-    const float d = fp16(b.d), dmin = fp16(b.dmin);
-    for (int j = 0; j < N; ++j) {
-      const __m256i sumi = _mm256_add_epi32(sum[j][0], sum[j][1]);
-      acc[j].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[j]->d), _mm256_cvtepi32_ps(sumi), acc[j].v);
-      add_q5_k_mins(_mm_madd_epi16(mins16, bsum_pairs(*a[j])), -dmin * a[j]->d, acc[j]);
     }
   }
 };
