@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/transformer.h"
+#include "model/parallel.h"
 #include "plan/plan.h"
 
 namespace runtime {
