@@ -7,7 +7,9 @@
 // kernels of kernels.h and attention.h) and, with SHARDLM_VULKAN, the Vulkan one
 // (model/vulkan/vulkan_backend.h).
 // Deliberately not here: batching, sequences and slots (runtime/), choosing a device
-// (the CLI's factory), and numerics (each backend states its own).
+// (the CLI's factory), numerics (each backend states its own), and the cluster: at a
+// reduce point a backend lends its rows and products (reduce_begin), and the Transformer
+// alone calls the Collective (model/parallel.h).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -59,12 +61,24 @@ class Backend {
   virtual void residual(int n) = 0;
   // a[b] += bias for b < n (gpt-oss's output-projection bias on kProj, after the reduce).
   virtual void add_bias(Act a, const Vector& bias, int n) = 0;
-  // A reduce point with a Collective: kProj[n][dim] = W in over all nodes from this node's
-  // columns [col0, col0 + cols) of in, the rows crossing to host memory and back once.
-  virtual util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols,
-                              Collective& comm) = 0;
-  // The MLP block of an MoE layer: kXn -> kProj (comm: null on one node).
-  virtual util::Status moe(int layer, int n, Collective* comm) = 0;
+  // The MLP block of an MoE layer up to its down projections: the router, the picked
+  // experts' gate and up products and their GLU into kGate, one row per (token, picked
+  // expert) pair ([n * k][n_ff], token-major). Its down projection is a reduce point like
+  // the dense one (reduce_begin with experts).
+  virtual util::Status moe(int layer, int n) = 0;
+  // A reduce point's local side (model/parallel.h), which the Transformer hands to its
+  // Collective (or, on one node, multiplies itself): the input rows x (n rows of cols
+  // floats of `in`) and the output y ([n][dim]) in host memory, and this node's products.
+  // experts: the MoE down projection of the pairs moe() left in kGate (local: the picked
+  // experts' products, weighted and summed per token). Valid until reduce_end.
+  struct ReduceSide {
+    const float* x = nullptr;
+    float* y = nullptr;
+    LocalLinear* local = nullptr;
+  };
+  virtual util::Expected<ReduceSide> reduce_begin(Act in, int n, int cols, bool experts) = 0;
+  // y becomes kProj (a device uploads it). Error: the backend's products failed.
+  virtual util::Status reduce_end() = 0;
   // Completes the batch (a device's queued work done) and, when logits is not null, writes
   // there (host memory) norm(x) Wout of the rows each segment asks for, packed segment after
   // segment, soft-capped (see Transformer::forward_batch). Error: the device failed.

@@ -197,14 +197,6 @@ class CpuBackend::Local : public LocalLinear {
   int n_;
 };
 
-util::Status CpuBackend::reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, Collective& comm) {
-  act_src_ = nullptr;
-  Local local(*this, n);
-  util::Status st = comm.reduce(at, w, buf(in), col0, cols, proj_.data(), local);
-  act_src_ = nullptr;
-  return st;
-}
-
 // logits = norm(x) Wout for the rows the segments ask for, packed in segment order. A
 // segment's last row alone is one matrix x vector row; every row of a long segment keeps
 // the segment's order.
@@ -353,7 +345,7 @@ class CpuBackend::MoeDown : public LocalLinear {
   const Vector& bias_;
 };
 
-util::Status CpuBackend::moe(int l, int n, Collective* comm) {
+util::Status CpuBackend::moe(int l, int n) {
   const LayerWeights& lw = w_.layers[l];
   const int E = cfg_.n_expert, k = cfg_.n_expert_used, D = cfg_.dim, F = part_.n_ff;
   act_src_ = nullptr;
@@ -383,13 +375,28 @@ util::Status CpuBackend::moe(int l, int n, Collective* comm) {
     kernels::swiglu(gate_.data(), gate_.data(), up_.data(), size_t(n) * k * F);
   }
   act_src_ = nullptr;
-  MoeDown local(*this, n, lw.down_exps, lw.down_exps_b);
-  const Matrix w = expert(lw.down_exps, 0, E);  // one expert's slice: the shape the reduce sees
-  if (!comm) {
-    local.linear(w, gate_.data(), proj_.data(), w.rows);
-    return util::ok_status();
+  moe_layer_ = l;  // the down projection: reduce_begin(kGate, experts)
+  return util::ok_status();
+}
+
+// A reduce point's local side: the rows stay in this node's buffers; the products are the
+// batch's runs (Local) or the picked experts' down projections (MoeDown).
+util::Expected<Backend::ReduceSide> CpuBackend::reduce_begin(Act in, int n, int cols, bool experts) {
+  act_src_ = nullptr;  // x may be a collective's buffer: never a cached source
+  if (experts) {
+    CHECK(cfg_.moe() && in == Act::kGate && moe_layer_ >= 0);
+    const LayerWeights& lw = w_.layers[moe_layer_];
+    local_ = std::make_unique<MoeDown>(*this, n, lw.down_exps, lw.down_exps_b);
+  } else {
+    local_ = std::make_unique<Local>(*this, n);
   }
-  return comm->reduce(ReducePoint::kMlp, w, gate_.data(), part_.ff_begin, F, proj_.data(), local);
+  return ReduceSide{buf(in), proj_.data(), local_.get()};
+}
+
+util::Status CpuBackend::reduce_end() {
+  act_src_ = nullptr;
+  local_.reset();
+  return util::ok_status();
 }
 
 void CpuBackend::attention(int l, const Segment* segs, int n_segs) {

@@ -7,6 +7,7 @@
 // sliding-window slots (Transformer::check_rings).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,9 @@ class CpuBackend : public Backend {
   void glu(Activation act, int n) override;
   void residual(int n) override;
   void add_bias(Act a, const Vector& b, int n) override;
-  util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, Collective& comm) override;
-  util::Status moe(int layer, int n, Collective* comm) override;
+  util::Status moe(int layer, int n) override;
+  util::Expected<ReduceSide> reduce_begin(Act in, int n, int cols, bool experts) override;
+  util::Status reduce_end() override;
   util::Status end_batch(const Segment* segs, int n_segs, float* logits) override;
 
  private:
@@ -98,6 +100,8 @@ class CpuBackend : public Backend {
   std::vector<float> exp_out_;  // [B * k][R] an expert op's outputs in group order, then per pair
   std::vector<uint8_t> pack_, pair_act_;  // quantized rows in group order; the pairs' down inputs
   std::vector<uint8_t> act_;   // quantized activations
+  std::unique_ptr<LocalLinear> local_;  // an open reduce point's products (reduce_begin)
+  int moe_layer_ = -1;          // the MoE layer whose pairs are in gate_ (moe)
   const float* act_src_ = nullptr;
   tensor::Type act_type_ = tensor::Type::F32;
 };

@@ -2,8 +2,8 @@
 // the part of every layer a node computes (Partition), the two reduce points per layer
 // where the nodes' parts meet (ReducePoint), what a node's backend lends a reduce point
 // (LocalLinear: its own products) and what carries it out over the nodes (Collective,
-// implemented in runtime/: reduce.h, net_collective.h). model::Transformer's step reaches
-// the Collective at each reduce point (model/transformer.h).
+// implemented in runtime/: reduce.h, net_collective.h). model::Transformer alone calls a
+// Collective, once per reduce point; a Backend never sees one (model/backend.h).
 #pragma once
 #include <cstdint>
 

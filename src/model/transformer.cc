@@ -143,12 +143,20 @@ util::Status Transformer::check_rings(const Segment* segs, int n_segs) {
   return util::ok_status();
 }
 
-util::Status Transformer::project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols) {
-  if (!comm_) {
+util::Status Transformer::project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, bool experts) {
+  if (!comm_ && !experts) {
     be_->linear(w, in, Act::kProj, n);
     return util::ok_status();
   }
-  return be_->reduce(at, w, in, n, col0, cols, *comm_);
+  auto side = be_->reduce_begin(in, n, cols, experts);
+  if (!side) return side.status();
+  util::Status st = util::ok_status();
+  if (comm_)
+    st = comm_->reduce(at, w, side->x, col0, cols, side->y, *side->local);
+  else
+    side->local->linear(w, side->x, side->y, w.rows);
+  util::Status end = be_->reduce_end();
+  return st.ok() ? end : st;
 }
 
 void Transformer::post_norm(const Vector& w, int n) {
@@ -179,8 +187,10 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
     // --- MLP block: x += (act(xn Wg) * (xn Wu)) Wd, act silu (SwiGLU) or gelu (GeGLU)
     // (gpt-oss names the MLP's input norm post_attention_norm)
     be.rmsnorm(Act::kXn, Act::kX, c.gpt_oss ? lw.attn_post_norm : lw.ffn_norm, n);
-    if (c.moe()) {  // the same with the router's experts
-      RETURN_IF_ERROR(be.moe(l, n, comm_));
+    if (c.moe()) {  // the same with the router's experts; the reduce point's weight has one expert's shape
+      RETURN_IF_ERROR(be.moe(l, n));
+      RETURN_IF_ERROR(project(ReducePoint::kMlp, expert(lw.down_exps, 0, c.n_expert), Act::kGate, n, part_.ff_begin,
+                              part_.n_ff, true));
       be.residual(n);
       continue;
     }

@@ -4,8 +4,8 @@
 // one KV slot), with matrix x matrix products for the weights and causal attention of each
 // segment against its own slot. The layer loop (step) is written once; a Backend
 // (model/backend.h: CPU, or Vulkan) executes its ops. Deliberately no networking and no sequence bookkeeping:
-// the runtime's node executor drives it with sliced weights and an all-reduce in between
-// (a Partition and a Collective: model/parallel.h).
+// the runtime's node executor drives it with sliced weights (a Partition) and a Collective
+// (model/parallel.h), which the step alone calls at the reduce points, dense and MoE alike.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -98,8 +98,9 @@ class Transformer {
   util::Status forward_chunk(const float* x, int nb, int pos, float* logits, bool all_logits, int i, int n);
   // A sliding-window ring cannot be rewound past what it keeps: the error names the slot.
   util::Status check_rings(const Segment* segs, int n_segs);
-  // A reduce point: kProj[n][dim] = W in over all nodes, from this node's input columns.
-  util::Status project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols);
+  // A reduce point: kProj[n][dim] = W in over all nodes, from this node's input columns
+  // (experts: the MoE down projection of moe()'s pairs, w one expert's slice).
+  util::Status project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, bool experts = false);
   // gemma: kProj's rows normed by w (nothing when w is empty).
   void post_norm(const Vector& w, int n);
 

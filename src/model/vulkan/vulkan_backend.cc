@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -102,10 +103,11 @@ class VulkanBackend : public Backend {
   void residual(int n) override { cmd_.add(x_, x_, proj_, int64_t(n) * cfg_.dim); }
   // Only gpt-oss has an output-projection bias, and vulkan_unsupported refuses it.
   void add_bias(Act, const Vector&, int) override { CHECK_MSG(false, "the Vulkan backend has no bias op"); }
-  util::Status reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, Collective& comm) override;
-  util::Status moe(int layer, int n, Collective* comm) override {
+  util::Status moe(int layer, int n) override {
     return util::Status::error("mixture of experts is not supported by the Vulkan backend");  // refused at creation
   }
+  util::Expected<ReduceSide> reduce_begin(Act in, int n, int cols, bool experts) override;
+  util::Status reduce_end() override;
   util::Status end_batch(const Segment* segs, int n_segs, float* logits) override;
 
  private:
@@ -142,6 +144,7 @@ class VulkanBackend : public Backend {
   vk::Buffer red_in_, red_out_;       // [B][widest reduce input], [B][dim]: Collective products
   vk::Buffer logits_in_, logits_out_;  // [B][dim] the rows asked for, [B][local n_vocab]
   std::vector<float> host_in_, host_out_, host_tmp_;  // reduce points: rows in host memory
+  std::unique_ptr<LocalLinear> local_;                // an open reduce point's products (a Local)
   util::Status upload_st_;  // begin()'s uploads
 };
 
@@ -325,16 +328,21 @@ util::Status VulkanBackend::host_linear(const Matrix& w, const float* x, int n, 
   return util::ok_status();
 }
 
-util::Status VulkanBackend::reduce(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols,
-                                   Collective& comm) {
+util::Expected<Backend::ReduceSide> VulkanBackend::reduce_begin(Act in, int n, int cols, bool experts) {
+  if (experts) return util::Status::error("mixture of experts is not supported by the Vulkan backend");
   RETURN_IF_ERROR(upload_st_);
   RETURN_IF_ERROR(cmd_.submit_and_wait());
   host_in_.resize(size_t(n) * std::max(1, cols));
   host_out_.resize(size_t(n) * cfg_.dim);
   if (cols > 0) RETURN_IF_ERROR(dev_->download(buf(in), host_in_.data(), sizeof(float) * n * cols));
-  Local local(*this, n);
-  RETURN_IF_ERROR(comm.reduce(at, w, host_in_.data(), col0, cols, host_out_.data(), local));
-  RETURN_IF_ERROR(local.status());
+  local_ = std::make_unique<Local>(*this, n);
+  return ReduceSide{host_in_.data(), host_out_.data(), local_.get()};
+}
+
+util::Status VulkanBackend::reduce_end() {
+  const util::Status st = local_ ? static_cast<Local&>(*local_).status() : util::ok_status();
+  local_.reset();
+  RETURN_IF_ERROR(st);
   return dev_->upload(proj_, host_out_.data(), sizeof(float) * host_out_.size());
 }
 
