@@ -145,11 +145,12 @@ int register_all = [] {
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows, n, 128, kernels::BatchOrder::kLanes)->Unit(benchmark::kMillisecond);
     }
   }
-  // Decode rows of 1-8 sequences (vec_dot order, as the runtime's default mode steps them):
+  // Decode rows of 1-64 sequences (vec_dot order, as the runtime's default mode steps them;
+  // 64 columns are also an --exact-batches prompt chunk):
   // Llama 3.2 1B's FFN up (8192 x 2048; 9.4 MB in Q4_K, inside a 32 MB L3): the arithmetic
   // cost of a decode batch per column, seqs1 being matrix x vector.
   for (Type t : kTypes) {
-    for (int64_t seqs : {1, 2, 4, 8}) {
+    for (int64_t seqs : {1, 2, 4, 8, 64}) {
       const std::string name = std::string("Decode/") + tensor::type_name(t) + "/8192x2048/seqs" + std::to_string(seqs);
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, 8192, 2048, seqs, kernels::BatchOrder::kVecDot)
           ->Unit(benchmark::kMicrosecond);
