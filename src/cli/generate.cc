@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/speculation.h"
@@ -143,8 +144,12 @@ int run_generate(const CLI::App* cmd, const RunOptions& o, const ClusterCliOptio
   if (static_cast<int>(tokens.size()) + g.n_predict > ctx)
     return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(g.n_predict) +
                 " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");
+  int kv_blocks = 0;  // --kv-memory: the pool's blocks, refused by name when it cannot hold --ctx
+  if (!o.kv_memory.empty())
+    if (std::string e = slots_unfit(cfg, o, ctx, 1, &kv_blocks); !e.empty()) return fail(e);
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, 1, so.guess_rows()); !e.empty()) return fail(e);
+  copt.run.kv_blocks = kv_blocks;
   copt.software_version = SHARDLM_VERSION;
   util::ThreadPool pool(o.threads);
   Speculator spec;

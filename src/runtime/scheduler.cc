@@ -107,14 +107,22 @@ size_t Scheduler::shareable(const std::vector<int32_t>& prompt) const {
   return 0;
 }
 
+std::string Scheduler::pool_unfit(int prompt_tokens) const {
+  const int blocks = cluster_.kv_pool().n_blocks();
+  if (model::kv_blocks_for(prompt_tokens) <= blocks) return "";
+  return "the prompt is " + std::to_string(prompt_tokens) + " tokens, but the KV pool holds " +
+         std::to_string(int64_t(blocks) * model::kKvBlockRows) + " positions (" + std::to_string(blocks) +
+         " blocks of " + std::to_string(model::kKvBlockRows) + "); shorten the prompt or raise --kv-memory";
+}
+
 // Queued jobs take free slots: the longest cached prefix first, then the least recently used.
 void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::shared_ptr<Job>> refused;
+  std::vector<std::pair<std::shared_ptr<Job>, util::Status>> refused;  // ok: cancelled
   while (!queue_.empty()) {
     auto [job, t_submit] = queue_.front();
     if (job->cancel) {
       queue_.pop_front();
-      refused.push_back(job);
+      refused.emplace_back(job, util::Status());
       continue;
     }
     int best = -1;
@@ -139,9 +147,13 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     a.end.prompt_tokens = int(job->prompt.size());
     const size_t n = job->prompt.size();
     if (n == 0 || job->max_tokens < 1 || int64_t(n) + job->max_tokens > cluster_.ctx()) {
-      a.end.status = util::Status::error("internal: a prompt of " + std::to_string(n) + " tokens and max_tokens " +
-                                         std::to_string(job->max_tokens) + " do not fit the slot's context");
-      refused.push_back(job);
+      refused.emplace_back(job, util::Status::error("internal: a prompt of " + std::to_string(n) +
+                                                    " tokens and max_tokens " + std::to_string(job->max_tokens) +
+                                                    " do not fit the slot's context"));
+      continue;
+    }
+    if (std::string e = pool_unfit(int(n)); !e.empty()) {  // not even alone: no step is spent on it
+      refused.emplace_back(job, util::Status::error(e));
       continue;
     }
     // Its own cached prefix (at least the last prompt token is evaluated), or the pool's
@@ -167,10 +179,11 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
   stats_.slots_in_use = int(active_.size());
   if (refused.empty()) return;
   lock.unlock();
-  for (auto& job : refused) {
+  for (auto& [job, why] : refused) {
     JobEnd e;
-    e.cancelled = job->cancel;
-    if (!e.cancelled) e.status = util::Status::error("internal: the job does not fit the slot's context");
+    e.cancelled = why.ok();
+    e.status = why;
+    e.prompt_tokens = int(job->prompt.size());
     if (job->on_end) job->on_end(e);
   }
   lock.lock();

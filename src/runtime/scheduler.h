@@ -96,6 +96,9 @@ class Scheduler {
   SchedulerStats stats() const;
   util::Status health() const;  // the error that broke the cluster, or ok
   int slot_ctx() const { return cluster_.ctx(); }
+  // Why a prompt of this many tokens can never run: it needs more KV blocks than the whole
+  // pool holds (a job with one ends at once with this error, before any step); "" if it fits.
+  std::string pool_unfit(int prompt_tokens) const;
 
  private:
   using Queue = std::deque<std::pair<std::shared_ptr<Job>, double>>;

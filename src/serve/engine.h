@@ -103,6 +103,8 @@ class Engine {
   // thread, where the cluster re-forms, so never while it changes).
   ClusterInfo cluster_info() const;
   int ctx() const { return cluster_.ctx(); }  // of one slot
+  // Why a prompt of n tokens can never run (more than the whole KV pool), or "".
+  std::string pool_unfit(int n) const { return sched_.pool_unfit(n); }
   // The error that broke the engine (a lost worker), or ok.
   util::Status health() const { return sched_.health(); }
 

@@ -112,6 +112,8 @@ std::optional<ApiError> Generator::prepare(Request& r, Job* job) const {
                            ", but the context is " + std::to_string(ctx) +
                            " tokens; shorten the prompt, lower max_tokens or restart with a larger --ctx",
                        chat ? "messages" : "prompt", "context_length_exceeded");
+  if (std::string e = engine_.pool_unfit(n); !e.empty())
+    return bad_request(e, chat ? "messages" : "prompt", "context_length_exceeded");
   if (util::Status h = engine_.health(); !h.ok())
     return api_error(503, "the model is unavailable: " + h.message() + "; restart the server", "server_error");
   if (const runtime::SchedulerStats m = engine_.metrics().sched; m.queued >= o_.max_queue)

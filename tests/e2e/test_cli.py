@@ -9,7 +9,8 @@
   * generate: the statistics start on a line of their own when stdout and stderr share a
     pipe; --temp below 0 is refused; without --seed two runs at --temp 1 differ and --stats
     prints each run's seed, with --seed they repeat; --help and the --flash-attn / --kv-type
-    errors are clean text (no NUL or 0x01 bytes).
+    errors are clean text (no NUL or 0x01 bytes); --kv-memory too small for --ctx or larger than
+    the machine is refused by name, one that holds --ctx gives the same text.
 Every process runs with -t 1 on SmolLM2.
 """
 import atexit
@@ -119,6 +120,7 @@ def generate_options():
     r = generate("-p", "The capital of France is", "-n", "3", "--temp", "0", merged=True)
     check(r.returncode == 0 and re.search(r"\nprompt: \d+ tokens", r.stdout) is not None,
           "generate: the stats start on their own line with stdout and stderr in one pipe: %r" % r.stdout[:120])
+    fixed_text = generate("-p", "The capital of France is", "-n", "3", "--temp", "0").stdout
     r = generate("-p", "x", "-n", "1", "--temp", "-1")
     check(r.returncode != 0 and "--temp" in r.stderr, "generate --temp -1 is refused: %s" % r.stderr.strip()[:120])
     runs = [generate("-p", "Once upon a time", "-n", "16", "--temp", "1", "--stats") for _ in range(2)]
@@ -130,6 +132,16 @@ def generate_options():
     fixed = [generate("-p", "Once upon a time", "-n", "16", "--temp", "1", "--seed", "7", "--stats") for _ in range(2)]
     check(fixed[0].stdout == fixed[1].stdout and "seed: 7\n" in fixed[0].stderr,
           "generate --seed 7: runs repeat, the seed printed")
+    # --kv-memory (the KV pool, issue 32): too small for --ctx or larger than the machine is
+    # refused by name with both sizes; one that holds --ctx runs.
+    r = generate("-p", "x", "-n", "1", "--kv-memory", "2M")
+    check(r.returncode != 0 and "--kv-memory 2M holds 64 positions" in r.stderr and "--ctx 256" in r.stderr,
+          "generate --kv-memory 2M (less than --ctx 256) is refused: %s" % r.stderr.strip()[:160])
+    r = generate("-p", "x", "-n", "1", "--kv-memory", "64T")
+    check(r.returncode != 0 and "more than this machine's memory" in r.stderr,
+          "generate --kv-memory 64T is refused: %s" % r.stderr.strip()[:160])
+    r = generate("-p", "The capital of France is", "-n", "3", "--temp", "0", "--kv-memory", "6M")
+    check(r.returncode == 0 and r.stdout == fixed_text, "generate --kv-memory 6M (4 blocks): the text without it")
     h = subprocess.run([BIN, "generate", "--help"], capture_output=True)
     bad = [c for c in h.stdout + h.stderr if c < 0x20 and c not in (0x0a, 0x09)]
     check(h.returncode == 0 and not bad and b"--flash-attn" in h.stdout and b"{on,off}" in h.stdout.replace(b" ", b""),

@@ -11,7 +11,8 @@
 // scheduler pick a shorter shared prefix where the longest would change a row's order.
 // Preemption: four jobs that each need 2 blocks in a pool of 4 run at once; when none can
 // get its next block the youngest gives its blocks back, reads its prompt and its tokens
-// again later, and its text does not change.
+// again later, and its text does not change. A prompt longer than the whole pool ends at
+// once with an error naming both sizes.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -214,6 +215,49 @@ TEST(PoolFull, PreemptedJobsGiveTheTextAlone) {
     EXPECT_EQ(uint64_t(preempted), together.stats.kv_preemptions);
     EXPECT_EQ(together.stats.kv_full_ends, 0u);
   }
+}
+
+// A prompt that needs more blocks than the whole pool holds ends at once (no step spent
+// on it), with an error giving both sizes and --kv-memory; the scheduler goes on.
+TEST(PoolFull, PromptLongerThanThePoolEndsNamingBothSizes) {
+  const std::string path = shardlm_test::scratch_path("pool_unfit_Q4_1.gguf");
+  ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy"), tensor::Type::Q4_1, 5).ok());
+  util::ThreadPool pool(1);
+  auto m = model::load_model(path);
+  ASSERT_TRUE(m.ok());
+  runtime::ClusterOptions o;
+  o.run.ctx = kCtx;
+  o.run.kv_blocks = 2;  // 128 positions
+  o.run.n_slots = 2;
+  o.run.max_batch = kChunk + 2;
+  o.progress = false;
+  auto cl = runtime::Cluster::start(**m, path, o, pool);
+  ASSERT_TRUE(cl.ok()) << cl.error();
+  runtime::Scheduler sched(**cl, kChunk);
+  EXPECT_EQ(sched.pool_unfit(128), "");
+  auto go = [&](int len) {
+    auto job = std::make_shared<runtime::Job>();
+    job->prompt.assign(size_t(len), 7);
+    job->params.temperature = 0;
+    job->max_tokens = 1;
+    job->on_token = [](int32_t, const sampler::Logprobs*) { return true; };
+    std::promise<runtime::JobEnd> end;
+    job->on_end = [&end](const runtime::JobEnd& e) { end.set_value(e); };
+    sched.submit(job);
+    return end.get_future().get();
+  };
+  const runtime::JobEnd e = go(129);
+  EXPECT_FALSE(e.status.ok());
+  EXPECT_FALSE(e.cancelled);
+  EXPECT_EQ(e.generated, 0);
+  EXPECT_EQ(e.status.message(), sched.pool_unfit(129));
+  for (const char* part : {"129 tokens", "128 positions", "2 blocks of 64", "--kv-memory"})
+    EXPECT_NE(e.status.message().find(part), std::string::npos) << part << " in " << e.status.message();
+  EXPECT_EQ(sched.stats().steps, 0u);
+  const runtime::JobEnd ok = go(128);
+  EXPECT_TRUE(ok.status.ok()) << ok.status.message();
+  EXPECT_EQ(ok.generated, 1);
+  EXPECT_EQ(sched.stats().kv_full_ends, 0u);
 }
 
 }  // namespace

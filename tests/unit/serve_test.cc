@@ -24,6 +24,7 @@
 #include "runtime/cluster.h"
 #include "serve/api.h"
 #include "serve/engine.h"
+#include "serve/generation.h"
 #include "serve/prompt.h"
 #include "serve/stop.h"
 #include "serve/tools.h"
@@ -660,6 +661,37 @@ TEST_F(ServeModel, SharedPrefixBlocksGiveTheTextAlone) {
   const serve::EngineMetrics m = e.metrics();
   EXPECT_EQ(m.sched.kv_prefix_hits, 2u);
   EXPECT_GE(m.sched.kv_prefix_tokens, 256u);
+}
+
+// A prompt longer than the whole KV pool (a pool smaller than --ctx: the runtime allows it,
+// serve's --kv-memory does not) is a 400 giving both sizes and --kv-memory, before the
+// engine; one that fits passes.
+TEST_F(ServeModel, PromptLongerThanTheKvPoolIs400) {
+  runtime::ClusterOptions o;
+  o.run.ctx = 256;
+  o.run.kv_blocks = 2;
+  o.progress = false;
+  auto c = runtime::Cluster::start(*m_, SHARDLM_DEFAULT_MODEL, o, pool_);
+  ASSERT_TRUE(c.ok()) << c.error();
+  serve::Engine e(**c, *tok_, o.run.max_batch - o.run.n_slots);
+  auto prompts = serve::PromptBuilder::create(*m_->file, *tok_, "");
+  ASSERT_TRUE(prompts.ok()) << prompts.error();
+  serve::ServerOptions so;
+  serve::Generator g(e, *prompts, so);
+  serve::Request r;
+  r.endpoint = serve::Endpoint::kCompletion;
+  r.max_tokens = 4;
+  r.prompt_tokens.assign(129, 28);
+  serve::Job job;
+  const std::optional<serve::ApiError> err = g.prepare(r, &job);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->status, 400);
+  EXPECT_EQ(err->code, "context_length_exceeded");
+  EXPECT_EQ(err->param, "prompt");
+  for (const char* part : {"129 tokens", "128 positions", "--kv-memory"})
+    EXPECT_NE(err->message.find(part), std::string::npos) << part << " in " << err->message;
+  r.prompt_tokens.assign(128, 28);
+  EXPECT_FALSE(g.prepare(r, &job).has_value());
 }
 
 }  // namespace
