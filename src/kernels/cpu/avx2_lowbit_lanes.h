@@ -10,11 +10,14 @@
 //     sum over the elements of scale(sub-block) * q * a, exact in int32:
 //     Q2_K: q = 0..3, scales per 16, then acc = fma(float(summ), -(dmin * da), acc) with
 //       summ = sum_s min_s * bsums_s (as Q4_K's lane order);
-//     Q3_K: q + 4 = 0..7 stored, scales per 16 (signed), 4 * sum_s sc_s * bsums_s taken off;
-//     IQ4_XS: signed codebook values (sign trick; with VNNI values + 128 by vpdpbusd, the
-//       128 * sum a taken off through the bsums), scale ls - 32 per 32.
-//   Q2_K / Q3_K sum a sub-block's four maddubs in int16 (<= 4 * 2 * 7 * 127 = 7112), then
-//   Scale::acc (madd + add, or one vpdpwssd) by the rows' sub-block scales.
+//     Q3_K: signed q (-4..3), scales per 16 (signed), times the activations + 128 as unsigned
+//       bytes (maddubs), sumi starting from the row's -128 * sum_s sc_s * (sum of q in s);
+//     IQ4_XS: signed codebook values (sign trick; with VNNI the activations + 128 by vpdpbusd
+//       and sumi starting from the row's -128 * sum sc * v, as Q3_K), scale ls - 32 per 32.
+//   ("Flipped", lane_flip: the + 128 correction is per row and super-block, packed once,
+//   instead of bsums products per column and super-block.)
+//   Q2_K / Q3_K sum a sub-block's four maddubs in int16 (<= 4 * 2 * 7 * 127 = 7112 / 4 * 2 *
+//   4 * 255 = 8160), then Scale::acc (madd + add, or one vpdpwssd) by the sub-block scales.
 // Integer sums are exact and the float steps per output depend on nothing else, so an output
 // is the same in any row range or batch and both ISAs give the same bits; the scalar
 // formulas in kernels_test.cc (lane_order_*) pin the orders.
@@ -107,12 +110,42 @@ struct TileCB {
 
 struct LaneRowsLow {          // a tile of 8 rows, per super-block b:
   std::vector<Quants32> v;    // [b * 64 + 8 j + k]: int32 lane r = quants 32j+4k..+3 of row r
-  std::vector<Quants32> va;   // IQ4_XS: |v| (its quants are signed)
-  std::vector<Quants32> vu;   // IQ4_XS: v + 128 as unsigned bytes (the VNNI form)
+                              // (Q3_K: q + 4 for Q2_K's form, q itself when flipped)
+  std::vector<Quants32> va;   // IQ4_XS without VNNI: |v| (its quants are signed)
   std::vector<Quants32> sc;   // [b * 16 + s]: int16 lanes 2r, 2r+1 = scale of sub-block s of row r
-  std::vector<Quants32> bp;   // [b * 8 + t]: int16 lanes 2r, 2r+1 = Q2_K mins / Q3_K scales 2t, 2t+1
+  std::vector<Quants32> bp;   // [b * 8 + t]: int16 lanes 2r, 2r+1 = Q2_K mins
+  std::vector<Quants32> corr; // [b], flipped forms: int32 lane r = -128 * sum_s sc_s * (sum of q in s)
   std::vector<float> d, dmin; // [b * 8 + r]
 };
+
+// Whether a lane tile takes its activations + 128 (unsigned, lane_pack_acts_flip) against
+// signed weights: Q3_K (q, not q + 4) and IQ4_XS with VNNI (Scale::xs_sub_flip). The 128 *
+// sum of the weights then depends on the row alone (LaneRowsLow::corr, once per pack)
+// instead of 8 bsums products per column and super-block.
+template <class D, class Scale>
+constexpr bool lane_flip() {
+  if constexpr (std::is_same_v<D, DecQ3_K>) return true;
+  else if constexpr (std::is_same_v<D, DecIQ4_XS>)
+    return requires(const Quants32* p, const int32_t* q) { Scale::xs_sub_flip(p, q); };
+  else return false;
+}
+
+// The activation blocks of a chunk with their quants + 128 (as unsigned bytes); d kept.
+inline void lane_pack_acts_flip(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, LaneActsK& p) {
+  const size_t n = size_t(nb * nc);
+  if (p.q.size() < n) p.q.resize(n);
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  for (int64_t c = 0; c < nc; ++c) {
+    const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(x + c * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ8_K& q = p.q[size_t(b * nc + c)];
+      q.d = ab[b].d;
+      for (int j = 0; j < 8; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.qs + 32 * j),
+                            _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs + 32 * j)), flip));
+    }
+  }
+}
 
 // Row r's quants (q[j]: chunk j in element order) and its 16 sub-block scales (Q2_K also
 // its 16 mins) as int8; d and dmin. (DecodedK's decoders also build its scale vectors: not
@@ -162,16 +195,16 @@ inline __m256i scale_pairs(__m128i v, int h) {
   return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
 }
 
-template <class D>
+template <class D, class Scale>
 inline void lane_pack_rows_low(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsLow& p) {
   using W = typename D::W;
-  constexpr bool kXS = std::is_same_v<D, DecIQ4_XS>;
+  constexpr bool kXS = std::is_same_v<D, DecIQ4_XS>, kFlip = lane_flip<D, Scale>();
   if (p.v.size() < size_t(nb * 64)) {
     p.v.resize(size_t(nb * 64));
-    p.va.resize(kXS ? size_t(nb * 64) : 0);
-    p.vu.resize(kXS ? size_t(nb * 64) : 0);
+    p.va.resize(kXS && !kFlip ? size_t(nb * 64) : 0);
     p.sc.resize(size_t(nb * 16));
     p.bp.resize(size_t(nb * 8));
+    p.corr.resize(kFlip ? size_t(nb) : 0);
     p.d.resize(size_t(nb * 8));
     p.dmin.resize(size_t(nb * 8));
   }
@@ -194,20 +227,49 @@ inline void lane_pack_rows_low(int64_t nb, const uint8_t* w, size_t ws, int rm, 
       p.d[size_t(b * 8 + r)] = d;
       p.dmin[size_t(b * 8 + r)] = dmin;
     }
+    if constexpr (std::is_same_v<D, DecQ3_K> && kFlip)  // q + 4 -> q (-4..3)
+      for (int j = 0; j < 8; ++j)
+        for (int r = 0; r < 8; ++r) q[j][r] = _mm256_sub_epi8(q[j][r], _mm256_set1_epi8(4));
     for (int j = 0; j < 8; ++j) {
       transpose_8x8_epi32(q[j], &p.v[size_t(b * 64 + 8 * j)]);
-      if constexpr (kXS)
+      if constexpr (kXS && !kFlip)
         for (int k = 0; k < 8; ++k) {
           const size_t i = size_t(b * 64 + 8 * j + k);
           const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.v[i].q));
           _mm256_store_si256(reinterpret_cast<__m256i*>(p.va[i].q), _mm256_abs_epi8(v));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(p.vu[i].q), _mm256_xor_si256(v, _mm256_set1_epi8(char(0x80))));
         }
     }
     transpose_8x8_epi32(s_lo, &p.sc[size_t(b * 16)]);
     if constexpr (!kXS) {
       transpose_8x8_epi32(s_hi, &p.sc[size_t(b * 16 + 8)]);
       transpose_8x8_epi32(m, &p.bp[size_t(b * 8)]);
+    }
+    if constexpr (kFlip) {  // -128 * sum over sub-blocks s of sc_s * (sum of row r's q in s), exact
+      const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+      auto bytesum = [&](int k) {  // int32 lane r: the 4 quants of v[k] in row r, summed
+        return _mm256_madd_epi16(
+            _mm256_maddubs_epi16(ones8, _mm256_load_si256(reinterpret_cast<const __m256i*>(p.v[size_t(b * 64 + k)].q))),
+            ones16);
+      };
+      auto scale = [&](int s) {  // int32 lane r: row r's scale of sub-block s (int16 pair form)
+        return _mm256_srai_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.sc[size_t(b * 16 + s)].q)), 16);
+      };
+      __m256i corr = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        if constexpr (kXS) {  // sub-block j: groups 8j..8j+7
+          __m256i t = bytesum(8 * j);
+          for (int k = 1; k < 8; ++k) t = _mm256_add_epi32(t, bytesum(8 * j + k));
+          corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(t, scale(j)));
+        } else {  // sub-blocks 2j, 2j + 1: groups 8j..8j+3, 8j+4..8j+7
+          for (int h = 0; h < 2; ++h) {
+            __m256i t = bytesum(8 * j + 4 * h);
+            for (int k = 1; k < 4; ++k) t = _mm256_add_epi32(t, bytesum(8 * j + 4 * h + k));
+            corr = _mm256_add_epi32(corr, _mm256_mullo_epi32(t, scale(2 * j + h)));
+          }
+        }
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.corr[size_t(b)].q),
+                         _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 7)));
     }
   }
 }
@@ -219,25 +281,31 @@ struct TileLow {
     static void run(int64_t nb, const LaneRowsLow& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
                     int64_t ys) {
       constexpr bool kXS = std::is_same_v<D, DecIQ4_XS>, kQ2 = std::is_same_v<D, DecQ2_K>;
-      // IQ4_XS with VNNI (Scale::xs_sub): unsigned weights, one vpdpbusd per group and one
-      // vpmulld by the scale per sub-block, instead of the sign trick's three ops per group.
-      constexpr bool kXsUnsigned = requires(const Quants32* p, const int32_t* q) { Scale::xs_sub(p, q); };
+      // Flipped (lane_flip): activations + 128 against signed weights, sumi starting from the
+      // row's -128 * sum sc * q (w.corr). IQ4_XS with VNNI (Scale::xs_sub_flip): one vpdpbusd
+      // per group and one vpmulld by the scale per sub-block, instead of the sign trick's
+      // three ops per group.
+      constexpr bool kFlip = lane_flip<D, Scale>();
       __m256 acc[RN];
       for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
       for (int64_t b = 0; b < nb; ++b) {
         const Quants32* v = &w.v[size_t(b * 64)];
         const BlockQ8_K* ab = &a.q[size_t(b * nc + c0)];
         __m256i sumi[RN];
-        for (int c = 0; c < RN; ++c) sumi[c] = _mm256_setzero_si256();
+        if constexpr (kFlip) {
+          const __m256i corr = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.corr[size_t(b)].q));
+          for (int c = 0; c < RN; ++c) sumi[c] = corr;
+        } else {
+          for (int c = 0; c < RN; ++c) sumi[c] = _mm256_setzero_si256();
+        }
         for (int j = 0; j < 8; ++j) {
-          if constexpr (kXS && kXsUnsigned) {  // sumi += sc * sum (v + 128) a; the 128 * sum a later
-            const Quants32* vu = &w.vu[size_t(b * 64 + 8 * j)];
+          if constexpr (kXS && kFlip) {  // sumi += sc * sum (a + 128) v
             const __m256i sc32 = _mm256_srai_epi32(
                 _mm256_load_si256(reinterpret_cast<const __m256i*>(w.sc[size_t(b * 16 + j)].q)), 16);
             #pragma GCC unroll 8
             for (int c = 0; c < RN; ++c) {
               const int32_t* q4 = reinterpret_cast<const int32_t*>(ab[c].qs + 32 * j);  // 4-byte aligned
-              sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(Scale::xs_sub(vu, q4), sc32));
+              sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(Scale::xs_sub_flip(v + 8 * j, q4), sc32));
             }
           } else if constexpr (kXS) {
             const Quants32* va = &w.va[size_t(b * 64 + 8 * j)];
@@ -265,12 +333,15 @@ struct TileLow {
             for (int c = 0; c < RN; ++c) {
               const int32_t* q4 = reinterpret_cast<const int32_t*>(ab[c].qs + 32 * j);  // 4-byte aligned
               __m256i t[2];
+              // (Flipped: unsigned a + 128 times signed q; 16 * 255 * 4 fits in int16.)
+              auto mul = [&](int k) SHARDLM_INLINE {
+                return kFlip ? _mm256_maddubs_epi16(_mm256_set1_epi32(q4[k]), V[k])
+                             : _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k]));
+              };
               #pragma GCC unroll 2
               for (int h = 0; h < 2; ++h) {
-                const __m256i x0 = _mm256_add_epi16(_mm256_maddubs_epi16(V[4 * h], _mm256_set1_epi32(q4[4 * h])),
-                                                    _mm256_maddubs_epi16(V[4 * h + 1], _mm256_set1_epi32(q4[4 * h + 1])));
-                const __m256i x1 = _mm256_add_epi16(_mm256_maddubs_epi16(V[4 * h + 2], _mm256_set1_epi32(q4[4 * h + 2])),
-                                                    _mm256_maddubs_epi16(V[4 * h + 3], _mm256_set1_epi32(q4[4 * h + 3])));
+                const __m256i x0 = _mm256_add_epi16(mul(4 * h), mul(4 * h + 1));
+                const __m256i x1 = _mm256_add_epi16(mul(4 * h + 2), mul(4 * h + 3));
                 t[h] = _mm256_add_epi16(x0, x1);
               }
               sumi[c] = Scale::acc(Scale::acc(sumi[c], s0, t[0]), s1, t[1]);
@@ -283,15 +354,7 @@ struct TileLow {
           const __m256 da = _mm256_set1_ps(ab[c].d);
           int32_t bs[8];  // int16 pairs (bsums 2t, 2t + 1)
           std::memcpy(bs, ab[c].bsums, sizeof bs);
-          if constexpr (kXS) {
-            if constexpr (kXsUnsigned) {  // 128 * sum_t sc_t * (sum of a over sub-block t)
-              __m256i corr = _mm256_setzero_si256();
-              for (int t = 0; t < 8; ++t)
-                corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(
-                                                                    w.sc[size_t(b * 16 + t)].q)),
-                                                                _mm256_set1_epi32(bs[t])));
-              sumi[c] = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(corr, 7));
-            }
+          if constexpr (kXS || kFlip) {  // sumi is the exact sum already
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, da), acc[c]);
             continue;
           }
@@ -305,9 +368,6 @@ struct TileLow {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[c]), _mm256_mul_ps(d, da), acc[c]);
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, da)),
                                      acc[c]);
-          } else {  // Q3_K: the quants were stored + 4
-            const __m256i q = _mm256_sub_epi32(sumi[c], _mm256_slli_epi32(corr, 2));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(d, da), acc[c]);
           }
         }
       }
@@ -340,7 +400,8 @@ void matmul_low_lanes(int64_t n, const void* W, size_t row_stride, int64_t r0, i
                       size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   if (n_batch >= kGemmMinBatch && ::kernels::lane_order()) {
     const int64_t nb = n / kQK_K;
-    return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsLow, lane_pack_rows_low<D>, TileLow<D, Scale>::template T, 4>(
+    return gemm_lanes<LaneActsK, lane_flip<D, Scale>() ? lane_pack_acts_flip : lane_pack_acts_k, LaneRowsLow,
+                      lane_pack_rows_low<D, Scale>, TileLow<D, Scale>::template T, 4>(
         nb, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride, n_batch, y,
         y_stride, size_t(nb) * (sizeof(BlockQ8_K) + 16) * kGemmChunkBytes / kLowBitChunkBytes);
   }

@@ -6,8 +6,8 @@
 // kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's and Q6_K's
 // matrix x vector add their scaled int16 pairs with one vpdpwssd instead of vpmaddwd +
 // vpaddd (VnniScale; the same int32s), and so do Q2_K's and Q3_K's (FusedQ2K / FusedQ3K);
-// IQ4_NL and MXFP4 take vpdpbusd through the 32-element decode tiles (their larger vec_dot-
-// order batches the AVX2 entry: measured faster). IQ4_XS has no VNNI matrix x vector (a
+// IQ4_NL and MXFP4 take vpdpbusd through two-block decode tiles (avx2_cb_pairs.h; their larger
+// vec_dot-order batches the AVX2 entry: measured faster). IQ4_XS has no VNNI matrix x vector (a
 // fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
 // 32 ymm registers and spills less (measured on Zen 4, BENCHMARKS.md). The lane-order prompt
 // GEMMs of these five types (avx2_lowbit_lanes.h) take VnniDot / VnniScale here. Entries
@@ -17,6 +17,7 @@
 #include "kernels/cpu/kernel_table.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "kernels/cpu/avx2_cb_pairs.h"
 #include "kernels/cpu/avx2_kfused.h"
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
@@ -39,15 +40,16 @@ struct VnniDot {
 // K-quant scales: sum + madd(scale, p16) in one vpdpwssd (the same int32s: exact).
 struct VnniScale {
   static __m256i acc(__m256i sum, __m256i scale, __m256i p16) { return _mm256_dpwssd_epi32(sum, scale, p16); }
-  // IQ4_XS lane GEMM (avx2_lowbit_lanes.h): per row lane, sum over a 32-element sub-block of
-  // (v + 128) * a, eight vpdpbusd (unsigned weights up to 241: no saturation in vpdpbusd).
-  // Two chains of four (even and odd k), added at the end: the same int32s, half the
-  // vpdpbusd latency chain (a chain of eight left the multipliers half idle on Zen 4).
-  static __m256i xs_sub(const Quants32* vu, const int32_t* q4) {
+  // IQ4_XS lane GEMM (avx2_lowbit_lanes.h, lane_flip): per row lane, sum over a 32-element
+  // sub-block of (a + 128) * v, eight vpdpbusd (activations + 128 as the unsigned operand,
+  // signed weights: exact in int32). Two chains of four (even and odd k), added at the end:
+  // the same int32s, half the vpdpbusd latency chain (a chain of eight left the multipliers
+  // half idle on Zen 4).
+  static __m256i xs_sub_flip(const Quants32* v, const int32_t* q4u) {
     __m256i r[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int k = 0; k < 8; ++k)
-      r[k % 2] = _mm256_dpbusd_epi32(r[k % 2], _mm256_load_si256(reinterpret_cast<const __m256i*>(vu[k].q)),
-                                     _mm256_set1_epi32(q4[k]));
+      r[k % 2] = _mm256_dpbusd_epi32(r[k % 2], _mm256_set1_epi32(q4u[k]),
+                                     _mm256_load_si256(reinterpret_cast<const __m256i*>(v[k].q)));
     return _mm256_add_epi32(r[0], r[1]);
   }
 };
@@ -60,9 +62,8 @@ template <class Block, const int8_t* kValues>
 struct DecCodebook32U : DecCodebook32<Block, kValues> {
   static constexpr int kOff = 128;
   static constexpr bool kPairScales = true;  // avx2_tiles.h pair_scales_of
-  static __m256i quants_u(const Block& b) {
-    return _mm256_shuffle_epi8(_mm256_xor_si256(table16(kValues), _mm256_set1_epi8(char(0x80))), nibbles32(b.qs));
-  }
+  static __m256i table_u() { return _mm256_xor_si256(table16(kValues), _mm256_set1_epi8(char(0x80))); }
+  static __m256i quants_u(const Block& b) { return _mm256_shuffle_epi8(table_u(), nibbles32(b.qs)); }
 };
 using DecIQ4_NL_U = DecCodebook32U<BlockIQ4_NL, kIQ4NLValues>;
 using DecMXFP4_U = DecCodebook32U<BlockMXFP4, kMXFP4Values>;
@@ -77,7 +78,8 @@ void matmul_codebook(int64_t n, const void* W, size_t row_stride, int64_t r0, in
   if (n_batch > kDecodeTilesMaxBatch)
     return avx2_table().matmul[slot(kType)](n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
   using U = std::conditional_t<std::is_same_v<D, DecIQ4_NL>, DecIQ4_NL_U, DecMXFP4_U>;
-  matmul_q<U, VnniDot>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  matmul_cb_pairs<U, VnniDot>(n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1,
+                              static_cast<const uint8_t*>(xq), xq_stride, n_batch, y, y_stride);
 }
 
 }  // namespace
