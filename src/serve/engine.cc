@@ -90,6 +90,73 @@ struct Channel {
   }
 };
 
+// The job's callbacks: its tokens as text through the stop strings into ch, then its end
+// (refresh: on the scheduler's thread after each step, which may have re-formed).
+void connect(runtime::Job& job, const std::shared_ptr<Channel>& ch, const tokenizer::Tokenizer* tok,
+             const std::shared_ptr<StopMatcher>& stop, const std::function<void()>& refresh) {
+  auto dec = std::make_shared<tokenizer::StreamDecoder>(*tok);
+  job.on_token = [refresh, ch, dec, stop, tok](int32_t id, const sampler::Logprobs* lp) {
+    refresh();
+    if (tok->is_eog(id)) {
+      ch->stopped = true;
+      ch->push("");
+      return false;
+    }
+    {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      ch->completion++;
+      ch->pending_tokens++;
+    }
+    if (lp) {
+      TokenLogprobs t{tok->piece(id), lp->logprob, {}};
+      for (const sampler::TokenLogprob& c : lp->top) t.top.emplace_back(tok->piece(c.id), c.logprob);
+      std::lock_guard<std::mutex> lock(ch->mu);
+      ch->pending.push_back(std::move(t));
+    }
+    ch->push(stop->push(dec->push(id)));
+    if (stop->stopped()) ch->stopped = true;
+    return !stop->stopped();
+  };
+  job.on_end = [refresh, ch, dec, stop](const runtime::JobEnd& e) {
+    refresh();
+    std::string rest;
+    if (!e.cancelled && e.status.ok() && !stop->stopped()) rest = stop->push(dec->flush()) + stop->flush();
+    std::lock_guard<std::mutex> lock(ch->mu);
+    if (!rest.empty() || !ch->pending.empty() || ch->pending_tokens > 0)
+      ch->pieces.push_back({std::move(rest), std::move(ch->pending), ch->pending_tokens});
+    ch->pending_tokens = 0;
+    ch->end = e;
+    ch->done = true;
+    ch->cv.notify_all();
+  };
+}
+
+// Hands ch's pieces to the sinks as they come, on the caller's thread, until the job is
+// done; true when the client went away (the job is then cancelled). lock holds ch.mu, at
+// the start and at the end.
+bool deliver(Channel& ch, std::unique_lock<std::mutex>& lock, runtime::Job& job, const TextSink& sink,
+             const StillWaiting& waiting, const LogprobSink& logprobs, const TokenCountSink& tokens) {
+  bool gone = false;
+  for (;;) {
+    const bool woke = ch.cv.wait_for(lock, std::chrono::milliseconds(100),
+                                     [&] { return ch.done || !ch.pieces.empty(); });
+    std::deque<Channel::Piece> pieces;
+    pieces.swap(ch.pieces);
+    const bool done = ch.done, started = ch.started;
+    lock.unlock();
+    for (const Channel::Piece& p : pieces) {
+      if (gone) break;
+      if (logprobs && !p.logprobs.empty()) logprobs(p.logprobs);
+      if (tokens && p.tokens > 0) tokens(p.tokens);
+      if (!p.text.empty() && !sink(p.text)) gone = true;
+    }
+    if (!woke && !gone) gone = started || !waiting ? !sink("") : !waiting();
+    if (gone) job.cancel = true;
+    lock.lock();
+    if (done && ch.pieces.empty()) return gone;
+  }
+}
+
 }  // namespace
 
 GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& sink, const StillWaiting& waiting,
@@ -115,65 +182,12 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
     else
       job->constraint = lazy = std::make_shared<grammar::TriggeredConstraint>(req.grammar, trie, req.triggers);
   }
-  auto dec = std::make_shared<tokenizer::StreamDecoder>(tok_);
   auto stop = std::make_shared<StopMatcher>(req.stop);
-  const tokenizer::Tokenizer* tok = &tok_;
-  job->on_token = [this, ch, dec, stop, tok](int32_t id, const sampler::Logprobs* lp) {
-    maybe_refresh_info();  // the scheduler's thread, after a step (which may have re-formed)
-    if (tok->is_eog(id)) {
-      ch->stopped = true;
-      ch->push("");
-      return false;
-    }
-    {
-      std::lock_guard<std::mutex> lock(ch->mu);
-      ch->completion++;
-      ch->pending_tokens++;
-    }
-    if (lp) {
-      TokenLogprobs t{tok->piece(id), lp->logprob, {}};
-      for (const sampler::TokenLogprob& c : lp->top) t.top.emplace_back(tok->piece(c.id), c.logprob);
-      std::lock_guard<std::mutex> lock(ch->mu);
-      ch->pending.push_back(std::move(t));
-    }
-    ch->push(stop->push(dec->push(id)));
-    if (stop->stopped()) ch->stopped = true;
-    return !stop->stopped();
-  };
-  job->on_end = [this, ch, dec, stop](const runtime::JobEnd& e) {
-    maybe_refresh_info();
-    std::string rest;
-    if (!e.cancelled && e.status.ok() && !stop->stopped()) rest = stop->push(dec->flush()) + stop->flush();
-    std::lock_guard<std::mutex> lock(ch->mu);
-    if (!rest.empty() || !ch->pending.empty() || ch->pending_tokens > 0)
-      ch->pieces.push_back({std::move(rest), std::move(ch->pending), ch->pending_tokens});
-    ch->pending_tokens = 0;
-    ch->end = e;
-    ch->done = true;
-    ch->cv.notify_all();
-  };
+  connect(*job, ch, &tok_, stop, [this] { maybe_refresh_info(); });
   sched_.submit(job);
 
-  bool gone = false;
   std::unique_lock<std::mutex> lock(ch->mu);
-  for (;;) {
-    const bool woke = ch->cv.wait_for(lock, std::chrono::milliseconds(100),
-                                      [&] { return ch->done || !ch->pieces.empty(); });
-    std::deque<Channel::Piece> pieces;
-    pieces.swap(ch->pieces);
-    const bool done = ch->done, started = ch->started;
-    lock.unlock();
-    for (const Channel::Piece& p : pieces) {
-      if (gone) break;
-      if (logprobs && !p.logprobs.empty()) logprobs(p.logprobs);
-      if (tokens && p.tokens > 0) tokens(p.tokens);
-      if (!p.text.empty() && !sink(p.text)) gone = true;
-    }
-    if (!woke && !gone) gone = started || !waiting ? !sink("") : !waiting();
-    if (gone) job->cancel = true;
-    lock.lock();
-    if (done && ch->pieces.empty()) break;
-  }
+  const bool gone = deliver(*ch, lock, *job, sink, waiting, logprobs, tokens);
   GenerationResult r;
   const runtime::JobEnd& e = ch->end;
   r.status = e.status;
@@ -185,7 +199,11 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   r.prompt_s = e.prompt_s;
   r.gen_s = e.gen_s;
   lock.unlock();
+  record(r, constraint ? &constraint->stats() : lazy ? &lazy->stats() : nullptr);
+  return r;
+}
 
+void Engine::record(const GenerationResult& r, const grammar::MaskStats* grammar) {
   std::lock_guard<std::mutex> mlock(mu_);
   m_.generations++;
   if (r.finish_reason == "cancelled") m_.cancelled++;
@@ -194,14 +212,12 @@ GenerationResult Engine::generate(const GenerationRequest& req, const TextSink& 
   m_.completion_tokens += r.usage.completion_tokens;
   m_.prompt_s += r.prompt_s;
   m_.gen_s += r.gen_s;
-  if (constraint || lazy) {
-    const grammar::MaskStats& st = constraint ? constraint->stats() : lazy->stats();
-    m_.grammar.masks += st.masks;
-    m_.grammar.cached += st.cached;
-    m_.grammar.seconds += st.seconds;
+  if (grammar) {
+    m_.grammar.masks += grammar->masks;
+    m_.grammar.cached += grammar->cached;
+    m_.grammar.seconds += grammar->seconds;
   }
   if (r.usage.completion_tokens > 1 && r.gen_s > 0) m_.last_tokens_per_s = (r.usage.completion_tokens - 1) / r.gen_s;
-  return r;
 }
 
 EngineMetrics Engine::metrics() const {

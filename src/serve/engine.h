@@ -116,6 +116,8 @@ class Engine {
   mutable std::mutex mu_;
   EngineMetrics m_;
   std::shared_ptr<const grammar::VocabTrie> trie_;  // built for the first constrained request
+  // Counts a finished generation in m_ (grammar: its constraint's masks, if it had one).
+  void record(const GenerationResult& r, const grammar::MaskStats* grammar);
 
   // cluster_info()'s snapshot, refreshed by refresh_info() (at start, then on the
   // scheduler's thread after a recovery or a loss).

@@ -48,84 +48,106 @@ bool ends_in_harmony_start(const std::string& tail) {
 
 void HarmonySplitter::run(ReasoningPiece* out) {
   for (;;) {
-    const std::string_view h = held_;
-    if (state_ == kBetween) {  // before a message: <|end|>, <|start|>role, then <|channel|>
-      if (starts_with(h, kEnd)) {
-        held_.erase(0, kEnd.size());
-        continue;
-      }
-      if (starts_with(h, kChannel)) {
-        state_ = kHeader;
-        continue;
-      }
-      // <|start|>role, or (tools) the reply's own role header " to=functions.NAME".
-      if (starts_with(h, kStart) || (tools_ && starts_with(h, kTo))) {
-        // The channel (or, for a recipient that wrote none, the message) after the role.
-        const size_t at = std::min(h.find(kChannel), tools_ ? h.find(kMessage) : std::string_view::npos);
-        if (at == std::string_view::npos) return;  // the role, then the channel, to come
-        recipient_ = recipient_in(h.substr(0, at));
-        held_.erase(0, at);
-        state_ = kHeader;
-        continue;
-      }
-      if (h.empty() || prefix_of(h, kChannel) || prefix_of(h, kStart) || prefix_of(h, kEnd) ||
-          (tools_ && prefix_of(h, kTo)))
-        return;
-      state_ = kPlain;
-      continue;
+    bool more = false;
+    switch (state_) {
+      case kBetween: more = between(); break;
+      case kHeader: more = header(out); break;
+      case kCall: more = call(out); break;
+      case kAnalysis:
+      case kCommentary: more = message(out); break;
+      case kFinal:
+      case kPlain:  // the rest is the answer
+        out->content += held_;
+        held_.clear();
+        break;
     }
-    if (state_ == kHeader) {  // <|channel|>NAME[ to=...][<|constrain|>...]<|message|>
-      const size_t at = h.find(kMessage);
-      if (at == std::string_view::npos) return;
-      std::string_view header = h.substr(0, at);
-      if (const size_t c = header.rfind(kChannel); c != std::string_view::npos)
-        header.remove_prefix(c + kChannel.size());  // past a stray commentary
-      const std::string_view name = header.substr(0, header.find_first_of(" <"));
-      state_ = name == "analysis" ? kAnalysis : name == "final" ? kFinal : kCommentary;
-      std::string to = recipient_in(header);
-      if (to.empty()) to = recipient_;
-      recipient_.clear();
-      if (tools_ && to.rfind("functions.", 0) == 0) {
-        state_ = kCall;
-        out->calls += harmony_call_open(to.substr(10));
-      }
-      if (state_ == kAnalysis) entered_analysis_ = true;
-      seen_ = true;
-      held_.erase(0, at + kMessage.size());  // name is a view of held_: read it first
-      continue;
-    }
-    if (state_ == kCall) {  // the arguments, to <|call|> (or <|end|>, <|start|>)
-      const size_t at = std::min({h.find(kEnd), h.find(kStart), h.find(kCallTag)});
-      if (at != std::string_view::npos) {
-        out->calls += held_.substr(0, at);
-        out->calls += kHarmonyCallClose;
-        held_.erase(0, starts_with(h.substr(at), kCallTag) ? at + kCallTag.size() : at);
-        state_ = kBetween;
-        continue;
-      }
-      const size_t keep = std::max({partial_tag(h, kEnd), partial_tag(h, kStart), partial_tag(h, kCallTag)});
-      out->calls += held_.substr(0, held_.size() - keep);
-      held_.erase(0, held_.size() - keep);
-      return;
-    }
-    if (state_ == kAnalysis || state_ == kCommentary) {  // to <|end|> or the next <|start|>
-      std::string& to = state_ == kAnalysis ? out->reasoning : out->content;
-      const size_t at = std::min(h.find(kEnd), h.find(kStart));
-      if (at != std::string_view::npos) {
-        to += held_.substr(0, at);
-        held_.erase(0, at);
-        state_ = kBetween;
-        continue;
-      }
-      const size_t keep = std::max(partial_tag(h, kEnd), partial_tag(h, kStart));
-      to += held_.substr(0, held_.size() - keep);
-      held_.erase(0, held_.size() - keep);
-      return;
-    }
-    out->content += held_;  // kFinal, kPlain: the rest is the answer
-    held_.clear();
-    return;
+    if (!more) return;
   }
+}
+
+// Before a message: <|end|>, <|start|>role, then <|channel|>.
+bool HarmonySplitter::between() {
+  const std::string_view h = held_;
+  if (starts_with(h, kEnd)) {
+    held_.erase(0, kEnd.size());
+    return true;
+  }
+  if (starts_with(h, kChannel)) {
+    state_ = kHeader;
+    return true;
+  }
+  // <|start|>role, or (tools) the reply's own role header " to=functions.NAME".
+  if (starts_with(h, kStart) || (tools_ && starts_with(h, kTo))) {
+    // The channel (or, for a recipient that wrote none, the message) after the role.
+    const size_t at = std::min(h.find(kChannel), tools_ ? h.find(kMessage) : std::string_view::npos);
+    if (at == std::string_view::npos) return false;  // the role, then the channel, to come
+    recipient_ = recipient_in(h.substr(0, at));
+    held_.erase(0, at);
+    state_ = kHeader;
+    return true;
+  }
+  if (h.empty() || prefix_of(h, kChannel) || prefix_of(h, kStart) || prefix_of(h, kEnd) ||
+      (tools_ && prefix_of(h, kTo)))
+    return false;
+  state_ = kPlain;
+  return true;
+}
+
+// <|channel|>NAME[ to=...][<|constrain|>...]<|message|>
+bool HarmonySplitter::header(ReasoningPiece* out) {
+  const std::string_view h = held_;
+  const size_t at = h.find(kMessage);
+  if (at == std::string_view::npos) return false;
+  std::string_view header = h.substr(0, at);
+  if (const size_t c = header.rfind(kChannel); c != std::string_view::npos)
+    header.remove_prefix(c + kChannel.size());  // past a stray commentary
+  const std::string_view name = header.substr(0, header.find_first_of(" <"));
+  state_ = name == "analysis" ? kAnalysis : name == "final" ? kFinal : kCommentary;
+  std::string to = recipient_in(header);
+  if (to.empty()) to = recipient_;
+  recipient_.clear();
+  if (tools_ && to.rfind("functions.", 0) == 0) {
+    state_ = kCall;
+    out->calls += harmony_call_open(to.substr(10));
+  }
+  if (state_ == kAnalysis) entered_analysis_ = true;
+  seen_ = true;
+  held_.erase(0, at + kMessage.size());  // name is a view of held_: read it first
+  return true;
+}
+
+// A call's arguments, to <|call|> (or <|end|>, <|start|>).
+bool HarmonySplitter::call(ReasoningPiece* out) {
+  const std::string_view h = held_;
+  const size_t at = std::min({h.find(kEnd), h.find(kStart), h.find(kCallTag)});
+  if (at != std::string_view::npos) {
+    out->calls += held_.substr(0, at);
+    out->calls += kHarmonyCallClose;
+    held_.erase(0, starts_with(h.substr(at), kCallTag) ? at + kCallTag.size() : at);
+    state_ = kBetween;
+    return true;
+  }
+  const size_t keep = std::max({partial_tag(h, kEnd), partial_tag(h, kStart), partial_tag(h, kCallTag)});
+  out->calls += held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return false;
+}
+
+// An analysis or commentary message, to <|end|> or the next <|start|>.
+bool HarmonySplitter::message(ReasoningPiece* out) {
+  const std::string_view h = held_;
+  std::string& to = state_ == kAnalysis ? out->reasoning : out->content;
+  const size_t at = std::min(h.find(kEnd), h.find(kStart));
+  if (at != std::string_view::npos) {
+    to += held_.substr(0, at);
+    held_.erase(0, at);
+    state_ = kBetween;
+    return true;
+  }
+  const size_t keep = std::max(partial_tag(h, kEnd), partial_tag(h, kStart));
+  to += held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return false;
 }
 
 ReasoningPiece HarmonySplitter::push(const std::string& text) {

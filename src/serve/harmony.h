@@ -40,6 +40,11 @@ class HarmonySplitter {
  private:
   enum State { kBetween, kHeader, kAnalysis, kCommentary, kFinal, kPlain, kCall };
   void run(ReasoningPiece* out);
+  // One state's step of run: true when the state changed or more can be read at once.
+  bool between();
+  bool header(ReasoningPiece* out);
+  bool call(ReasoningPiece* out);
+  bool message(ReasoningPiece* out);
   bool tools_;
   State state_ = kBetween;
   std::string recipient_;  // from the role header of the message being read

@@ -54,6 +54,159 @@ std::vector<std::string> item_ids(size_t n) {
   return ids;
 }
 
+// A response's id and creation time, and its reasoning and message items' ids.
+struct ResponseNames {
+  std::string id = random_id("resp_"), msg_id = random_id("msg_"), rs_id = random_id("rs_");
+  long long created = unix_now();
+};
+
+// One streamed response's server-sent events, numbered, and its output items as they
+// open and close: the thought (a reasoning item), the text (a message item), the calls
+// (function_call items).
+class ResponseStream {
+ public:
+  ResponseStream(httplib::DataSink& sink, const ResponseNames& names) : sink_(sink), n_(names) {}
+
+  bool event(const char* name, json data) {
+    json typed = {{"type", name}, {"sequence_number", seq_++}};
+    typed.update(data);
+    const std::string s = std::string("event: ") + name + "\ndata: " + dump(typed) + "\n\n";
+    return sink_.write(s.data(), s.size());
+  }
+
+  // The thought, streamed as a reasoning item's reasoning_text deltas, closed by the text.
+  bool think(const std::string& t) {
+    if (!thinking_) {
+      event("response.output_item.added", {{"output_index", index_}, {"item", reasoning_item(n_.rs_id, "", "in_progress")}});
+      thinking_ = true;
+    }
+    thought_ += t;
+    json w = at_thought();
+    w["delta"] = t;
+    return event("response.reasoning_text.delta", w);
+  }
+
+  bool text(const std::string& t) {
+    open_text();
+    text_ += t;
+    json w = at_text();
+    w["delta"] = t;
+    w["logprobs"] = json::array();
+    return event("response.output_text.delta", w);
+  }
+
+  // Tool calls as they are written: a function_call item per call, its arguments as
+  // response.function_call_arguments.delta events (as the Responses API streams them);
+  // done once the next call starts or the reply ends (finish).
+  bool call(const ToolDelta& d) {
+    if (d.first) {
+      close_thought();
+      close_text(message_item(n_.msg_id, text_, "completed"));
+      close_call();
+      call_ids_.push_back(item_ids(1)[0]);
+      open_ = {d.id, d.name, ""};
+      call_open_ = true;
+      return event("response.output_item.added",
+                   {{"output_index", index_}, {"item", function_call_item(call_ids_.back(), open_, "in_progress")}});
+    }
+    if (d.arguments.empty()) return sink_.is_writable();
+    open_.arguments += d.arguments;
+    json w = at_call();
+    w["delta"] = d.arguments;
+    return event("response.function_call_arguments.delta", w);
+  }
+
+  // After a finished reply: the rest of its text, every item closed, the calls not
+  // streamed sent whole; the output as streamed (the thought and text as sent).
+  Outcome finish(const Reply& out) {
+    close_call();
+    const bool streamed = out.streamed_calls > 0;
+    if (!out.tail.content.empty() && !streamed) text(out.tail.content);  // (after a streamed call: dropped)
+    if (!text_open_ && out.tail.calls.empty()) open_text();
+    close_thought();
+    call_ids_.resize(std::min(call_ids_.size(), out.tail.calls.size()));
+    for (const std::string& k : item_ids(out.tail.calls.size() - call_ids_.size())) call_ids_.push_back(k);
+    Outcome oc = outcome(n_.rs_id, thought_, n_.msg_id, text_, out.tail.calls, call_ids_);
+    if (text_open_) close_text(oc.output[thought_.empty() ? 0 : 1]);
+    for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k, ++index_) whole_call(out.tail.calls[k], k);
+    return oc;
+  }
+
+ private:
+  json at_thought() const { return json{{"item_id", n_.rs_id}, {"output_index", index_}, {"content_index", 0}}; }
+  json at_text() const { return json{{"item_id", n_.msg_id}, {"output_index", index_}, {"content_index", 0}}; }
+  json at_call() const { return json{{"item_id", call_ids_.back()}, {"output_index", index_}}; }
+
+  void close_thought() {
+    if (!thinking_) return;
+    json w = at_thought();
+    w["text"] = thought_;
+    event("response.reasoning_text.done", w);
+    event("response.output_item.done", {{"output_index", index_++}, {"item", reasoning_item(n_.rs_id, thought_, "completed")}});
+    thinking_ = false;
+  }
+
+  void open_text() {
+    close_thought();
+    if (text_open_) return;
+    event("response.output_item.added", {{"output_index", index_}, {"item", message_item(n_.msg_id, "", "in_progress")}});
+    json w = at_text();
+    w["part"] = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
+    event("response.content_part.added", w);
+    text_open_ = true;
+  }
+
+  // The message item done (its text as streamed), before a call's item or at the end.
+  void close_text(const json& item) {
+    if (!text_open_) return;
+    json w = at_text();
+    w["text"] = text_;
+    w["logprobs"] = json::array();
+    event("response.output_text.done", w);
+    w = at_text();
+    w["part"] = item["content"][0];
+    event("response.content_part.done", w);
+    event("response.output_item.done", {{"output_index", index_}, {"item", item}});
+    ++index_;
+    text_open_ = false;
+  }
+
+  void close_call() {
+    if (!call_open_) return;
+    json d = at_call();
+    d["name"] = open_.name;
+    d["arguments"] = open_.arguments;
+    event("response.function_call_arguments.done", d);
+    event("response.output_item.done",
+          {{"output_index", index_++}, {"item", function_call_item(call_ids_.back(), open_, "completed")}});
+    call_open_ = false;
+  }
+
+  // A call not streamed (k: its place in the reply's calls), sent whole.
+  void whole_call(const ToolCall& c, size_t k) {
+    const json at = {{"item_id", call_ids_[k]}, {"output_index", index_}};
+    event("response.output_item.added", {{"output_index", index_}, {"item", function_call_item(call_ids_[k], c, "in_progress")}});
+    json d = at;
+    d["delta"] = c.arguments;
+    event("response.function_call_arguments.delta", d);
+    d = at;
+    d["name"] = c.name;
+    d["arguments"] = c.arguments;
+    event("response.function_call_arguments.done", d);
+    event("response.output_item.done", {{"output_index", index_}, {"item", function_call_item(call_ids_[k], c, "completed")}});
+  }
+
+  httplib::DataSink& sink_;
+  const ResponseNames& n_;
+  int seq_ = 0;
+  int index_ = 0;  // the next output item's
+  bool text_open_ = false, thinking_ = false;
+  std::string text_, thought_;
+  std::vector<std::string> call_ids_;
+  ToolCall open_;  // the call being streamed: its arguments as far as written
+  bool call_open_ = false;
+};
+
 class Handler {
  public:
   Handler(const Generator& g, size_t capacity) : g_(g), store_(capacity) {}
@@ -65,160 +218,50 @@ class Handler {
     if (r.chat.model.empty()) r.chat.model = o.model_name;
     Job job;
     if (auto e = g_.prepare(r.chat, &job)) return send(res, *e);
-    const std::string id = random_id("resp_"), msg_id = random_id("msg_"), rs_id = random_id("rs_");
-    const long long created = unix_now();
+    const ResponseNames names;
     if (!r.chat.stream) {
       Reply out;
       std::string text;
       if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
-      Outcome oc = outcome(rs_id, out.reasoning, msg_id, text, out.tail.calls, item_ids(out.tail.calls.size()));
-      json resp = response_object(r, id, created, status_of(out), oc.output, out.out.usage);
-      keep(r, id, oc, resp);
+      Outcome oc = outcome(names.rs_id, out.reasoning, names.msg_id, text, out.tail.calls,
+                           item_ids(out.tail.calls.size()));
+      json resp = response_object(r, names.id, names.created, status_of(out), oc.output, out.out.usage);
+      keep(r, names.id, oc, resp);
       res.set_content(dump(resp), "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider("text/event-stream", [this, job, r, id, msg_id, rs_id, created](size_t,
-                                                                                            httplib::DataSink& sink) {
-      int seq = 0;
-      auto event = [&](const char* name, json data) {
-        json typed = {{"type", name}, {"sequence_number", seq++}};
-        typed.update(data);
-        const std::string s = std::string("event: ") + name + "\ndata: " + dump(typed) + "\n\n";
-        return sink.write(s.data(), s.size());
-      };
-      const json started = response_object(r, id, created, "in_progress", json::array(), Usage{});
-      event("response.created", {{"response", started}});
-      event("response.in_progress", {{"response", started}});
-      int index = 0;  // the next output item's
-      bool text_open = false, thinking = false;
-      std::string text, thought;
-      // The thought, streamed as a reasoning item's reasoning_text deltas, closed by the text.
-      auto at_thought = [&] { return json{{"item_id", rs_id}, {"output_index", index}, {"content_index", 0}}; };
-      auto think = [&](const std::string& t) {
-        if (!thinking) {
-          event("response.output_item.added", {{"output_index", index}, {"item", reasoning_item(rs_id, "", "in_progress")}});
-          thinking = true;
-        }
-        thought += t;
-        json w = at_thought();
-        w["delta"] = t;
-        return event("response.reasoning_text.delta", w);
-      };
-      auto close_thought = [&] {
-        if (!thinking) return;
-        json w = at_thought();
-        w["text"] = thought;
-        event("response.reasoning_text.done", w);
-        event("response.output_item.done", {{"output_index", index++}, {"item", reasoning_item(rs_id, thought, "completed")}});
-        thinking = false;
-      };
-      const json part0 = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-      auto where = [&] { return json{{"item_id", msg_id}, {"output_index", index}, {"content_index", 0}}; };
-      auto open_text = [&] {
-        close_thought();
-        if (text_open) return;
-        event("response.output_item.added", {{"output_index", index}, {"item", message_item(msg_id, "", "in_progress")}});
-        json w = where();
-        w["part"] = part0;
-        event("response.content_part.added", w);
-        text_open = true;
-      };
-      auto delta = [&](const std::string& t) {
-        open_text();
-        text += t;
-        json w = where();
-        w["delta"] = t;
-        w["logprobs"] = json::array();
-        return event("response.output_text.delta", w);
-      };
-      // The message item done (its text as streamed), before a call's item or at the end.
-      auto close_text = [&](const json& item) {
-        if (!text_open) return;
-        json w = where();
-        w["text"] = text;
-        w["logprobs"] = json::array();
-        event("response.output_text.done", w);
-        w = where();
-        w["part"] = item["content"][0];
-        event("response.content_part.done", w);
-        event("response.output_item.done", {{"output_index", index}, {"item", item}});
-        ++index;
-        text_open = false;
-      };
-      // Tool calls as they are written: a function_call item per call, its arguments as
-      // response.function_call_arguments.delta events (as the Responses API streams them);
-      // done once the next call starts or the reply ends (below).
-      std::vector<std::string> call_ids;
-      ToolCall open;  // the call being streamed: its arguments as far as written
-      bool call_open = false;
-      auto at_call = [&] { return json{{"item_id", call_ids.back()}, {"output_index", index}}; };
-      auto close_call = [&] {
-        if (!call_open) return;
-        json d = at_call();
-        d["name"] = open.name;
-        d["arguments"] = open.arguments;
-        event("response.function_call_arguments.done", d);
-        event("response.output_item.done",
-              {{"output_index", index++}, {"item", function_call_item(call_ids.back(), open, "completed")}});
-        call_open = false;
-      };
-      auto call = [&](const ToolDelta& d) {
-        if (d.first) {
-          close_thought();
-          close_text(message_item(msg_id, text, "completed"));
-          close_call();
-          call_ids.push_back(item_ids(1)[0]);
-          open = {d.id, d.name, ""};
-          call_open = true;
-          return event("response.output_item.added",
-                       {{"output_index", index}, {"item", function_call_item(call_ids.back(), open, "in_progress")}});
-        }
-        if (d.arguments.empty()) return sink.is_writable();
-        open.arguments += d.arguments;
-        json w = at_call();
-        w["delta"] = d.arguments;
-        return event("response.function_call_arguments.delta", w);
-      };
-      Reply out = g_.run(job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : delta(t); },
-                         [&] { return sink.is_writable(); }, {}, think, call);
-      if (out.cancelled()) return false;
-      if (!out.out.status.ok()) {
-        event("error", {{"code", "server_error"}, {"message", "generation failed: " + out.out.status.message()},
+    res.set_chunked_content_provider("text/event-stream", [this, job, r, names](size_t, httplib::DataSink& sink) {
+      return stream(job, r, names, sink);
+    });
+  }
+
+  // The response's events: created, the items as written, completed (or incomplete);
+  // false when the client went away.
+  bool stream(const Job& job, const ResponsesRequest& r, const ResponseNames& names, httplib::DataSink& sink) {
+    ResponseStream s(sink, names);
+    const json started = response_object(r, names.id, names.created, "in_progress", json::array(), Usage{});
+    s.event("response.created", {{"response", started}});
+    s.event("response.in_progress", {{"response", started}});
+    Reply out = g_.run(
+        job, 0, [&](const std::string& t) { return t.empty() ? sink.is_writable() : s.text(t); },
+        [&] { return sink.is_writable(); }, {}, [&](const std::string& t) { return s.think(t); },
+        [&](const ToolDelta& d) { return s.call(d); });
+    if (out.cancelled()) return false;
+    if (!out.out.status.ok()) {
+      s.event("error", {{"code", "server_error"}, {"message", "generation failed: " + out.out.status.message()},
                         {"param", nullptr}});
-        sink.done();
-        return true;
-      }
-      close_call();
-      const bool streamed = out.streamed_calls > 0;
-      if (!out.tail.content.empty() && !streamed) delta(out.tail.content);  // (after a streamed call: dropped)
-      if (!text_open && out.tail.calls.empty()) open_text();
-      close_thought();
-      call_ids.resize(std::min(call_ids.size(), out.tail.calls.size()));
-      for (const std::string& k : item_ids(out.tail.calls.size() - call_ids.size())) call_ids.push_back(k);
-      Outcome oc = outcome(rs_id, thought, msg_id, text, out.tail.calls, call_ids);  // the thought as streamed
-      if (text_open) close_text(oc.output[thought.empty() ? 0 : 1]);
-      for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k, ++index) {  // the calls not streamed: whole
-        const ToolCall& c = out.tail.calls[k];
-        const json at = {{"item_id", call_ids[k]}, {"output_index", index}};
-        event("response.output_item.added", {{"output_index", index}, {"item", function_call_item(call_ids[k], c, "in_progress")}});
-        json d = at;
-        d["delta"] = c.arguments;
-        event("response.function_call_arguments.delta", d);
-        d = at;
-        d["name"] = c.name;
-        d["arguments"] = c.arguments;
-        event("response.function_call_arguments.done", d);
-        event("response.output_item.done", {{"output_index", index}, {"item", function_call_item(call_ids[k], c, "completed")}});
-      }
-      const std::string status = status_of(out);
-      json resp = response_object(r, id, created, status, oc.output, out.out.usage);
-      keep(r, id, oc, resp);
-      event(status == "completed" ? "response.completed" : "response.incomplete", {{"response", resp}});
       sink.done();
       return true;
-    });
+    }
+    Outcome oc = s.finish(out);  // the thought as streamed
+    const std::string status = status_of(out);
+    json resp = response_object(r, names.id, names.created, status, oc.output, out.out.usage);
+    keep(r, names.id, oc, resp);
+    s.event(status == "completed" ? "response.completed" : "response.incomplete", {{"response", resp}});
+    sink.done();
+    return true;
   }
 
   void retrieve(const std::string& id, httplib::Response& res) {

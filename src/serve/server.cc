@@ -23,6 +23,7 @@
 #include "serve/cluster_view.h"
 #include "serve/generation.h"
 #include "serve/infill.h"
+#include "serve/metrics.h"
 #include "serve/anthropic.h"
 #include "serve/ollama.h"
 #include "serve/page.h"
@@ -54,23 +55,6 @@ bool same_secret(const std::string& a, const std::string& b) {
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
-
-// Requests answered, by route and status code, for /metrics.
-class RequestCounter {
- public:
-  void add(const std::string& path, int status) {
-    std::lock_guard<std::mutex> lock(mu_);
-    counts_[{path, status}]++;
-  }
-  std::map<std::pair<std::string, int>, uint64_t> snapshot() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return counts_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> counts_;
-};
 
 struct Route {
   const char* path;
@@ -192,112 +176,32 @@ class Cors {
   std::vector<std::string> origins_;
 };
 
-std::string metrics_text(const EngineMetrics& m, const RequestCounter& rc) {
-  std::string s;
-  char buf[512];
-  auto metric = [&](const char* name, const char* type, const char* help) {
-    s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  };
-  auto value = [&](const char* name, const std::string& labels, double v) {
-    std::snprintf(buf, sizeof buf, "%s%s %.17g\n", name, labels.c_str(), v);
-    s += buf;
-  };
-  metric("shardlm_requests_total", "counter", "HTTP requests answered, by route and status code.");
-  for (const auto& [k, n] : rc.snapshot())
-    value("shardlm_requests_total", "{path=\"" + k.first + "\",code=\"" + std::to_string(k.second) + "\"}", double(n));
-  metric("shardlm_generations_total", "counter", "Generations run (finished, stopped or cancelled).");
-  value("shardlm_generations_total", "", double(m.generations));
-  metric("shardlm_cancelled_total", "counter", "Requests whose client went away while queued or streaming.");
-  value("shardlm_cancelled_total", "", double(m.cancelled));
-  metric("shardlm_prompt_tokens_total", "counter", "Prompt tokens of all requests.");
-  value("shardlm_prompt_tokens_total", "", double(m.prompt_tokens));
-  metric("shardlm_prompt_tokens_cached_total", "counter", "Prompt tokens reused from the KV cache.");
-  value("shardlm_prompt_tokens_cached_total", "", double(m.cached_tokens));
-  metric("shardlm_completion_tokens_total", "counter", "Generated tokens.");
-  value("shardlm_completion_tokens_total", "", double(m.completion_tokens));
-  metric("shardlm_prompt_seconds_total", "counter", "Time spent evaluating prompts.");
-  value("shardlm_prompt_seconds_total", "", m.prompt_s);
-  metric("shardlm_generation_seconds_total", "counter", "Time spent generating.");
-  value("shardlm_generation_seconds_total", "", m.gen_s);
-  metric("shardlm_generation_tokens_per_second", "gauge", "Generation speed of the last finished request.");
-  value("shardlm_generation_tokens_per_second", "", m.last_tokens_per_s);
-  metric("shardlm_queue_depth", "gauge", "Requests waiting for a KV slot.");
-  value("shardlm_queue_depth", "", m.sched.queued);
-  metric("shardlm_requests_running", "gauge", "Requests holding a KV slot (prompt or generation).");
-  value("shardlm_requests_running", "", m.sched.slots_in_use);
-  metric("shardlm_slots_in_use", "gauge", "KV slots holding a running request.");
-  value("shardlm_slots_in_use", "", m.sched.slots_in_use);
-  metric("shardlm_slots_total", "gauge", "KV slots (--parallel).");
-  value("shardlm_slots_total", "", m.sched.slots);
-  metric("shardlm_kv_blocks_total", "gauge", "Blocks of the KV pool (64 positions each, --kv-memory).");
-  value("shardlm_kv_blocks_total", "", m.sched.kv_blocks);
-  metric("shardlm_kv_blocks_in_use", "gauge", "KV blocks held by slots, running or idle.");
-  value("shardlm_kv_blocks_in_use", "", m.sched.kv_blocks_used);
-  metric("shardlm_kv_blocks_cached", "gauge",
-         "KV blocks keeping rows no running request holds: idle slots' and shared prefixes' (freed when needed).");
-  value("shardlm_kv_blocks_cached", "", m.sched.kv_blocks_idle);
-  metric("shardlm_kv_blocks_shared", "gauge", "KV blocks held by more than one sequence (a shared prefix).");
-  value("shardlm_kv_blocks_shared", "", m.sched.kv_blocks_shared);
-  metric("shardlm_kv_prefix_hits_total", "counter", "Requests that took a shared prefix's cached KV blocks.");
-  value("shardlm_kv_prefix_hits_total", "", double(m.sched.kv_prefix_hits));
-  metric("shardlm_kv_prefix_tokens_total", "counter", "Prompt positions taken from shared prefixes (not evaluated).");
-  value("shardlm_kv_prefix_tokens_total", "", double(m.sched.kv_prefix_tokens));
-  metric("shardlm_kv_pool_full_total", "counter", "Requests ended because the KV pool was full (one alone that cannot fit).");
-  value("shardlm_kv_pool_full_total", "", double(m.sched.kv_full_ends));
-  metric("shardlm_kv_preemptions_total", "counter",
-         "Requests that gave their KV blocks back when the pool was full, to be computed again.");
-  value("shardlm_kv_preemptions_total", "", double(m.sched.kv_preemptions));
-  metric("shardlm_cluster_nodes", "gauge", "Nodes computing now (the root included).");
-  value("shardlm_cluster_nodes", "", m.cluster.nodes);
-  metric("shardlm_cluster_nodes_planned", "gauge", "Nodes the cluster started with.");
-  value("shardlm_cluster_nodes_planned", "", m.cluster.nodes_planned);
-  metric("shardlm_recoveries_total", "counter", "Times the cluster was re-formed (a worker lost or back).");
-  value("shardlm_recoveries_total", "", double(m.cluster.recoveries));
-  metric("shardlm_workers_lost_total", "counter", "Workers lost (died, timed out or answered nonsense).");
-  value("shardlm_workers_lost_total", "", double(m.cluster.lost));
-  metric("shardlm_batch_size", "gauge", "Rows (tokens) of the latest step of the model.");
-  value("shardlm_batch_size", "", m.sched.last_batch_rows);
-  metric("shardlm_batch_sequences", "gauge", "Sequences in the latest step of the model.");
-  value("shardlm_batch_sequences", "", m.sched.last_batch_seqs);
-  metric("shardlm_decode_steps_total", "counter", "Decode rows of requests in steps (one per request and step).");
-  value("shardlm_decode_steps_total", "", double(m.sched.decode_rounds));
-  metric("shardlm_decode_tokens_total", "counter", "Tokens drawn by those rows (more than one with speculation).");
-  value("shardlm_decode_tokens_total", "", double(m.sched.decode_tokens));
-  metric("shardlm_speculative_guesses_total", "counter", "Speculative guesses verified (--lookup, --draft-model).");
-  value("shardlm_speculative_guesses_total", "", double(m.sched.guessed));
-  metric("shardlm_speculative_kept_total", "counter", "Speculative guesses kept (acceptance = kept / guesses).");
-  value("shardlm_speculative_kept_total", "", double(m.sched.kept));
-  metric("shardlm_grammar_masks_total", "counter", "Token masks of constrained requests (response_format, grammar).");
-  value("shardlm_grammar_masks_total", "", double(m.grammar.masks));
-  metric("shardlm_grammar_masks_cached_total", "counter", "Of them, found in the per-request cache of grammar states.");
-  value("shardlm_grammar_masks_cached_total", "", double(m.grammar.cached));
-  metric("shardlm_grammar_mask_seconds_total", "counter", "Time spent computing the other masks (on the root).");
-  value("shardlm_grammar_mask_seconds_total", "", m.grammar.seconds);
-  metric("shardlm_node_compute_seconds_total", "counter", "Compute time of each node.");
-  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
-    value("shardlm_node_compute_seconds_total",
-          "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}", m.sched.nodes[i].counters.compute_s);
-  metric("shardlm_node_sync_seconds_total", "counter", "Time each node spent in all-reduces (per-node sync time).");
-  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
-    value("shardlm_node_sync_seconds_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
-          m.sched.nodes[i].counters.sync_s);
-  metric("shardlm_node_bytes_sent_total", "counter", "Bytes each node sent.");
-  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
-    value("shardlm_node_bytes_sent_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
-          double(m.sched.nodes[i].counters.bytes_sent));
-  metric("shardlm_node_bytes_received_total", "counter", "Bytes each node received.");
-  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
-    value("shardlm_node_bytes_received_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
-          double(m.sched.nodes[i].counters.bytes_received));
-  metric("shardlm_node_steps_total", "counter", "Steps of the model each node took part in.");
-  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
-    value("shardlm_node_steps_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
-          double(m.sched.nodes[i].counters.steps));
-  metric("shardlm_node_rows_total", "counter", "Token rows (prompt and decode) of the steps each node took part in.");
-  for (size_t i = 0; i < m.sched.nodes.size(); ++i)
-    value("shardlm_node_rows_total", "{node=\"" + std::to_string(i) + "\",name=\"" + m.sched.nodes[i].name + "\"}",
-          double(m.sched.nodes[i].counters.rows));
-  return s;
+// A completion's choices, as the request asks for them. n > 1: the choices run one after
+// another, choice i with seed + i, so each is what it would be alone with its seed, and
+// each after the first finds the prompt's KV in the slot the one before left (the
+// scheduler's longest-prefix reuse).
+struct Choices {
+  Endpoint ep = Endpoint::kChat;
+  ResponseIds ids;
+  int n = 1;
+  std::string echo;       // the prompt, shown before each choice's text
+  int top_logprobs = -1;  // < 0: no log-probabilities
+  bool include_usage = false;
+};
+
+// Adds a choice's usage to the choices' total: the prompt counted once (the first choice's).
+void add_usage(Usage& total, const Usage& u, bool first_choice) {
+  if (first_choice) {
+    total.prompt_tokens = u.prompt_tokens;
+    total.cached_tokens = u.cached_tokens;
+  }
+  total.completion_tokens += u.completion_tokens, total.reasoning_tokens += u.reasoning_tokens;
+}
+
+// One server-sent event with a data line.
+bool sse_data(httplib::DataSink& sink, const std::string& data) {
+  const std::string s = "data: " + data + "\n\n";
+  return sink.write(s.data(), s.size());
 }
 
 class Handler {
@@ -309,125 +213,126 @@ class Handler {
     if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_error(res, *e);
     Job job;
     if (auto e = gen_.prepare(r, &job)) return send_error(res, *e);
-    ResponseIds ids;
-    ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
-    ids.created = unix_now();
-    ids.model = r.model.empty() ? o_.model_name : r.model;
-
-    // n > 1: the choices run one after another, choice i with seed + i, so each is what it
-    // would be alone with its seed, and each after the first finds the prompt's KV in the
-    // slot the one before left (the scheduler's longest-prefix reuse).
-    const int n_choices = r.n;
-    const std::string echo = r.echo ? r.prompt : "";
-    const int top_logprobs = job.gen.params.top_logprobs;
-    auto add_usage = [](Usage& total, const Usage& u, bool first_choice) {
-      if (first_choice) {
-        total.prompt_tokens = u.prompt_tokens;
-        total.cached_tokens = u.cached_tokens;
-      }
-      total.completion_tokens += u.completion_tokens, total.reasoning_tokens += u.reasoning_tokens;
-    };
-
-    if (!r.stream) {
-      std::vector<Choice> choices;
-      Usage usage;
-      ClientWatch client(req);
-      for (int i = 0; i < n_choices; ++i) {
-        Choice c;
-        c.text = echo;
-        std::vector<TokenLogprobs> lps;
-        Reply out = gen_.run(
-            job, i,
-            [&](const std::string& t) {
-              c.text += t;
-              return client.still_there();
-            },
-            {}, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
-        if (out.cancelled()) return send_error(res, api_error(499, "the client went away", "cancelled"));
-        if (!out.out.status.ok())
-          return send_error(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
-        c.finish_reason = out.finish_reason;
-        c.text += out.tail.content;
-        c.tool_calls = std::move(out.tail.calls);
-        c.reasoning = std::move(out.reasoning);
-        if (top_logprobs >= 0) c.logprobs = logprobs_json(ep, lps);
-        add_usage(usage, out.out.usage, i == 0);
-        choices.push_back(std::move(c));
-      }
-      res.set_content(dump(response_json(ep, ids, choices, usage)), "application/json");
-      return;
-    }
-    const bool include_usage = r.include_usage;
+    Choices c;
+    c.ep = ep;
+    c.ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+    c.ids.created = unix_now();
+    c.ids.model = r.model.empty() ? o_.model_name : r.model;
+    c.n = r.n;
+    c.echo = r.echo ? r.prompt : "";
+    c.top_logprobs = job.gen.params.top_logprobs;
+    c.include_usage = r.include_usage;
+    if (!r.stream) return whole(req, res, job, c);
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, job, n_choices, echo, top_logprobs, add_usage, ids, ep, include_usage](size_t, httplib::DataSink& sink) {
-          auto event = [&](const std::string& data) {
-            const std::string s = "data: " + data + "\n\n";
-            return sink.write(s.data(), s.size());
-          };
-          // A comment line while queued, ": waiting N" with the requests queued (the page
-          // shows it): SSE clients ignore it, and a write to a closed connection fails, so
-          // a client that left gives up its place.
-          auto waiting = [&] {
-            const std::string w = ": waiting " + std::to_string(engine_.metrics().sched.queued) + "\n\n";
-            return sink.write(w.data(), w.size());
-          };
-          Usage usage;
-          for (int i = 0; i < n_choices; ++i) {
-            bool first = true;
-            size_t offset = 0;  // completions' text_offset
-            if (!echo.empty()) {
-              event(dump(chunk_json(ep, ids, echo, "", first, i)));
-              first = false;
-            }
-            // A piece's log-probabilities arrive just before the piece and go out with it.
-            std::vector<TokenLogprobs> lps;
-            auto take_logprobs = [&] {
-              json lp = top_logprobs >= 0 ? logprobs_json(ep, lps, offset) : json(nullptr);
-              lps.clear();
-              return lp;
-            };
-            auto content = [&](const std::string& t) {
-              const bool ok = event(dump(chunk_json(ep, ids, t, "", first, i, take_logprobs())));
-              offset += t.size();
-              first = false;
-              return ok;
-            };
-            auto thought = [&](const std::string& t) {
-              const bool ok = event(dump(reasoning_chunk_json(ids, i, t, first)));
-              first = false;
-              return ok;
-            };
-            auto call = [&](const ToolDelta& d) {
-              const bool ok = event(dump(tool_delta_chunk_json(ids, i, d, first)));
-              first = false;
-              return ok;
-            };
-            Reply out = gen_.run(
-                job, i, [&](const std::string& t) { return t.empty() ? sink.is_writable() : content(t); }, waiting,
-                [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); }, thought,
-                call);
-            if (out.cancelled()) return false;
-            if (!out.out.status.ok()) {
-              event(dump(error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error"))));
-              sink.done();
-              return true;
-            }
-            if (!out.tail.content.empty()) content(out.tail.content);
-            for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k) {
-              event(dump(tool_call_chunk_json(ids, i, int(k), out.tail.calls[k], first)));
-              first = false;
-            }
-            event(dump(chunk_json(ep, ids, "", out.finish_reason, first, i, lps.empty() ? json(nullptr) : take_logprobs())));
-            add_usage(usage, out.out.usage, i == 0);
-          }
-          if (include_usage) event(dump(usage_chunk_json(ep, ids, usage)));
-          event("[DONE]");
-          sink.done();
-          return true;
-        });
+    res.set_chunked_content_provider("text/event-stream", [this, job, c](size_t, httplib::DataSink& sink) {
+      return stream(job, c, sink);
+    });
+  }
+
+  // The choices in one body.
+  void whole(const httplib::Request& req, httplib::Response& res, const Job& job, const Choices& cs) {
+    std::vector<Choice> choices;
+    Usage usage;
+    ClientWatch client(req);
+    for (int i = 0; i < cs.n; ++i) {
+      Choice c;
+      c.text = cs.echo;
+      std::vector<TokenLogprobs> lps;
+      Reply out = gen_.run(
+          job, i,
+          [&](const std::string& t) {
+            c.text += t;
+            return client.still_there();
+          },
+          {}, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
+      if (out.cancelled()) return send_error(res, api_error(499, "the client went away", "cancelled"));
+      if (!out.out.status.ok())
+        return send_error(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
+      c.finish_reason = out.finish_reason;
+      c.text += out.tail.content;
+      c.tool_calls = std::move(out.tail.calls);
+      c.reasoning = std::move(out.reasoning);
+      if (cs.top_logprobs >= 0) c.logprobs = logprobs_json(cs.ep, lps);
+      add_usage(usage, out.out.usage, i == 0);
+      choices.push_back(std::move(c));
+    }
+    res.set_content(dump(response_json(cs.ep, cs.ids, choices, usage)), "application/json");
+  }
+
+  // The choices as server-sent events, one after another, then the usage and [DONE];
+  // false when the client went away.
+  bool stream(const Job& job, const Choices& c, httplib::DataSink& sink) {
+    Usage usage;
+    for (int i = 0; i < c.n; ++i) {
+      Reply out = stream_choice(job, c, i, sink);
+      if (out.cancelled()) return false;
+      if (!out.out.status.ok()) {
+        sse_data(sink, dump(error_json(api_error(503, "generation failed: " + out.out.status.message(), "server_error"))));
+        sink.done();
+        return true;
+      }
+      add_usage(usage, out.out.usage, i == 0);
+    }
+    if (c.include_usage) sse_data(sink, dump(usage_chunk_json(c.ep, c.ids, usage)));
+    sse_data(sink, "[DONE]");
+    sink.done();
+    return true;
+  }
+
+  // Choice i's chunks: the echo, the text, thought and calls as written, the rest and the
+  // finish reason; its reply (cancelled or failed: nothing sent after the pieces).
+  Reply stream_choice(const Job& job, const Choices& c, int i, httplib::DataSink& sink) {
+    const Endpoint ep = c.ep;
+    const ResponseIds& ids = c.ids;
+    auto event = [&](const std::string& data) { return sse_data(sink, data); };
+    // A comment line while queued, ": waiting N" with the requests queued (the page shows
+    // it): SSE clients ignore it, and a write to a closed connection fails, so a client that
+    // left gives up its place.
+    auto waiting = [&] {
+      const std::string w = ": waiting " + std::to_string(engine_.metrics().sched.queued) + "\n\n";
+      return sink.write(w.data(), w.size());
+    };
+    bool first = true;
+    size_t offset = 0;  // completions' text_offset
+    if (!c.echo.empty()) {
+      event(dump(chunk_json(ep, ids, c.echo, "", first, i)));
+      first = false;
+    }
+    // A piece's log-probabilities arrive just before the piece and go out with it.
+    std::vector<TokenLogprobs> lps;
+    auto take_logprobs = [&] {
+      json lp = c.top_logprobs >= 0 ? logprobs_json(ep, lps, offset) : json(nullptr);
+      lps.clear();
+      return lp;
+    };
+    auto content = [&](const std::string& t) {
+      const bool ok = event(dump(chunk_json(ep, ids, t, "", first, i, take_logprobs())));
+      offset += t.size();
+      first = false;
+      return ok;
+    };
+    auto thought = [&](const std::string& t) {
+      const bool ok = event(dump(reasoning_chunk_json(ids, i, t, first)));
+      first = false;
+      return ok;
+    };
+    auto call = [&](const ToolDelta& d) {
+      const bool ok = event(dump(tool_delta_chunk_json(ids, i, d, first)));
+      first = false;
+      return ok;
+    };
+    Reply out = gen_.run(
+        job, i, [&](const std::string& t) { return t.empty() ? sink.is_writable() : content(t); }, waiting,
+        [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); }, thought, call);
+    if (out.cancelled() || !out.out.status.ok()) return out;
+    if (!out.tail.content.empty()) content(out.tail.content);
+    for (size_t k = out.streamed_calls; k < out.tail.calls.size(); ++k) {
+      event(dump(tool_call_chunk_json(ids, i, int(k), out.tail.calls[k], first)));
+      first = false;
+    }
+    event(dump(chunk_json(ep, ids, "", out.finish_reason, first, i, lps.empty() ? json(nullptr) : take_logprobs())));
+    return out;
   }
 
   void tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -489,67 +394,54 @@ class Handler {
   const ServerOptions& o_;
 };
 
-}  // namespace
-
-util::Status run_server(Engine& engine, const PromptBuilder& prompts, const ServerOptions& o,
-                        const std::function<void(const std::string&)>& on_listening) {
-  std::signal(SIGPIPE, SIG_IGN);
+// The HTTP server, over TLS when --tls-cert/--tls-key are given.
+util::Status make_server(const ServerOptions& o, std::unique_ptr<httplib::Server>* server) {
   const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
-  std::unique_ptr<httplib::Server> server;
-  if (tls) {
-    if (o.tls_cert.empty() || o.tls_key.empty())
-      return util::Status::error("HTTPS needs both --tls-cert and --tls-key");
-    util::Status tls_status;
-    server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
-      tls_status = setup_tls(ctx, o.tls_cert, o.tls_key);
-      return tls_status.ok();
-    });
-    if (!tls_status.ok()) return tls_status;
-    if (!server->is_valid()) return util::Status::error("cannot set up TLS with --tls-cert/--tls-key");
-  } else {
-    server = std::make_unique<httplib::Server>();
+  if (!tls) {
+    *server = std::make_unique<httplib::Server>();
+    return util::ok_status();
   }
-  httplib::Server& svr = *server;
-  const Generator gen(engine, prompts, o);
-  Handler h(gen);
-  RequestCounter counter;
-  AccessLog access_log(o.access_log);
-  if (access_log.failed(o.access_log))
-    return util::Status::error("--access-log " + o.access_log + ": cannot open it for appending");
-  const Cors cors(o.cors_origins);
-  const int threads = o.max_queue + 8;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  svr.set_payload_max_length(o.max_body);
-  svr.set_read_timeout(30);
-  svr.set_write_timeout(10);
+  if (o.tls_cert.empty() || o.tls_key.empty())
+    return util::Status::error("HTTPS needs both --tls-cert and --tls-key");
+  util::Status tls_status;
+  *server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+    tls_status = setup_tls(ctx, o.tls_cert, o.tls_key);
+    return tls_status.ok();
+  });
+  if (!tls_status.ok()) return tls_status;
+  if (!(*server)->is_valid()) return util::Status::error("cannot set up TLS with --tls-cert/--tls-key");
+  return util::ok_status();
+}
 
-  // The API key (bearer or x-api-key) where the path needs one; false once the 401 is sent.
-  auto authorized = [&](const httplib::Request& req, httplib::Response& res) {
-    if (o.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS") return true;
-    // Anthropic's clients send the key as x-api-key, the others as a bearer token.
-    if (req.has_header("x-api-key")) {
-      if (same_secret(req.get_header_value("x-api-key"), o.api_key)) return true;
-      send_error(req, res, api_error(401, "incorrect API key in the x-api-key header", "invalid_request_error",
-                                     "invalid_api_key"));
-      return false;
-    }
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.empty()) {
-      send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: "
-                                     "KEY' (the server was started with --api-key)", "invalid_request_error",
-                                     "invalid_api_key"));
-      return false;
-    }
-    if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
-      send_error(req, res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
-                                "invalid_api_key"));
-      return false;
-    }
-    return true;
-  };
-  RouteHook responses_hook;  // set below, with the Responses routes
-  // Before the body is read: CORS, a body without a length, the API key.
+// The API key (bearer or x-api-key) where the path needs one; false once the 401 is sent.
+bool authorized(const ServerOptions& o, const httplib::Request& req, httplib::Response& res) {
+  if (o.api_key.empty() || !needs_key(req.path) || req.method == "OPTIONS") return true;
+  // Anthropic's clients send the key as x-api-key, the others as a bearer token.
+  if (req.has_header("x-api-key")) {
+    if (same_secret(req.get_header_value("x-api-key"), o.api_key)) return true;
+    send_error(req, res, api_error(401, "incorrect API key in the x-api-key header", "invalid_request_error",
+                                   "invalid_api_key"));
+    return false;
+  }
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.empty()) {
+    send_error(req, res, api_error(401, "missing API key: send the header 'Authorization: Bearer KEY' or 'x-api-key: "
+                                   "KEY' (the server was started with --api-key)", "invalid_request_error",
+                                   "invalid_api_key"));
+    return false;
+  }
+  if (auth.rfind(prefix, 0) != 0 || !same_secret(auth.substr(prefix.size()), o.api_key)) {
+    send_error(req, res, api_error(401, "incorrect API key in the Authorization header", "invalid_request_error",
+                              "invalid_api_key"));
+    return false;
+  }
+  return true;
+}
+
+// Before the body is read: CORS, a body without a length, the API key. responses_hook
+// answers DELETE /v1/responses/{id}, which takes no body.
+void set_pre_routing(httplib::Server& svr, const ServerOptions& o, const Cors& cors, const RouteHook& responses_hook) {
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
     AccessLog::started();
     cors.allow(req, res);
@@ -574,11 +466,14 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
                                      "e.g. curl -d '{...}'", "invalid_request_error", "missing_body"));
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!authorized(req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (!authorized(o, req, res)) return httplib::Server::HandlerResponse::Handled;
     if (bodiless_route && !responses_hook(req, res)) not_found(req, res);
     return bodiless_route ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
+}
 
+// The page, its assets, and the server's state: /health, /metrics, /cluster, /v1/models.
+void add_state_routes(httplib::Server& svr, Engine& engine, const ServerOptions& o, const RequestCounter& counter) {
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
   for (const Asset* a = assets_begin(); a != assets_end(); ++a)
     svr.Get(a->path, [a](const httplib::Request&, httplib::Response& res) {
@@ -606,6 +501,10 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
               {"context_length", engine.ctx()}};
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   });
+}
+
+// OpenAI's and llama-server's own routes: completions, tokens, props.
+void add_openai_routes(httplib::Server& svr, Handler& h) {
   svr.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
     h.completions(req, res, Endpoint::kChat);
   });
@@ -615,11 +514,11 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   svr.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) { h.tokenize(req, res); });
   svr.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) { h.detokenize(req, res); });
   svr.Get("/props", [&](const httplib::Request&, httplib::Response& res) { h.props(res); });
-  add_ollama_routes(svr, gen);
-  add_anthropic_routes(svr, gen);
-  responses_hook = add_responses_routes(svr, gen, o.responses_store);
-  add_infill_routes(svr, gen);
-  // Known routes with the wrong method: 405 naming the right one.
+}
+
+// After the routes: a known route with the wrong method (405 naming the right one), HTTP
+// errors and exceptions in the API's error shape, and each answer counted and logged.
+void add_fallbacks(httplib::Server& svr, const ServerOptions& o, RequestCounter& counter, AccessLog& access_log) {
   for (const Route& route : kRoutes) {
     const bool post = route.post;
     auto wrong = [post](const httplib::Request& req, httplib::Response& res) { method_not_allowed(req, res, post); };
@@ -662,7 +561,13 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
     counter.add(path, res.status);
     access_log.write(req, res);
   });
+}
 
+// Binds --host and --port (0: any free port), calls on_listening with the address, and
+// serves until the process ends.
+util::Status listen(httplib::Server& svr, const ServerOptions& o,
+                    const std::function<void(const std::string&)>& on_listening) {
+  const bool tls = !o.tls_cert.empty() || !o.tls_key.empty();
   int port = o.port;
   if (port == 0) {
     port = svr.bind_to_any_port(o.host);
@@ -674,6 +579,39 @@ util::Status run_server(Engine& engine, const PromptBuilder& prompts, const Serv
   on_listening((tls ? "https://" : "http://") + o.host + ":" + std::to_string(port));
   if (!svr.listen_after_bind()) return util::Status::error("the HTTP server stopped unexpectedly");
   return util::ok_status();
+}
+
+}  // namespace
+
+util::Status run_server(Engine& engine, const PromptBuilder& prompts, const ServerOptions& o,
+                        const std::function<void(const std::string&)>& on_listening) {
+  std::signal(SIGPIPE, SIG_IGN);
+  std::unique_ptr<httplib::Server> server;
+  if (util::Status st = make_server(o, &server); !st.ok()) return st;
+  httplib::Server& svr = *server;
+  const Generator gen(engine, prompts, o);
+  Handler h(gen);
+  RequestCounter counter;
+  AccessLog access_log(o.access_log);
+  if (access_log.failed(o.access_log))
+    return util::Status::error("--access-log " + o.access_log + ": cannot open it for appending");
+  const Cors cors(o.cors_origins);
+  const int threads = o.max_queue + 8;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.set_payload_max_length(o.max_body);
+  svr.set_read_timeout(30);
+  svr.set_write_timeout(10);
+
+  RouteHook responses_hook;  // set below, with the Responses routes
+  set_pre_routing(svr, o, cors, responses_hook);
+  add_state_routes(svr, engine, o, counter);
+  add_openai_routes(svr, h);
+  add_ollama_routes(svr, gen);
+  add_anthropic_routes(svr, gen);
+  responses_hook = add_responses_routes(svr, gen, o.responses_store);
+  add_infill_routes(svr, gen);
+  add_fallbacks(svr, o, counter, access_log);
+  return listen(svr, o, on_listening);
 }
 
 }  // namespace serve
