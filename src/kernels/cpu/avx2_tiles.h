@@ -604,6 +604,13 @@ inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int6
     for (int64_t r = r0; r < r1; r += 8) {
       const int rm = int(std::min<int64_t>(8, r1 - r));
       PackRows(nb, w + r * ws, ws, rm, rows);
+      // The next tile's weight rows into L2 while this one runs (a prompt reads them from
+      // memory once per chunk; the packing stalled on them).
+      if (r + 8 < r1) {
+        const char* next = reinterpret_cast<const char*>(w + (r + 8) * ws);
+        const size_t bytes = size_t(std::min<int64_t>(8, r1 - r - 8)) * ws;
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(next + o, _MM_HINT_T1);
+      }
       float* yr = y + c0 * ys + r;
       int64_t c = 0;
       for (; c + RN <= nc; c += RN) Tile<RN>::run(nb, rows, rm, acts, nc, c, yr + c * ys, ys);
