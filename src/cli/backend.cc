@@ -69,6 +69,15 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
   return "";
 }
 
+int host_cache_blocks(const model::Config& c, const RunOptions& o) {
+  if (o.cache_ram_mib == 0) return 0;
+  constexpr int64_t kMost = int64_t(1) << 30;
+  if (o.cache_ram_mib < 0) return int(kMost);
+  const int64_t block = int64_t(model::KvCache::bytes_per_position(c.n_layers, c.n_kv_heads, c.head_dim, o.run.kv_type)) *
+                        model::kKvBlockRows;
+  return int(std::min(kMost, (std::min(o.cache_ram_mib, int64_t(1) << 40) << 20) / block));
+}
+
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const SpecCliOptions& so,
                          const std::string& chat_template, Backend* b, int n_slots, bool need_chat) {
   auto m = model::load_model(o.model);
@@ -89,6 +98,7 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, n_slots, so.guess_rows()); !e.empty()) return e;
   copt.run.kv_blocks = kv_blocks;
+  copt.kv_host_blocks = host_cache_blocks(b->model->config, o);
   copt.software_version = SHARDLM_VERSION;
   b->pool = std::make_unique<util::ThreadPool>(o.threads);
   const double root_bytes = double(b->model->file->file_size()) / double(1 + co.workers.size());

@@ -40,6 +40,8 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
 // Why n_slots slots of ctx positions cannot run this model here ("" when they can).
 // With --kv-memory, *kv_blocks is the pool's blocks (else 0: n_slots full contexts); a
 // --kv-memory larger than the machine or smaller than one context is refused by name.
+// --cache-ram's blocks: the whole model's KV blocks (every KV head) its MiB hold; 0 off.
+int host_cache_blocks(const model::Config& c, const RunOptions& o);
 std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots, int* kv_blocks = nullptr);
 
 }  // namespace cli

@@ -33,6 +33,9 @@ struct RunOptions {
   // --kv-memory: the KV pool's bytes per node ("" : --parallel full contexts, as slots were;
   // a number with an optional K, M, G suffix, powers of 1024).
   std::string kv_memory;
+  // --cache-ram (serve): MiB of host memory per node for KV blocks evicted from the pool
+  // (llama-server's option: 0 off, -1 no limit); others keep none.
+  int64_t cache_ram_mib = 0;
   // How every node runs the model, as the flags set it (--kv-type, --flash-attn,
   // --exact-batches, --fast-batches); the backend adds ctx, slots, the KV pool
   // (--kv-memory) and rows per step.

@@ -36,6 +36,11 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--parallel", *parallel,
                   "requests that run at once (continuous batching), each in its own KV slot of --ctx positions")
       ->capture_default_str();
+  o->cache_ram_mib = 8192;  // llama-server's default
+  cmd->add_option("--cache-ram", o->cache_ram_mib,
+                  "MiB of host memory per node that keep KV blocks evicted from the pool (shared prefixes), copied "
+                  "back when a prompt's prefix continues into them (0: off, -1: no limit)")
+      ->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(1) << 40));
   cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait for a slot; more get HTTP 429")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--max-tokens", so->default_max_tokens, "max_tokens of a request that gives none")
@@ -82,12 +87,15 @@ Command add_serve(CLI::App& app) {
       std::fflush(stdout);
       const int blocks = b.cluster->kv_pool().n_blocks();
       const std::string no_share = b.cluster->no_prefix_sharing();
+      const int host = no_share.empty() ? host_cache_blocks(b.model->config, *o) : 0;
+      const std::string host_line =
+          host == 0 ? "off" : o->cache_ram_mib < 0 ? "no limit" : std::to_string(host) + " blocks";
       std::fprintf(stderr,
                    "model %s, %d slots of %d tokens, KV pool %d blocks of %d positions (%lld), prefix sharing %s, "
-                   "%d node(s)%s\n",
+                   "host KV cache %s, %d node(s)%s\n",
                    so->model_name.c_str(), *parallel, b.engine->ctx(), blocks, model::kKvBlockRows,
                    (long long)blocks * model::kKvBlockRows, no_share.empty() ? "on" : ("off: " + no_share).c_str(),
-                   b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
+                   host_line.c_str(), b.cluster->n_nodes(), so->api_key.empty() ? "" : ", API key required");
     });
     if (!st.ok()) return fail(st.message());
     return 0;

@@ -48,6 +48,9 @@ class Backend {
   // covers positions [0, end). A backend with contiguous slots (Vulkan) ignores the tables.
   virtual void set_blocks(int /*slot*/, int /*from*/, std::span<const int32_t> /*blocks*/) {}
   virtual bool kv_covers(int /*slot*/, int /*end*/) const { return true; }
+  // The host KV cache (kv_cache.h's KvCopy); false: not done (no host cache here, or the
+  // entry is not as the root says).
+  virtual bool kv_copy(const KvCopy& /*c*/) { return false; }
   // out[b] = rmsnorm(in[b]) * w for b < n, rows of dim values (in may be out).
   virtual void rmsnorm(Act out, Act in, const Vector& w, int n) = 0;
   // out[b][r] = W[r] . in[b] for b < n and every row r of w.

@@ -30,6 +30,7 @@ class CpuBackend : public Backend {
   void begin(const Segment* segs, int n_segs, int n, const float* x) override;
   void set_blocks(int slot, int from, std::span<const int32_t> blocks) override { kv_.set_blocks(slot, from, blocks); }
   bool kv_covers(int slot, int end) const override { return kv_.covers(slot, end); }
+  bool kv_copy(const KvCopy& c) override { return kv_.copy(c); }
   void rmsnorm(Act out, Act in, const Vector& w, int n) override;
   void linear(const Matrix& w, Act in, Act out, int n) override;
   void attention(int layer, const Segment* segs, int n_segs) override;

@@ -14,12 +14,15 @@
 // (set_blocks) so that every node's tables are identical by construction. Used alone (tests,
 // tools), a cache whose pool holds n_slots full contexts starts with identity tables (slot s
 // owns blocks [s * per_slot, (s + 1) * per_slot)): exactly the old slot layout.
+// The host cache (--cache-ram): copies of blocks evicted from the pool, by entry id, saved
+// and restored as the root's steps say (KvCopy); each node keeps its own KV heads' share.
 // Deliberately dumb storage: attention math lives in the transformer and kernels; which
 // positions of a slot are valid is the runtime's sequence bookkeeping.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,6 +46,17 @@ inline kernels::KvFormat kv_format(KvType t) {
   return t == KvType::kF16 ? kernels::KvFormat::kF16
                            : t == KvType::kF32 ? kernels::KvFormat::kF32 : kernels::KvFormat::kQ8_0;
 }
+
+// A copy between the pool and this node's host cache (--cache-ram, issue 32 step 4), in
+// a step's order, before its rows: save block's rows (every full layer and local KV head, K
+// and V) as host entry `entry`; restore entry into block (the entry then goes); forget entry.
+struct KvCopy {
+  enum class Kind : uint8_t { kSave = 0, kRestore = 1, kForget = 2 };
+  Kind kind = Kind::kSave;
+  int32_t block = 0;  // kSave, kRestore
+  int32_t entry = 0;  // >= 0
+  bool operator==(const KvCopy&) const = default;
+};
 
 class KvCache {
  public:
@@ -112,6 +126,34 @@ class KvCache {
     }
   }
   const std::vector<int32_t>& table(int slot) const { return tables_[size_t(slot)]; }
+  // The host cache (KvCopy): false when an entry to restore or forget is not here, or one
+  // to save is (the root's bookkeeping and this node's disagree: the step fails).
+  bool copy(const KvCopy& c) {
+    const size_t n = block_rows_ * row_bytes_, o = size_t(c.block) * n;
+    auto it = host_.find(c.entry);
+    switch (c.kind) {
+      case KvCopy::Kind::kSave: {
+        if (it != host_.end() || c.block < 0 || c.block >= n_blocks_) return false;
+        std::vector<uint8_t>& e = host_[c.entry];
+        e.resize(2 * n);
+        std::memcpy(e.data(), k_.data() + o, n);
+        std::memcpy(e.data() + n, v_.data() + o, n);
+        return true;
+      }
+      case KvCopy::Kind::kRestore:
+        if (it == host_.end() || c.block < 0 || c.block >= n_blocks_) return false;
+        std::memcpy(k_.data() + o, it->second.data(), n);
+        std::memcpy(v_.data() + o, it->second.data() + n, n);
+        host_.erase(it);
+        return true;
+      case KvCopy::Kind::kForget:
+        if (it == host_.end()) return false;
+        host_.erase(it);
+        return true;
+    }
+    return false;
+  }
+  size_t host_entries() const { return host_.size(); }
   // Whether slot's table covers positions [0, end) (forward_batch's check).
   bool covers(int slot, int end) const { return int64_t(tables_[size_t(slot)].size()) * kKvBlockRows >= end; }
 
@@ -171,6 +213,7 @@ class KvCache {
   size_t pool_rows_ = 0;            // n_blocks * block_rows_; the rings follow
   std::vector<std::vector<int32_t>> tables_;  // [slot] block ids
   std::vector<uint8_t> k_, v_;
+  std::unordered_map<int32_t, std::vector<uint8_t>> host_;  // host cache entries: K rows, then V
 };
 
 }  // namespace model

@@ -125,6 +125,17 @@ util::Status Transformer::forward_batch(const Segment* segs, int n_segs, const f
   return step(segs, n_segs, logits);
 }
 
+util::Status Transformer::kv_copies(std::span<const KvCopy> copies) {
+  for (const KvCopy& c : copies)
+    if (!be_->kv_copy(c))
+      return util::Status::error("the host KV cache cannot " +
+                                 std::string(c.kind == KvCopy::Kind::kSave      ? "save block " + std::to_string(c.block) + " as"
+                                             : c.kind == KvCopy::Kind::kRestore ? "restore into block " + std::to_string(c.block) + " its"
+                                                                                : "forget its") +
+                                 " entry " + std::to_string(c.entry) + " (" + be_->describe() + ")");
+  return util::ok_status();
+}
+
 util::Status Transformer::check_rings(const Segment* segs, int n_segs) {
   if (cfg_.n_swa <= 0) return util::ok_status();
   int ring = ctx();

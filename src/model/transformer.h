@@ -91,6 +91,9 @@ class Transformer {
 
   // What runs the ops (the CPU backend unless one was given).
   const Backend& backend() const { return *be_; }
+  // The step's copies between the KV pool and the host cache (KvCopy), in order, before
+  // its rows; an error names the first one this node cannot do.
+  util::Status kv_copies(std::span<const KvCopy> copies);
 
  private:
   util::Status step(const Segment* segs, int n_segs, float* logits);  // input in the backend's kX

@@ -68,6 +68,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   Reform rep;
   int failed = -1;
   RETURN_IF_ERROR(c->form(&rep, &failed));
+  c->blocks_.set_host_capacity(c->no_prefix_sharing().empty() ? o.kv_host_blocks : 0);
   c->check_spares();
   c->health_.nodes_planned = n;
   c->publish_health();
@@ -98,16 +99,17 @@ std::string Cluster::no_prefix_sharing() const {
   return "";
 }
 
-int Cluster::shared_prefix(std::span<const int32_t> prompt, int max_tokens) const {
+int Cluster::shared_prefix(std::span<const int32_t> prompt, int max_tokens, bool host, bool any_room) const {
   if (!no_prefix_sharing().empty()) return 0;
-  return blocks_.prefix_blocks(prompt, max_tokens / model::kKvBlockRows, !o_.run.lane_order) * model::kKvBlockRows;
+  return blocks_.prefix_blocks(prompt, max_tokens / model::kKvBlockRows, !o_.run.lane_order, host, any_room) *
+         model::kKvBlockRows;
 }
 
-int Cluster::share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens) {
+int Cluster::share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens, bool host) {
   release(seq);
   if (!no_prefix_sharing().empty()) return 0;
-  const int n =
-      blocks_.attach_prefix(seq.slot(), prompt, max_tokens / model::kKvBlockRows, !o_.run.lane_order) * model::kKvBlockRows;
+  const int n = blocks_.attach_prefix(seq.slot(), prompt, max_tokens / model::kKvBlockRows, !o_.run.lane_order, host) *
+                model::kKvBlockRows;
   const std::span<const int32_t> prefix = prompt.first(size_t(n));
   seq.append(prefix);
   // The history rebuilds the shared rows too (a re-forming replays every slot; the

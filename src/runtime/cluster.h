@@ -85,6 +85,9 @@ struct ClusterOptions {
   // sequences in the KV cache at once (n_slots), rows per step (max_batch), KV type,
   // attention mode, batch order.
   model::RunConfig run{.max_batch = 128};
+  // The host KV cache (--cache-ram, kv_blocks.h): blocks evicted from the pool it keeps at
+  // most (0: none), each node its own KV heads' share; off where prefixes are not shared.
+  int kv_host_blocks = 0;
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // report weight streaming to on_progress
   WeightProgress on_progress;        // empty: not reported (the CLI draws it on stderr)
@@ -173,9 +176,17 @@ class Cluster {
   // positions (kv_blocks.h), whose rows are all in lane order (vec_dot order with lane
   // order off): returns the positions it now holds, whose rows are not evaluated again.
   // shared_prefix: how many share_prefix would take. Both 0 when no_prefix_sharing().
+  // host: the host cache's blocks that continue the pool's are restored and taken too.
   bool keep_own(Sequence& seq, int n);
-  int shared_prefix(std::span<const int32_t> prompt, int max_tokens) const;
-  int share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens);
+  // any_room: with every host block, as if the pool had blocks for them all.
+  int shared_prefix(std::span<const int32_t> prompt, int max_tokens, bool host = false, bool any_room = false) const;
+  int share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens, bool host = false);
+  // Bytes of one KV block of the whole model (every KV head; a node keeps its heads' share).
+  size_t kv_block_bytes() const {
+    return model::KvCache::bytes_per_position(m_.config.n_layers, m_.config.n_kv_heads, m_.config.head_dim,
+                                              o_.run.kv_type) *
+           model::kKvBlockRows;
+  }
   // Why blocks cannot be shared here ("" when they can): sliding-window layers (their
   // rings are per slot), a Vulkan node (contiguous per-slot caches).
   std::string no_prefix_sharing() const;

@@ -33,6 +33,7 @@ util::Expected<StepReply> NodeExecutor::run(const Step& s, const float* x) {
   }
   const size_t nv = size_t(part_.n_vocab);
   if (logits_.size() < out_rows * nv) logits_.resize(out_rows * nv);
+  RETURN_IF_ERROR(tf_.kv_copies(s.kv_copies));
   RETURN_IF_ERROR(tf_.forward_batch(segs_.data(), int(segs_.size()), x, out_rows ? logits_.data() : nullptr));
   StepReply rep;
   float* l = logits_.data();

@@ -114,8 +114,13 @@ template <class IO, class S>
 Status step_fields(IO& io, S& s) {
   RETURN_IF_ERROR(io.type(s.embd_type));
   RETURN_IF_ERROR(io.bytes(s.rows));
-  return io.list(s.segs, 42, "lists a bad number of segments", [](auto& io, auto& g) { return segment_fields(io, g); },
-                 true);
+  RETURN_IF_ERROR(io.list(s.segs, 42, "lists a bad number of segments",
+                          [](auto& io, auto& g) { return segment_fields(io, g); }, true));
+  return io.list(s.kv_copies, 9, "lists more KV copies than it carries", [](auto& io, auto& c) {  // v13
+    RETURN_IF_ERROR(io.enum8(c.kind, model::KvCopy::Kind::kForget, "names an unknown KV copy"));
+    RETURN_IF_ERROR(io.i32(c.block, c.entry));
+    return io.check(c.block >= 0 && c.entry >= 0, "has a KV copy with a negative block or entry");
+  });
 }
 
 template <class IO, class R>
@@ -324,6 +329,8 @@ Status check_step_fits(const Step& s, int dim, int ctx, int n_slots, int max_row
   for (const StepSegment& g : s.segs)
     for (int32_t b : g.blocks)
       if (b < 0 || b >= kv_blocks) return Status::error("step from " + peer + " names a KV block outside the pool");
+  for (const model::KvCopy& c : s.kv_copies)
+    if (c.block >= kv_blocks) return Status::error("step from " + peer + " names a KV block outside the pool");
   const int rows = s.rows_total();
   if (dim % tensor::traits(s.embd_type).block_size != 0 ||  // before row_bytes, which CHECKs it
       s.rows.size() != tensor::row_bytes(s.embd_type, dim) * uint64_t(rows))

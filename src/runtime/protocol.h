@@ -18,7 +18,8 @@
 //                table's new entries) what to return
 //                (nothing / top-k candidates of its last row / row scores for targets),
 //                whether its rows take vec_dot order whatever their number, its penalties,
-//                logit_bias and the tokens a constrained draw may take
+//                logit_bias and the tokens a constrained draw may take; the copies between
+//                the KV pool and the host cache to do first (save, restore, forget)
 //   step-reply   worker -> root: per sampled segment its candidates + local log-sum-exp,
 //                per scored row its local (max, sum of exp) and the target's logit if
 //                owned; its counters
@@ -111,6 +112,9 @@ struct Step {
   tensor::Type embd_type = tensor::Type::F32;
   std::span<const uint8_t> rows;  // the segments' rows of the token embedding, file type
   std::vector<StepSegment> segs;  // in row order
+  // Copies between the KV pool and the host cache (--cache-ram), done in order before the
+  // rows (kv_cache.h's KvCopy; the root's decisions, kv_blocks.h).
+  std::vector<model::KvCopy> kv_copies;
   int rows_total() const;         // sum of the segments' n (capped past kMaxStepRows)
 };
 std::vector<uint8_t> encode_step(const Step& s);

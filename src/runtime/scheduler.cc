@@ -90,7 +90,7 @@ size_t Scheduler::reusable(size_t fed, size_t have) const {
 // row the order (lane or vec_dot) the prompt alone gives it, read in chunks from position
 // 0, while the rest is read in chunks from the shared prefix's end; the shared rows are all
 // in lane order (vec_dot with lane order off), and a short last chunk takes vec_dot order.
-size_t Scheduler::shareable(const std::vector<int32_t>& prompt) const {
+size_t Scheduler::shareable(const std::vector<int32_t>& prompt, bool host) const {
   const size_t n = prompt.size(), c = size_t(chunk_);
   const bool lo = cluster_.lane_order(), dl = cluster_.decode_lanes();
   const auto lanes = [&](size_t len) { return model::lane_ordered(int(len), false, lo, dl); };
@@ -102,7 +102,7 @@ size_t Scheduler::shareable(const std::vector<int32_t>& prompt) const {
     }
     return true;
   };
-  for (size_t k = size_t(cluster_.shared_prefix(prompt, int(n) - 1)); k > 0; k -= size_t(model::kKvBlockRows))
+  for (size_t k = size_t(cluster_.shared_prefix(prompt, int(n) - 1, host)); k > 0; k -= size_t(model::kKvBlockRows))
     if (same_order(k)) return k;
   return 0;
 }
@@ -162,9 +162,28 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     size_t own = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());
     // Not into a registered block (another prompt may share it): cut at its start.
     if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
-    const size_t shared = shareable(job->prompt);
+    // Blocks from the host cache only here (in a batch being built, the blocks their
+    // restores would take are the batch's): when they reach past its own prefix, the slot
+    // lets its rows go and, as a prompt's chunks would, idle slots (least recently used
+    // first) give the pool room for them.
+    const int most = int(n) - 1;
+    if (cluster_.kv_pool().host_blocks() > 0 && size_t(cluster_.shared_prefix(job->prompt, most, true, true)) > own) {
+      cluster_.release(*a.seq);
+      own = 0;
+      const int want = cluster_.shared_prefix(job->prompt, most, true, true);
+      while (cluster_.shared_prefix(job->prompt, most, true) < want) {
+        int idle = -1;
+        for (size_t s = 0; s < slots_.size(); ++s)
+          if (!busy_[s] && int(s) != best && cluster_.kv_pool().held(int(s)) > 0 &&
+              (idle < 0 || last_used_[s] < last_used_[size_t(idle)]))
+            idle = int(s);
+        if (idle < 0) break;
+        cluster_.release(*slots_[size_t(idle)]);
+      }
+    }
+    const size_t shared = shareable(job->prompt, true);
     if (shared > own || !cluster_.keep_own(*a.seq, int(own))) {
-      a.fed = size_t(cluster_.share_prefix(*a.seq, job->prompt, int(shared)));
+      a.fed = size_t(cluster_.share_prefix(*a.seq, job->prompt, int(shared), true));
       count_shared(a, a.fed);
     } else {
       a.fed = own;
@@ -347,7 +366,7 @@ size_t Scheduler::fill_batch(const std::vector<size_t>& dec, std::vector<Cluster
     if (a.fed < a.job->prompt.size() && !a.read) {
       // Nothing read yet: blocks of its prefix registered since it was admitted (a prompt
       // admitted beside another with the same system prompt) are taken now.
-      const size_t shared = shareable(a.job->prompt);
+      const size_t shared = shareable(a.job->prompt, false);
       if (shared > a.fed) {
         a.fed = size_t(cluster_.share_prefix(*a.seq, a.job->prompt, int(shared)));
         a.end.cached_tokens = int(a.fed);
@@ -445,6 +464,10 @@ void Scheduler::kv_stats() {
   stats_.kv_blocks_shared = pool.shared_blocks();
   stats_.kv_prefix_hits = prefix_hits_;
   stats_.kv_prefix_tokens = prefix_tokens_;
+  stats_.kv_host_blocks = pool.host_blocks();
+  stats_.kv_host_bytes = uint64_t(pool.host_blocks()) * cluster_.kv_block_bytes();
+  stats_.kv_host_saves = pool.host_saves();
+  stats_.kv_host_restores = pool.host_restores();
   // Blocks no running request holds that keep rows: idle slots' (each counted once) and
   // the cached ones.
   std::vector<uint8_t> seen(size_t(pool.n_blocks()), 0);

@@ -82,6 +82,10 @@ struct SchedulerStats {
   int kv_blocks = 0, kv_blocks_used = 0, kv_blocks_idle = 0, kv_blocks_shared = 0;
   uint64_t kv_full_ends = 0, kv_prefix_hits = 0, kv_prefix_tokens = 0;
   uint64_t kv_preemptions = 0;  // jobs that gave their blocks back to be computed again later
+  // The host cache (--cache-ram): blocks it holds and their bytes (the whole model's; each
+  // node keeps its KV heads' share), blocks saved to it and restored from it.
+  int kv_host_blocks = 0;
+  uint64_t kv_host_bytes = 0, kv_host_saves = 0, kv_host_restores = 0;
   std::vector<NodeStats> nodes;  // the cluster's counters after the latest step
 };
 
@@ -125,7 +129,8 @@ class Scheduler {
   // How much of a cached prefix of `fed` tokens a slot that holds `have` may reuse.
   size_t reusable(size_t fed, size_t have) const;
   // How many positions of prompt's prefix the pool's shared blocks may give (scheduler.cc).
-  size_t shareable(const std::vector<int32_t>& prompt) const;
+  // host: blocks restored from the host cache count too (at admission only).
+  size_t shareable(const std::vector<int32_t>& prompt, bool host) const;
   void finish(Active& a);
   // a's blocks go back to the pool; it keeps its slot and reads its prompt again (sharing
   // what it can), then the tokens it drew, in vec_dot order: the same rows, the same text.

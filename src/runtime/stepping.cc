@@ -166,6 +166,7 @@ Status Cluster::collect_replies(std::vector<StepReply>* replies) {
 
 Expected<StepReply> Cluster::execute(Step& s, std::span<const int32_t> tokens, std::vector<StepReply>* replies) {
   for (StepSegment& g : s.segs) g.blocks_from = blocks_.entries(g.slot, g.pos, g.n, &g.blocks);
+  blocks_.take_copies(&s.kv_copies);  // before the rows: the blocks they take may be saved first
   RETURN_IF_ERROR(send_step(tokens, s));
   NodeExecutor& exec = *node_.exec;
   const int D = m_.config.dim;

@@ -334,10 +334,12 @@ def load(url, refs, jobs, what):
           (what, m.get("shardlm_slots_in_use"), m.get("shardlm_queue_depth"), m.get("shardlm_requests_running")))
     # Prompts that repeat one sentence share their first KV blocks (issue 32): shown, not
     # asserted (which requests meet a cached prefix depends on the order they run in).
-    print("     %s: prefix hits %d (%d positions not evaluated), preemptions %d" % (
-        what, m.get("shardlm_kv_prefix_hits_total", 0) - m0.get("shardlm_kv_prefix_hits_total", 0),
-        m.get("shardlm_kv_prefix_tokens_total", 0) - m0.get("shardlm_kv_prefix_tokens_total", 0),
-        m.get("shardlm_kv_preemptions_total", 0) - m0.get("shardlm_kv_preemptions_total", 0)), flush=True)
+    d = lambda name: m.get(name, 0) - m0.get(name, 0)  # noqa: E731
+    print("     %s: prefix hits %d (%d positions not evaluated), preemptions %d, host KV cache (--cache-ram) "
+          "saves %d restores %d" % (
+              what, d("shardlm_kv_prefix_hits_total"), d("shardlm_kv_prefix_tokens_total"),
+              d("shardlm_kv_preemptions_total"), d("shardlm_kv_host_saves_total"),
+              d("shardlm_kv_host_restores_total")), flush=True)
     check(m.get("shardlm_slots_total") == int(PARALLEL),
           "%s: shardlm_slots_total %s (--parallel %s)" % (what, m.get("shardlm_slots_total"), PARALLEL))
     check(poller.peak.get("shardlm_batch_size", 0) > 1,

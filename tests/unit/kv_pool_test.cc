@@ -47,6 +47,7 @@ struct RunSetup {
   int slots = kSlots;
   int ctx = kCtx, kv_blocks = 0;
   int max_tokens = kGen;
+  int host_blocks = 0;  // the host KV cache (--cache-ram)
 };
 
 // The jobs in waves (each wave submitted at once, the next once it has ended).
@@ -60,6 +61,7 @@ Outcome run(const RunSetup& r, const std::vector<std::vector<int32_t>>& prompts,
   o.run.n_slots = r.slots;
   o.run.max_batch = kChunk + r.slots;
   o.run.attention = r.mode;
+  o.kv_host_blocks = r.host_blocks;
   o.progress = false;
   std::vector<std::unique_ptr<net::Transport>> t;
   std::vector<std::thread> workers;
@@ -214,6 +216,62 @@ TEST(PoolFull, PreemptedJobsGiveTheTextAlone) {
     EXPECT_GE(together.stats.kv_preemptions, 1u);
     EXPECT_EQ(uint64_t(preempted), together.stats.kv_preemptions);
     EXPECT_EQ(together.stats.kv_full_ends, 0u);
+  }
+}
+
+// The host cache (--cache-ram): a first conversation's system prompt blocks are evicted
+// from a pool of 6 blocks by a long second one (saved to host memory as they go); a third
+// prompt with that system prompt takes the one still in the pool and the saved one back
+// (restored into a fresh block, the second conversation's idle slot giving the room)
+// instead of evaluating them. Every job's tokens
+// and log-probabilities equal the job alone; one node and 3 nodes (each keeps its share).
+// With the host cache off the third job evaluates all but the block still in the pool:
+// the same text.
+TEST(SharedPrefix, HostCacheRestoresEvictedPrefixEqualAlone) {
+  std::mt19937 rng(5);
+  std::vector<int32_t> system(150);
+  for (int32_t& x : system) x = int32_t(rng() % 500) + 1;
+  std::vector<std::vector<int32_t>> prompts(3);
+  prompts[0] = system;
+  prompts[0].push_back(7);
+  prompts[0].push_back(9);
+  for (int i = 0; i < 300; ++i) prompts[1].push_back(int32_t(rng() % 500) + 1);
+  prompts[2] = system;
+  for (int i = 0; i < 30; ++i) prompts[2].push_back(int32_t(rng() % 500) + 1);
+  const std::vector<std::vector<size_t>> waves = {{0}, {1}, {2}};
+  struct Case {
+    tensor::Type type;
+    model::AttentionMode mode;
+    int nodes;
+  };
+  const model::AttentionMode kFlash = model::AttentionMode::kFlash, kExact = model::AttentionMode::kExact;
+  for (const Case& k : {Case{tensor::Type::Q4_1, kFlash, 1}, Case{tensor::Type::Q4_K, kExact, 1},
+                        Case{tensor::Type::Q4_K, kFlash, 3}, Case{tensor::Type::Q4_0, kFlash, 2}}) {
+    SCOPED_TRACE(std::string(tensor::type_name(k.type)) + " " + model::attention_mode_name(k.mode) + " " +
+                 std::to_string(k.nodes) + " node(s)");
+    const std::string path = shardlm_test::scratch_path(std::string("host_") + tensor::type_name(k.type) + ".gguf");
+    ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy"), k.type, 11).ok());
+    RunSetup r{path, k.mode, k.nodes, 2, kCtx, 6};
+    r.host_blocks = 4;
+    const Outcome host = run(r, prompts, waves);
+    r.host_blocks = 0;
+    const Outcome off = run(r, prompts, waves);
+    for (size_t j = 0; j < prompts.size(); ++j) {
+      const Outcome one = run({path, k.mode, k.nodes, 1}, {prompts[j]}, {{0}});
+      ASSERT_EQ(one.tokens[0].size(), size_t(kGen));
+      EXPECT_EQ(host.tokens[j], one.tokens[0]) << "job " << j;
+      EXPECT_EQ(host.logprobs[j], one.logprobs[0]) << "job " << j;
+      EXPECT_EQ(off.tokens[j], one.tokens[0]) << "job " << j;
+    }
+    EXPECT_EQ(host.ends[2].cached_tokens, 128);
+    // Block 0 of the system prompt stayed cached in the pool, block 1 comes back from the
+    // host cache; saved: that block, then one of the second conversation's taken back.
+    EXPECT_EQ(host.stats.kv_host_restores, 1u);
+    EXPECT_GE(host.stats.kv_host_saves, 2u);
+    EXPECT_EQ(host.stats.kv_prefix_hits, 1u);
+    EXPECT_LE(host.stats.kv_host_blocks, 4);
+    EXPECT_EQ(off.ends[2].cached_tokens, 64);  // only the block still in the pool
+    EXPECT_EQ(off.stats.kv_host_saves, 0u);
   }
 }
 

@@ -670,6 +670,23 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
     b.segs[0].blocks = {};
     EXPECT_FALSE(runtime::parse_step(runtime::encode_step(b), "test").ok());
   }
+  // Host KV cache copies (issue 32 step 4), in order; a block outside the pool, a negative
+  // entry and an unknown kind refused.
+  {
+    runtime::Step c = s;
+    using K = model::KvCopy::Kind;
+    c.kv_copies = {{K::kSave, 4, 7}, {K::kRestore, 1, 3}, {K::kForget, 0, 9}};
+    auto pc = runtime::parse_step(runtime::encode_step(c), "test");
+    ASSERT_TRUE(pc.ok()) << pc.error();
+    EXPECT_EQ(pc->kv_copies, c.kv_copies);
+    EXPECT_TRUE(runtime::check_step_fits(*pc, 8, 64, 3, 8, "test", 5).ok());
+    EXPECT_NE(runtime::check_step_fits(*pc, 8, 64, 3, 8, "test", 4).message().find("outside the pool"),
+              std::string::npos);
+    c.kv_copies[1].entry = -1;
+    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(c), "test").ok());
+    c.kv_copies[1] = {model::KvCopy::Kind(3), 1, 3};
+    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(c), "test").ok());
+  }
   // Token masks, both encodings: a few allowed (run lengths) and every other one (bitmap).
   for (int pattern = 0; pattern < 2; ++pattern) {
     runtime::Step m = s;
@@ -962,4 +979,73 @@ TEST(BlockPool, SharesRegisteredPrefixesAndEvictsLeastRecentlyUsed) {
   EXPECT_EQ(q.registered(0), B);
   EXPECT_EQ(q.held(0), 2);
   EXPECT_EQ(q.prefix_blocks(c, 2, false), 1);
+}
+
+// The host cache (issue 32 step 4): a cached block the pool takes back is saved (a KvCopy
+// the next step carries); a prompt whose prefix continues past the pool's blocks into saved
+// ones takes them back only when the pool has blocks for them (any_room: as if it had),
+// restored into fresh blocks, registered again (a later prompt shares them from the pool);
+// past the capacity the least recently saved entry is dropped first; a mixed-order block is
+// never saved; drop_cache forgets the host cache and the copies not sent.
+TEST(BlockPool, HostCacheSavesEvictedBlocksAndRestoresThem) {
+  constexpr int B = model::kKvBlockRows;
+  using K = model::KvCopy::Kind;
+  runtime::BlockPool p(3, 2);
+  p.set_host_capacity(1);
+  std::vector<int32_t> t(3 * B + 5);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(i % 50) + 1;
+  ASSERT_TRUE(p.reserve(0, 3 * B));
+  EXPECT_EQ(p.table(0), (std::vector<int32_t>{0, 1, 2}));
+  p.note_rows(0, 0, 3 * B, false);
+  p.register_full(0, std::span<const int32_t>(t).first(3 * B));
+  p.release(0);  // the cache: 2, 1, 0 (its tail first in line)
+  std::vector<model::KvCopy> c;
+  p.take_copies(&c);
+  EXPECT_TRUE(c.empty());
+  ASSERT_TRUE(p.reserve(1, 1));  // takes block 2 back: saved
+  EXPECT_EQ(p.table(1), std::vector<int32_t>{2});
+  EXPECT_EQ(p.host_blocks(), 1);
+  EXPECT_EQ(p.host_saves(), 1u);
+  // The pool's 2 blocks, then the host's 1 only when a block is there to take for it.
+  EXPECT_EQ(p.prefix_blocks(t, 3, false), 2);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true), 2);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true, true), 3);
+  EXPECT_EQ(p.prefix_blocks(t, 3, true, true, true), 0);  // rows in another order
+  p.release(1);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true), 3);
+  EXPECT_EQ(p.attach_prefix(1, t, 3, false, true), 3);
+  EXPECT_EQ(p.table(1), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(p.host_blocks(), 0);
+  EXPECT_EQ(p.host_restores(), 1u);
+  p.take_copies(&c);
+  EXPECT_EQ(c, (std::vector<model::KvCopy>{{K::kSave, 2, 0}, {K::kRestore, 2, 0}}));
+  p.take_copies(&c);
+  EXPECT_TRUE(c.empty());
+  // Registered again: shared from the pool with no copy.
+  EXPECT_EQ(p.prefix_blocks(t, 3, false), 3);
+  // Capacity 1: the second save drops the first entry.
+  p.release(1);
+  ASSERT_TRUE(p.reserve(0, 2 * B));
+  EXPECT_EQ(p.table(0), (std::vector<int32_t>{2, 1}));
+  p.take_copies(&c);
+  EXPECT_EQ(c, (std::vector<model::KvCopy>{{K::kSave, 2, 1}, {K::kForget, 0, 1}, {K::kSave, 1, 2}}));
+  EXPECT_EQ(p.host_blocks(), 1);
+  // Block 0 still cached, block 1 saved, block 2's entry gone: 2 of the prefix.
+  p.release(0);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true), 2);
+  // Rows of two orders in one block: not saved when taken back.
+  runtime::BlockPool q(1, 1);
+  q.set_host_capacity(4);
+  ASSERT_TRUE(q.reserve(0, B));
+  q.note_rows(0, 0, B - 1, false);
+  q.note_rows(0, B - 1, 1, true);
+  q.register_full(0, std::span<const int32_t>(t).first(B));
+  q.release(0);
+  ASSERT_TRUE(q.reserve(0, 1));
+  EXPECT_EQ(q.host_blocks(), 0);
+  // drop_cache: nothing saved, nothing to send.
+  p.drop_cache();
+  p.take_copies(&c);
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(p.host_blocks(), 0);
 }
