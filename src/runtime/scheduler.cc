@@ -115,6 +115,28 @@ std::string Scheduler::pool_unfit(int prompt_tokens) const {
          " blocks of " + std::to_string(model::kKvBlockRows) + "); shorten the prompt or raise --kv-memory";
 }
 
+// Blocks from the host cache only at admission (in a batch being built, the blocks their
+// restores would take are the batch's): when they reach past the slot's own prefix, the
+// slot lets its rows go and, as a prompt's chunks would, idle slots (least recently used
+// first) give the pool room for them. True: the slot's rows went.
+bool Scheduler::room_for_host(const std::vector<int32_t>& prompt, int slot, size_t own) {
+  const int most = int(prompt.size()) - 1;
+  if (cluster_.kv_pool().host_blocks() == 0) return false;
+  const int want = cluster_.shared_prefix(prompt, most, true, true);
+  if (size_t(want) <= own) return false;
+  cluster_.release(*slots_[size_t(slot)]);
+  while (cluster_.shared_prefix(prompt, most, true) < want) {
+    int idle = -1;
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (!busy_[s] && int(s) != slot && cluster_.kv_pool().held(int(s)) > 0 &&
+          (idle < 0 || last_used_[s] < last_used_[size_t(idle)]))
+        idle = int(s);
+    if (idle < 0) break;
+    cluster_.release(*slots_[size_t(idle)]);
+  }
+  return true;
+}
+
 // Queued jobs take free slots: the longest cached prefix first, then the least recently used.
 void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
   std::vector<std::pair<std::shared_ptr<Job>, util::Status>> refused;  // ok: cancelled
@@ -162,25 +184,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     size_t own = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());
     // Not into a registered block (another prompt may share it): cut at its start.
     if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
-    // Blocks from the host cache only here (in a batch being built, the blocks their
-    // restores would take are the batch's): when they reach past its own prefix, the slot
-    // lets its rows go and, as a prompt's chunks would, idle slots (least recently used
-    // first) give the pool room for them.
-    const int most = int(n) - 1;
-    if (cluster_.kv_pool().host_blocks() > 0 && size_t(cluster_.shared_prefix(job->prompt, most, true, true)) > own) {
-      cluster_.release(*a.seq);
-      own = 0;
-      const int want = cluster_.shared_prefix(job->prompt, most, true, true);
-      while (cluster_.shared_prefix(job->prompt, most, true) < want) {
-        int idle = -1;
-        for (size_t s = 0; s < slots_.size(); ++s)
-          if (!busy_[s] && int(s) != best && cluster_.kv_pool().held(int(s)) > 0 &&
-              (idle < 0 || last_used_[s] < last_used_[size_t(idle)]))
-            idle = int(s);
-        if (idle < 0) break;
-        cluster_.release(*slots_[size_t(idle)]);
-      }
-    }
+    if (room_for_host(job->prompt, best, own)) own = 0;
     const size_t shared = shareable(job->prompt, true);
     if (shared > own || !cluster_.keep_own(*a.seq, int(own))) {
       a.fed = size_t(cluster_.share_prefix(*a.seq, job->prompt, int(shared), true));

@@ -131,6 +131,8 @@ class Scheduler {
   // How many positions of prompt's prefix the pool's shared blocks may give (scheduler.cc).
   // host: blocks restored from the host cache count too (at admission only).
   size_t shareable(const std::vector<int32_t>& prompt, bool host) const;
+  // Room in the pool for the host cache's blocks of prompt's prefix (scheduler.cc).
+  bool room_for_host(const std::vector<int32_t>& prompt, int slot, size_t own);
   void finish(Active& a);
   // a's blocks go back to the pool; it keeps its slot and reads its prompt again (sharing
   // what it can), then the tokens it drew, in vec_dot order: the same rows, the same text.
