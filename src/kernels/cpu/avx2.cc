@@ -137,6 +137,62 @@ void quantize_q8_1(const float* x, void* out, int64_t n) {
   }
 }
 
+// Q8_K as the reference (ggml's quantize_row_q8_K_ref): max = the first element of largest
+// |x|, q = nearest_int(-127 / max * x) capped at 127, bsums per 16, d = 1 / iscale. The
+// products and their rounding (half to even, |q| <= 128) are the reference's, so the bytes
+// are; a block holding a NaN takes the reference (its max scan skips NaNs).
+void quantize_q8_k(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(out);
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    __m256 amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int k = 0; k < kQK_K / 8; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v));
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (_mm256_movemask_ps(nan)) {
+      ::kernels::ref::quantize_activation(Type::Q8_K, x, y + b, kQK_K);
+      continue;
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax_s = _mm_cvtss_f32(m);
+    BlockQ8_K& q = y[b];
+    if (amax_s == 0.0f) {
+      std::memset(&q, 0, sizeof q);
+      continue;
+    }
+    float max = 0.0f;
+    const __m256 am = _mm256_set1_ps(amax_s);
+    for (int k = 0; k < kQK_K / 8; ++k) {
+      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign_bit, _mm256_loadu_ps(x + 8 * k)), am, _CMP_EQ_OQ));
+      if (hit) {
+        max = x[8 * k + __builtin_ctz(unsigned(hit))];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m256 id = _mm256_set1_ps(iscale);
+    for (int g = 0; g < kQK_K / 32; ++g) {
+      __m256i i[4];
+      for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), id));
+      __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));  // caps at 127
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.qs + 32 * g), p);
+      // bsums of elements 32g..32g+15 and 32g+16..: sums of the stored (capped) int8s
+      const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), p);             // pairs
+      const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));             // 4s
+      alignas(32) int32_t l[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(l), s32);
+      q.bsums[2 * g] = int16_t(l[0] + l[1] + l[2] + l[3]);
+      q.bsums[2 * g + 1] = int16_t(l[4] + l[5] + l[6] + l[7]);
+    }
+    q.d = 1 / iscale;
+  }
+}
+
 void quantize_f16(const float* x, void* out, int64_t n) {
   auto* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
@@ -178,7 +234,8 @@ const KernelTable& avx2_table() {
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;
     t.quantize[slot(Type::F16)] = quantize_f16;
-    // Q8_K, BF16, F32: the reference (ggml also uses its reference Q8_K on x86).
+    t.quantize[slot(Type::Q8_K)] = quantize_q8_k;  // the reference's bytes (ggml's x86 build runs that)
+    // BF16, F32: the reference.
     return t;
   }();
   return table;
