@@ -12,7 +12,7 @@ APT_PKGS := cmake g++ make pkg-config python3 python3-pip libgtest-dev libgmock-
   curl chromium openssl libedit-dev tmux libjs-marked libjs-highlight.js node-dompurify \
   libopenmpi-dev openmpi-bin libvulkan-dev mesa-vulkan-drivers glslc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Extra cmake configure flags for the release and ASan builds. CI passes
+# Extra cmake configure flags for the release, ASan and arm64 (cross) builds. CI passes
 # -DSHARDLM_WERROR=ON (.ci/run), so a new warning fails it; a user's build only warns.
 CMAKE_FLAGS ?=
 PROMPT ?= The three most useful things to know about the Moon are
@@ -29,7 +29,7 @@ demo: deps model build-demo
 # Without the ARM packages it says so in one line and skips. ARM64_CI=0 leaves it out.
 ARM64_CI ?= 1
 test: deps model gemma3 vocab build build-asan
-	@if [ "$(ARM64_CI)" = 1 ]; then tools/arm64_ci.sh start; fi
+	@if [ "$(ARM64_CI)" = 1 ]; then CMAKE_FLAGS="$(CMAKE_FLAGS)" tools/arm64_ci.sh start; fi
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 	$(MAKE) fuzz
@@ -72,7 +72,7 @@ $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf:
 # into build/arm64, installing the cross compiler, qemu-user and the arm64 multiarch -dev
 # packages if missing; run the binary with tools/arm64_run.sh. MPI and Vulkan are left out.
 arm64: apt-deps
-	tools/arm64_ci.sh build
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" tools/arm64_ci.sh build
 
 # The ARM tests under qemu-aarch64 at cortex-a72 (plain NEON, as a Pi 4), cortex-a76 (+ dotprod,
 # as a Pi 5) and max (+ i8mm, as Neoverse V1): tools/arm64_ci.sh test.

@@ -4,6 +4,8 @@
 #   build [--optional]  installs what is missing (g++-aarch64-linux-gnu, qemu-user, the arm64
 #                       multiarch -dev packages), configures build/arm64 with
 #                       cmake/aarch64-linux-gnu.cmake and builds shardlm and the kernel tests.
+#                       CMAKE_FLAGS (the Makefile's: CI's -DSHARDLM_WERROR=ON) go to cmake, as
+#                       for the x86 builds, so a warning in the AArch64-only code fails CI too.
 #                       --optional: a failed install prints one line and skips (exit 0).
 #   start               in the background at nice 19 (it soaks up the cores the x86 tests leave
 #                       idle), holding build/arm64/ci.lock: `build --optional`, then the kernel
@@ -54,7 +56,7 @@ build() {
   fi
   rm -f "$out/ci.skip"
   cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
-    -DSHARDLM_MPI=OFF -DSHARDLM_VULKAN=OFF >"$out/configure.log" 2>&1 || { cat "$out/configure.log" >&2; return 1; }
+    -DSHARDLM_MPI=OFF -DSHARDLM_VULKAN=OFF ${CMAKE_FLAGS:-} >"$out/configure.log" 2>&1 || { cat "$out/configure.log" >&2; return 1; }
   local before clean=() brc
   before="$(src_hash)"
   # Objects that no stamp vouches for (a build killed, or one whose sources changed under

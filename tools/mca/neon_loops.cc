@@ -4,7 +4,8 @@
 // K-quants: one row), the dotprod table's. mca_gemm_*: prompt batches of 4+ in lane order,
 // the packed GEMM tiles of neon_gemm.h (sdot: 8 rows x 4 columns for Q4_0, x 2 for the
 // K-quants); mca_mmla_*: the i8mm table's smmla tiles (compiled with +i8mm only); mca_gemm_q8_0:
-// Q8_0 batches, which keep vec_dot order (the decode tile, 4 rows x 2 columns).
+// Q8_0 batches, which keep vec_dot order (tile_q8_0_4rows, 4 rows x 2 columns; mca_q8_0 is
+// its 4 x 1 form).
 #include "kernels/cpu/neon_gemm.h"
 #include "kernels/cpu/neon_kquants.h"
 #include "kernels/cpu/neon_tiles.h"
@@ -16,12 +17,12 @@ void mca_q4_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* 
   tile_q<DecQ4_0, SdotDot, 4, 1>(nb, w, ws, x, 0, y, 1);
 }
 void mca_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
-  tile_q<DecQ8_0, SdotDot, 4, 1>(nb, w, ws, x, 0, y, 1);
+  tile_q8_0_4rows<SdotDot, 1>(nb, w, ws, x, 0, y, 1);
 }
 void mca_q4_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ4, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
 void mca_q6_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ6, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
 void mca_gemm_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y) {
-  tile_q<DecQ8_0, SdotDot, 4, 2>(nb, w, ws, x, xs, y, 4);
+  tile_q8_0_4rows<SdotDot, 2>(nb, w, ws, x, xs, y, 4);
 }
 void mca_gemm_q4_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   SdotQ4_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);

@@ -45,7 +45,10 @@ inline float hsum4(float32x4_t m) {
 }
 
 // Integer dots of 16 int8 pairs into 4 int32 lanes, lane k = products 4k..4k+3.
+// kAccumulates: acc(c, a, b) = c + dot(a, b) in one instruction (sdot), which the K-quant
+// tiles use to chain a super-block's dots (neon_kquants.h).
 struct MullDot {  // plain Advanced SIMD (Cortex-A72): widening multiplies, pairwise adds
+  static constexpr bool kAccumulates = false;
   static int32x4_t dot(int8x16_t a, int8x16_t b) {
     const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)));  // 0+1, 2+3, 4+5, 6+7
     const int32x4_t hi = vpaddlq_s16(vmull_high_s8(a, b));
@@ -54,7 +57,9 @@ struct MullDot {  // plain Advanced SIMD (Cortex-A72): widening multiplies, pair
 };
 #if defined(__ARM_FEATURE_DOTPROD)
 struct SdotDot {  // the dot-product extension (Cortex-A76, Neoverse N1 / V1): one sdot
+  static constexpr bool kAccumulates = true;
   static int32x4_t dot(int8x16_t a, int8x16_t b) { return vdotq_s32(vdupq_n_s32(0), a, b); }
+  static int32x4_t acc(int32x4_t c, int8x16_t a, int8x16_t b) { return vdotq_s32(c, a, b); }
 };
 #endif
 

@@ -11,11 +11,14 @@
 // of chunk j's activations). Then the float operations of dot_k / FusedQ4K / FusedQ6K in
 // the same order: v = fma(d * da, float(sumi), v); Q4_K: m = fma(-dmin * da, float(mins), m)
 // in its own 4 lanes, Q5_K: one float s = fma(-dmin * da, float(sum of its 4 min lanes), s)
-// (ggml's summs); and finish_k's sums. So a row's result equals the AVX2 kernel's bit for bit. Q4_K and Q6_K batches of
-// kLaneMinBatch or more sum in lane order when it is allowed, as x86's gemm_lanes (same
-// integers, one float per output), so prompt batches equal x86's too.
+// (ggml's summs); and finish_k's sums. So a row's result equals the AVX2 kernel's bit for bit.
+// With sdot, Q4_K / Q5_K take those lanes by parts (sums_q45_k_chained: one sdot chain per
+// lane half, 8 multiply-adds by scale differences; the same int32 values, fewer instructions).
+// Q4_K and Q6_K batches of kLaneMinBatch or more sum in lane order when it is allowed, as
+// x86's gemm_lanes (same integers, one float per output), so prompt batches equal x86's too.
 #pragma once
 #include <cmath>
+#include <utility>
 
 #include "kernels/cpu/neon_common.h"
 #include "kernels/kernels.h"
@@ -49,38 +52,99 @@ inline void scales_mins_k4(const uint8_t* scales, uint8_t* sc, uint8_t* mn) {
 
 // Lane p = m_2p cs_2p + m_2p+1 cs_2p+1 (cs_j = bsums_2j + bsums_2j+1): avx2's madd of the
 // mins by bsum_pairs.
-inline int32x4_t mins_dot(const uint8_t* mn, const BlockQ8_K& a) {
+inline int32x4_t mins_dot(uint8x8_t mn, const BlockQ8_K& a) {
   const int16x8_t cs = vpaddq_s16(vld1q_s16(a.bsums), vld1q_s16(a.bsums + 8));
-  const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+  const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(mn));
   return vpaddq_s32(vmull_s16(vget_low_s16(m), vget_low_s16(cs)), vmull_high_s16(m, cs));
+}
+
+// The scales and mins of a Q4_K / Q5_K block as two byte vectors (no trip through memory).
+inline void scales_mins_k4(const uint8_t* scales, uint8x8_t& sc, uint8x8_t& mn) {
+  uint64_t u01;
+  uint32_t u2;
+  std::memcpy(&u01, scales, 8);
+  std::memcpy(&u2, scales + 8, 4);
+  const uint32_t u0 = uint32_t(u01), u1 = uint32_t(u01 >> 32);
+  const uint64_t s = uint64_t(u0 & 0x3f3f3f3f) | uint64_t((u2 & 0x0f0f0f0f) | (((u0 >> 6) & 0x03030303) << 4)) << 32;
+  const uint64_t m = uint64_t(u1 & 0x3f3f3f3f) | uint64_t(((u2 >> 4) & 0x0f0f0f0f) | (((u1 >> 6) & 0x03030303) << 4)) << 32;
+  sc = vcreate_u8(s);
+  mn = vcreate_u8(m);
+}
+
+// Chunk j's 32 weights of a Q4_K (kFive false) or Q5_K block as int8 (elements 0..15, 16..31).
+template <int j, bool kFive>
+[[gnu::always_inline]] inline void chunk_q45_k(const uint8_t* qs, uint8x16_t h0, uint8x16_t h1, int8x16_t& w0, int8x16_t& w1) {
+  const uint8x16_t b0 = vld1q_u8(qs + 32 * (j / 2)), b1 = vld1q_u8(qs + 32 * (j / 2) + 16);
+  uint8x16_t u0 = j % 2 ? vshrq_n_u8(b0, 4) : vandq_u8(b0, vdupq_n_u8(0x0F));
+  uint8x16_t u1 = j % 2 ? vshrq_n_u8(b1, 4) : vandq_u8(b1, vdupq_n_u8(0x0F));
+  if constexpr (kFive) {  // chunk j takes bit j of qh[l] as its fifth bit: (qh << (4 - j)) & 0x10
+    const uint8x16_t bit = vdupq_n_u8(0x10);
+    u0 = vorrq_u8(u0, vandq_u8(vshlq_u8(h0, vdupq_n_s8(int8_t(4 - j))), bit));
+    u1 = vorrq_u8(u1, vandq_u8(vshlq_u8(h1, vdupq_n_s8(int8_t(4 - j))), bit));
+  }
+  w0 = vreinterpretq_s8_u8(u0);
+  w1 = vreinterpretq_s8_u8(u1);
+}
+
+// With an accumulating dot (sdot): per lane half, the chunks' dots are chained as they come
+// (D_j = dot_0 + .. + dot_j: one sdot each, no zeroed accumulator) and the scaled sum is
+// taken by parts, s = sum_j (sc_j - sc_j+1) D_j with sc_8 = 0, which in int32 (wrapping: a
+// ring) is sum_j sc_j dot_j exactly, the same lanes as the plain form below.
+template <class Dot, bool kFive, int... J>
+[[gnu::always_inline]] inline void sums_q45_k_chained(const uint8_t* qs, const uint8_t* qh, const int8_t* qa, uint8x8_t sc,
+                               int32x4_t& s_lo, int32x4_t& s_hi, std::integer_sequence<int, J...>) {
+  const int16x8_t sc16 = vreinterpretq_s16_u16(vmovl_u8(sc));
+  const int16x8_t e16 = vsubq_s16(sc16, vextq_s16(sc16, vdupq_n_s16(0), 1));
+  const int32x4_t e[2] = {vmovl_s16(vget_low_s16(e16)), vmovl_high_s16(e16)};
+  uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;
+  if constexpr (kFive) {
+    h0 = vld1q_u8(qh);
+    h1 = vld1q_u8(qh + 16);
+  }
+  int32x4_t d_lo = vdupq_n_s32(0), d_hi = vdupq_n_s32(0);
+  auto step = [&]<int j>() __attribute__((always_inline)) {
+    int8x16_t w0, w1;
+    chunk_q45_k<j, kFive>(qs, h0, h1, w0, w1);
+    d_lo = Dot::acc(d_lo, w0, vld1q_s8(qa + 32 * j));
+    d_hi = Dot::acc(d_hi, w1, vld1q_s8(qa + 32 * j + 16));
+    if constexpr (j == 0) {
+      s_lo = vmulq_laneq_s32(d_lo, e[0], 0);
+      s_hi = vmulq_laneq_s32(d_hi, e[0], 0);
+    } else {
+      s_lo = vmlaq_laneq_s32(s_lo, d_lo, e[j / 4], j % 4);
+      s_hi = vmlaq_laneq_s32(s_hi, d_hi, e[j / 4], j % 4);
+    }
+    // In this order (GCC reassociates the sums and schedules D_j+1 before D_j's multiply,
+    // which keeps D_j live: a register copy per chunk).
+    asm("" : "+w"(s_lo), "+w"(s_hi), "+w"(d_lo), "+w"(d_hi));
+  };
+  (step.template operator()<J>(), ...);
 }
 
 // Q4_K (kFive false) or Q5_K (qh: its fifth bits): acc += block . activation block.
 template <class Dot, bool kFive, class Block>
 inline KInts ints_q45_k(const Block& b, const uint8_t* qh, const BlockQ8_K& a) {
-  uint8_t sc[8], mn[8];
+  uint8x8_t sc, mn;
   scales_mins_k4(b.scales, sc, mn);
   int32x4_t s_lo = vdupq_n_s32(0), s_hi = vdupq_n_s32(0);
-  uint8x16_t h0, h1;
-  if constexpr (kFive) {
-    h0 = vld1q_u8(qh);
-    h1 = vld1q_u8(qh + 16);
-  }
-  const uint8x16_t m4 = vdupq_n_u8(0x0F), bit = vdupq_n_u8(0x10);
-  for (int c = 0; c < 4; ++c) {
-    const uint8x16_t b0 = vld1q_u8(b.qs + 32 * c), b1 = vld1q_u8(b.qs + 32 * c + 16);
-    uint8x16_t q[4] = {vandq_u8(b0, m4), vandq_u8(b1, m4), vshrq_n_u8(b0, 4), vshrq_n_u8(b1, 4)};
-    for (int h = 0; h < 2; ++h) {
-      const int j = 2 * c + h;
-      const int8_t* qa = a.qs + 32 * j;
-      uint8x16_t w0 = q[2 * h], w1 = q[2 * h + 1];
-      if constexpr (kFive) {  // chunk j takes bit j of qh[l] as its fifth bit: (qh << (4 - j)) & 0x10
-        w0 = vorrq_u8(w0, vandq_u8(vshlq_u8(h0, vdupq_n_s8(int8_t(4 - j))), bit));
-        w1 = vorrq_u8(w1, vandq_u8(vshlq_u8(h1, vdupq_n_s8(int8_t(4 - j))), bit));
-      }
-      s_lo = vmlaq_n_s32(s_lo, Dot::dot(vreinterpretq_s8_u8(w0), vld1q_s8(qa)), sc[j]);
-      s_hi = vmlaq_n_s32(s_hi, Dot::dot(vreinterpretq_s8_u8(w1), vld1q_s8(qa + 16)), sc[j]);
+  if constexpr (Dot::kAccumulates) {
+    sums_q45_k_chained<Dot, kFive>(b.qs, qh, a.qs, sc, s_lo, s_hi, std::make_integer_sequence<int, 8>());
+  } else {
+    uint8_t scs[8];
+    vst1_u8(scs, sc);
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;
+    if constexpr (kFive) {
+      h0 = vld1q_u8(qh);
+      h1 = vld1q_u8(qh + 16);
     }
+    auto step = [&]<int j>() __attribute__((always_inline)) {
+      int8x16_t w0, w1;
+      chunk_q45_k<j, kFive>(b.qs, h0, h1, w0, w1);
+      s_lo = vmlaq_n_s32(s_lo, Dot::dot(w0, vld1q_s8(a.qs + 32 * j)), scs[j]);
+      s_hi = vmlaq_n_s32(s_hi, Dot::dot(w1, vld1q_s8(a.qs + 32 * j + 16)), scs[j]);
+    };
+    [&]<int... J>(std::integer_sequence<int, J...>) { (step.template operator()<J>(), ...); }(
+        std::make_integer_sequence<int, 8>());
   }
   return {s_lo, s_hi, mins_dot(mn, a), fp16(b.d) * a.d, -fp16(b.dmin) * a.d};
 }
