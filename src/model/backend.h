@@ -55,14 +55,28 @@ class Backend {
   virtual void rmsnorm(Act out, Act in, const Vector& w, int n) = 0;
   // out[b][r] = W[r] . in[b] for b < n and every row r of w.
   virtual void linear(const Matrix& w, Act in, Act out, int n) = 0;
-  // Layer l's attention from kQ, kK, kV (biases, q/k norms, rope, q scale, KV store, causal
-  // attention of each segment against its own slot) into kAtt.
+  // Layer l's attention, in the steps Transformer::attention takes (the order and the
+  // conditions written once there): add_bias on kQ, kK, kV; head_norm; rope; scale_queries;
+  // kv_store; attention.
+  // Each head (head_dim values) of n rows of a = kQ or kK rms-normed by w.
+  virtual void head_norm(Act a, const Vector& w, int n) = 0;
+  // Rope on each head of n rows of a = kQ or kK at its row's position (begin), with layer's
+  // table (a windowed layer's own base).
+  virtual void rope(Act a, int layer, int n) = 0;
+  // kQ *= s over n rows (Gemma's query scale: attention then leaves the scores unscaled). A
+  // backend may fold s into its attention's scale instead (the Vulkan one: the same bits for
+  // a power-of-two s).
+  virtual void scale_queries(float s, int n) = 0;
+  // The rows of kK and kV into layer's KV cache, each segment's into its slot at its positions.
+  virtual void kv_store(int layer, const Segment* segs, int n_segs) = 0;
+  // Causal attention of each segment's kQ rows against its own slot of layer's cache, into kAtt.
   virtual void attention(int layer, const Segment* segs, int n_segs) = 0;
   // kGate = act(kGate) * kUp over n rows of the local MLP.
   virtual void glu(Activation act, int n) = 0;
   // kX += kProj over n rows.
   virtual void residual(int n) = 0;
-  // a[b] += bias for b < n (gpt-oss's output-projection bias on kProj, after the reduce).
+  // a[b] += bias for b < n (the q, k, v biases; gpt-oss's output-projection bias on kProj,
+  // after the reduce).
   virtual void add_bias(Act a, const Vector& bias, int n) = 0;
   // The MLP block of an MoE layer up to its down projections: the router, the picked
   // experts' gate and up products and their GLU into kGate, one row per (token, picked
@@ -87,6 +101,11 @@ class Backend {
   // segment, soft-capped (see Transformer::forward_batch). Error: the device failed.
   virtual util::Status end_batch(const Segment* segs, int n_segs, float* logits) = 0;
 };
+
+// Row pos of a backend's rope table (n_rot floats, (cos, sin) pairs; YaRN and the file's
+// frequency factors as the model asks), and of the windowed layers' table when row_swa is
+// not null (their own base).
+void rope_row(const Config& c, const Weights& w, int pos, float* row, float* row_swa);
 
 // Rows each layer's KV cache keeps (a sliding-window layer fewer than ctx; transformer.cc).
 std::vector<int> kv_layer_ctx(const Config& c, int ctx, int max_batch);

@@ -89,14 +89,9 @@ void CpuBackend::begin(const Segment* segs, int n_segs, int n, const float* x) {
     for (size_t i = 0; i < size_t(n) * c.dim; ++i) x_[i] *= c.embed_scale;
   plan_runs(segs, n_segs);
   // rope_[b] = (cos, sin) pairs for row b's position
-  for (int b = 0; b < n; ++b) {
-    const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
-    kernels::rope_cache_yarn(&rope_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base, c.rope_freq_scale, factors,
-                             c.yarn);
-    if (!rope_swa_.empty())  // the windowed layers' own base
-      kernels::rope_cache_yarn(&rope_swa_[size_t(b) * c.n_rot], row_pos_[b], c.n_rot, c.rope_base_swa,
-                               c.rope_freq_scale, factors, c.yarn);
-  }
+  for (int b = 0; b < n; ++b)
+    rope_row(c, w_, row_pos_[b], &rope_[size_t(b) * c.n_rot],
+             rope_swa_.empty() ? nullptr : &rope_swa_[size_t(b) * c.n_rot]);
 }
 
 void CpuBackend::rmsnorm(Act out, Act in, const Vector& w, int n) {
@@ -399,6 +394,45 @@ util::Status CpuBackend::reduce_end() {
   return util::ok_status();
 }
 
+void CpuBackend::head_norm(Act a, const Vector& w, int n) {
+  wrote(a);
+  const int hd = cfg_.head_dim, heads = a == Act::kQ ? part_.n_heads : part_.n_kv_heads;
+  const size_t stride = a == Act::kQ ? q_dim_ : kv_dim_;
+  float* x = buf(a);
+  for (int b = 0; b < n; ++b)
+    for (int h = 0; h < heads; ++h) {
+      float* head = x + size_t(b) * stride + size_t(h) * hd;
+      kernels::rmsnorm(head, head, w.data(), hd, cfg_.rms_eps);
+    }
+}
+
+void CpuBackend::rope(Act a, int l, int n) {
+  wrote(a);
+  const Config& c = cfg_;
+  const int hd = c.head_dim, heads = a == Act::kQ ? part_.n_heads : part_.n_kv_heads;
+  const size_t stride = a == Act::kQ ? q_dim_ : kv_dim_;
+  const float* table = (c.is_swa(l) ? rope_swa_ : rope_).data();
+  float* x = buf(a);
+  for (int b = 0; b < n; ++b)
+    for (int h = 0; h < heads; ++h)
+      kernels::rope_apply(x + size_t(b) * stride + size_t(h) * hd, table + size_t(b) * c.n_rot, c.n_rot, c.rope_neox);
+}
+
+void CpuBackend::scale_queries(float s, int n) {
+  wrote(Act::kQ);
+  for (size_t i = 0; i < size_t(n) * q_dim_; ++i) q_[i] *= s;
+}
+
+void CpuBackend::kv_store(int l, const Segment* segs, int n_segs) {
+  const int hd = cfg_.head_dim;
+  int n = 0;  // rows
+  for (int s = 0; s < n_segs; ++s) n += segs[s].n;
+  for (int b = 0; b < n; ++b)
+    for (int g = 0; g < part_.n_kv_heads; ++g)
+      kv_.store(row_slot_[b], l, g, row_pos_[b], &k_[size_t(b) * kv_dim_ + size_t(g) * hd],
+                &v_[size_t(b) * kv_dim_ + size_t(g) * hd]);
+}
+
 void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
   const Config& c = cfg_;
   const LayerWeights& lw = w_.layers[l];
@@ -407,27 +441,6 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
   if (n_heads == 0) return;  // a node without query heads (more nodes than heads): no attention here
   int n = 0;  // rows
   for (int s = 0; s < n_segs; ++s) n += segs[s].n;
-  // Biases, per-head norms, rope; then append k, v to the cache.
-  for (int b = 0; b < n; ++b) {
-    float* q = &q_[size_t(b) * q_dim_];
-    float* k = &k_[size_t(b) * kv_dim_];
-    float* v = &v_[size_t(b) * kv_dim_];
-    if (!lw.bq.empty()) kernels::add(q, q, lw.bq.data(), q_dim_);
-    if (!lw.bk.empty()) kernels::add(k, k, lw.bk.data(), kv_dim_);
-    if (!lw.bv.empty()) kernels::add(v, v, lw.bv.data(), kv_dim_);
-    const float* rc = &(c.is_swa(l) ? rope_swa_ : rope_)[size_t(b) * c.n_rot];
-    for (int h = 0; h < n_heads; ++h) {
-      if (!lw.q_norm.empty()) kernels::rmsnorm(q + h * hd, q + h * hd, lw.q_norm.data(), hd, c.rms_eps);
-      kernels::rope_apply(q + h * hd, rc, c.n_rot, c.rope_neox);
-    }
-    if (c.q_scale > 0)  // gemma: q scaled before attention (ggml_scale), scores then unscaled
-      for (int i = 0; i < q_dim_; ++i) q[i] *= c.q_scale;
-    for (int g = 0; g < n_kv; ++g) {
-      if (!lw.k_norm.empty()) kernels::rmsnorm(k + g * hd, k + g * hd, lw.k_norm.data(), hd, c.rms_eps);
-      kernels::rope_apply(k + g * hd, rc, c.n_rot, c.rope_neox);
-      kv_.store(row_slot_[b], l, g, row_pos_[b], k + g * hd, v + g * hd);
-    }
-  }
   const float scale = c.q_scale > 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
   if (mode_ == AttentionMode::kFlash) {
     // Tiled over each slot's cache at absolute positions, online softmax, fixed reduction

@@ -33,6 +33,10 @@ class CpuBackend : public Backend {
   bool kv_copy(const KvCopy& c) override { return kv_.copy(c); }
   void rmsnorm(Act out, Act in, const Vector& w, int n) override;
   void linear(const Matrix& w, Act in, Act out, int n) override;
+  void head_norm(Act a, const Vector& w, int n) override;
+  void rope(Act a, int layer, int n) override;
+  void scale_queries(float s, int n) override;
+  void kv_store(int layer, const Segment* segs, int n_segs) override;
   void attention(int layer, const Segment* segs, int n_segs) override;
   void glu(Activation act, int n) override;
   void residual(int n) override;

@@ -7,6 +7,7 @@
 
 #include "model/backend.h"
 #include "model/cpu_backend.h"
+#include "kernels/kernels.h"
 #include "tensor/quants.h"
 #include "util/swa_ring.h"
 
@@ -31,6 +32,13 @@ std::vector<int> kv_layer_ctx(const Config& c, int ctx, int max_batch) {
   for (int l = 0; l < c.n_layers; ++l)
     if (c.is_swa(l)) r[l] = util::swa_ring_rows(c.n_swa, ctx, max_batch);
   return r;
+}
+
+void rope_row(const Config& c, const Weights& w, int pos, float* row, float* row_swa) {
+  const float* factors = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
+  kernels::rope_cache_yarn(row, pos, c.n_rot, c.rope_base, c.rope_freq_scale, factors, c.yarn);
+  if (row_swa)  // the windowed layers' own base (Gemma 3)
+    kernels::rope_cache_yarn(row_swa, pos, c.n_rot, c.rope_base_swa, c.rope_freq_scale, factors, c.yarn);
 }
 
 namespace {
@@ -174,6 +182,22 @@ void Transformer::post_norm(const Vector& w, int n) {
   if (!w.empty()) be_->rmsnorm(Act::kProj, Act::kProj, w, n);
 }
 
+void Transformer::attention(int l, const Segment* segs, int n_segs, int n) {
+  const Config& c = cfg_;
+  const LayerWeights& lw = w_.layers[l];
+  Backend& be = *be_;
+  if (!lw.bq.empty()) be.add_bias(Act::kQ, lw.bq, n);  // qwen2, gpt-oss
+  if (!lw.bk.empty()) be.add_bias(Act::kK, lw.bk, n);
+  if (!lw.bv.empty()) be.add_bias(Act::kV, lw.bv, n);
+  if (!lw.q_norm.empty()) be.head_norm(Act::kQ, lw.q_norm, n);  // qwen3, gemma 3
+  if (!lw.k_norm.empty()) be.head_norm(Act::kK, lw.k_norm, n);
+  be.rope(Act::kQ, l, n);
+  be.rope(Act::kK, l, n);
+  if (c.q_scale > 0) be.scale_queries(c.q_scale, n);  // gemma: q scaled before attention (ggml_scale)
+  be.kv_store(l, segs, n_segs);
+  be.attention(l, segs, n_segs);
+}
+
 util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
   const Config& c = cfg_;
   int n = 0;  // rows
@@ -188,7 +212,7 @@ util::Status Transformer::step(const Segment* segs, int n_segs, float* logits) {
     be.linear(lw.wk, Act::kXn, Act::kK, n);
     be.linear(lw.wv, Act::kXn, Act::kV, n);
     if (part_.n_heads > 0)  // a node without query heads (more nodes than heads): no attention here
-      be.attention(l, segs, n_segs);
+      attention(l, segs, n_segs, n);
     // x += att Wo, summed over the nodes (the first reduce point)
     RETURN_IF_ERROR(project(ReducePoint::kAttention, lw.wo, Act::kAtt, n, part_.head_begin * c.head_dim, q_dim));
     if (!lw.bo.empty()) be.add_bias(Act::kProj, lw.bo, n);  // gpt-oss: once, on the whole output

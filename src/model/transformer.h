@@ -106,6 +106,9 @@ class Transformer {
   util::Status project(ReducePoint at, const Matrix& w, Act in, int n, int col0, int cols, bool experts = false);
   // gemma: kProj's rows normed by w (nothing when w is empty).
   void post_norm(const Vector& w, int n);
+  // Layer l's attention over n rows from kQ, kK, kV into kAtt: the preparation every backend
+  // shares (biases, q/k norms, rope, the query scale, the KV store), then attention.
+  void attention(int l, const Segment* segs, int n_segs, int n);
 
   const Config& cfg_;
   const Weights& w_;

@@ -93,6 +93,16 @@ class VulkanBackend : public Backend {
   void linear(const Matrix& w, Act in, Act out, int n) override {
     cmd_.matmul(w.type, mat(w), w.rows, w.cols, buf(in), n, buf(out));
   }
+  void head_norm(Act a, const Vector& w, int n) override {
+    cmd_.rmsnorm(buf(a), buf(a), vec(w), int64_t(n) * heads(a), cfg_.head_dim, cfg_.rms_eps);
+  }
+  void rope(Act a, int layer, int n) override {
+    cmd_.rope(buf(a), cfg_.is_swa(layer) ? rope_swa_ : rope_, n, heads(a), cfg_.head_dim, cfg_.n_rot, cfg_.rope_neox);
+  }
+  // Folded into attention's scale (AttentionShape::scale = q_scale): the same bits as the
+  // CPU's scaled q for a power-of-two scale.
+  void scale_queries(float, int) override {}
+  void kv_store(int layer, const Segment* segs, int n_segs) override;
   void attention(int layer, const Segment* segs, int n_segs) override;
   void glu(Activation act, int n) override {
     if (act == Activation::kGelu)
@@ -101,8 +111,12 @@ class VulkanBackend : public Backend {
       cmd_.swiglu(gate_, gate_, up_, int64_t(n) * part_.n_ff);
   }
   void residual(int n) override { cmd_.add(x_, x_, proj_, int64_t(n) * cfg_.dim); }
-  // Only gpt-oss has an output-projection bias, and vulkan_unsupported refuses it.
-  void add_bias(Act, const Vector&, int) override { CHECK_MSG(false, "the Vulkan backend has no bias op"); }
+  // The q, k, v biases (qwen2); only gpt-oss has an output-projection bias, and
+  // vulkan_unsupported refuses it.
+  void add_bias(Act a, const Vector& b, int n) override {
+    CHECK_MSG(a == Act::kQ || a == Act::kK || a == Act::kV, "the Vulkan backend adds biases to q, k and v only");
+    cmd_.add(buf(a), buf(a), vec(b), int64_t(n) * int64_t(b.size()));
+  }
   util::Status moe(int layer, int n) override {
     return util::Status::error("mixture of experts is not supported by the Vulkan backend");  // refused at creation
   }
@@ -114,6 +128,7 @@ class VulkanBackend : public Backend {
   class Local;  // LocalLinear on the device
   util::Status upload_weights();
   vk::Buffer& buf(Act a);
+  int heads(Act a) const { return a == Act::kQ ? part_.n_heads : part_.n_kv_heads; }  // of kQ or kK
   const vk::Buffer& mat(const Matrix& m) const { return weights_.at(m.data); }
   const vk::Buffer& vec(const Vector& v) const { return weights_.at(v.data()); }
   util::Status alloc(vk::Buffer* b, size_t bytes, const std::string& what) {
@@ -218,15 +233,10 @@ vk::Buffer& VulkanBackend::buf(Act a) {
 void VulkanBackend::begin(const Segment* segs, int n_segs, int n, const float* x) {
   const Config& c = cfg_;
   std::vector<float> rope(size_t(n) * c.n_rot), rope_swa(c.n_swa > 0 ? rope.size() : 0);
-  const float* factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
-  for (int s = 0, b = 0; s < n_segs; ++s)
-    for (int t = 0; t < segs[s].n; ++t, ++b) {
-      kernels::rope_cache_yarn(&rope[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base,
-                               c.rope_freq_scale, factors, c.yarn);  // YaRN: the host's cache, as the CPU's
-      if (!rope_swa.empty())  // the windowed layers' own base (Gemma 3)
-        kernels::rope_cache_yarn(&rope_swa[size_t(b) * c.n_rot], segs[s].pos + t, c.n_rot, c.rope_base_swa,
-                                 c.rope_freq_scale, factors, c.yarn);
-    }
+  for (int s = 0, b = 0; s < n_segs; ++s)  // the host's tables, as the CPU's (YaRN)
+    for (int t = 0; t < segs[s].n; ++t, ++b)
+      rope_row(c, w_, segs[s].pos + t, &rope[size_t(b) * c.n_rot],
+               rope_swa.empty() ? nullptr : &rope_swa[size_t(b) * c.n_rot]);
   // gemma: the embedded rows times sqrt(dim), on the host as the CPU backend does.
   std::vector<float> scaled;
   if (c.embed_scale != 1.0f) {
@@ -242,36 +252,37 @@ void VulkanBackend::begin(const Segment* segs, int n_segs, int n, const float* x
     upload_st_ = dev_->upload(rope_swa_, rope_swa.data(), sizeof(float) * rope_swa.size());
 }
 
-void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
+void VulkanBackend::kv_store(int l, const Segment* segs, int n_segs) {
   const Config& c = cfg_;
-  const LayerWeights& lw = w_.layers[l];
-  const int hd = c.head_dim, nh = part_.n_heads, nkv = part_.n_kv_heads;
-  int n = 0;
-  for (int s = 0; s < n_segs; ++s) n += segs[s].n;
-  if (!lw.bq.empty()) cmd_.add(q_, q_, vec(lw.bq), int64_t(n) * q_dim_);
-  if (!lw.bk.empty()) cmd_.add(k_, k_, vec(lw.bk), int64_t(n) * kv_dim_);
-  if (!lw.bv.empty()) cmd_.add(v_, v_, vec(lw.bv), int64_t(n) * kv_dim_);
-  if (!lw.q_norm.empty()) cmd_.rmsnorm(q_, q_, vec(lw.q_norm), int64_t(n) * nh, hd, c.rms_eps);
-  if (!lw.k_norm.empty()) cmd_.rmsnorm(k_, k_, vec(lw.k_norm), int64_t(n) * nkv, hd, c.rms_eps);
-  const vk::Buffer& rope = c.is_swa(l) ? rope_swa_ : rope_;
-  cmd_.rope(q_, rope, n, nh, hd, c.n_rot, c.rope_neox);
-  cmd_.rope(k_, rope, n, nkv, hd, c.n_rot, c.rope_neox);
-  const size_t qb = sizeof(float) * q_dim_, kb = sizeof(float) * kv_dim_;
+  const int hd = c.head_dim, nkv = part_.n_kv_heads;
+  const size_t kb = sizeof(float) * kv_dim_;
   for (int s = 0, row = 0; s < n_segs; row += segs[s].n, ++s) {
     const Segment& g = segs[s];
     // The kernels read rows from offset 0: a batch of several segments copies each one's.
     const bool alone = n_segs == 1;
-    vk::Buffer &q = alone ? q_ : seg_q_, &k = alone ? k_ : seg_k_, &v = alone ? v_ : seg_v_;
-    vk::Buffer& out = alone ? att_ : seg_out_;
+    vk::Buffer &k = alone ? k_ : seg_k_, &v = alone ? v_ : seg_v_;
     if (!alone) {
-      cmd_.copy(seg_q_, 0, q_, row * qb, g.n * qb);
       cmd_.copy(seg_k_, 0, k_, row * kb, g.n * kb);
       cmd_.copy(seg_v_, 0, v_, row * kb, g.n * kb);
     }
+    cmd_.kv_store(k_cache_[size_t(g.slot) * c.n_layers + l], k, g.n, g.pos, nkv, hd, rc_.ctx);
+    cmd_.kv_store(v_cache_[size_t(g.slot) * c.n_layers + l], v, g.n, g.pos, nkv, hd, rc_.ctx);
+  }
+}
+
+void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
+  const Config& c = cfg_;
+  const int hd = c.head_dim, nh = part_.n_heads, nkv = part_.n_kv_heads;
+  const size_t qb = sizeof(float) * q_dim_;
+  for (int s = 0, row = 0; s < n_segs; row += segs[s].n, ++s) {
+    const Segment& g = segs[s];
+    // The kernels read rows from offset 0: a batch of several segments copies each one's.
+    const bool alone = n_segs == 1;
+    vk::Buffer& q = alone ? q_ : seg_q_;
+    vk::Buffer& out = alone ? att_ : seg_out_;
+    if (!alone) cmd_.copy(seg_q_, 0, q_, row * qb, g.n * qb);
     vk::Buffer& kc = k_cache_[size_t(g.slot) * c.n_layers + l];
     vk::Buffer& vc = v_cache_[size_t(g.slot) * c.n_layers + l];
-    cmd_.kv_store(kc, k, g.n, g.pos, nkv, hd, rc_.ctx);
-    cmd_.kv_store(vc, v, g.n, g.pos, nkv, hd, rc_.ctx);
     vk::AttentionShape a;
     a.n_q = g.n;
     a.pos0 = g.pos;
@@ -279,8 +290,8 @@ void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
     a.n_kv_heads = nkv;
     a.head_dim = hd;
     a.n_ctx = rc_.ctx;
-    // Gemma 3's query scale on the scores (the CPU scales q before its F16 rounding: the
-    // same bits for its power-of-two scales), else llama.cpp's kq_scale.
+    // Gemma 3's query scale on the scores (scale_queries: the CPU scales q before its F16
+    // rounding, the same bits for its power-of-two scales), else llama.cpp's kq_scale.
     a.scale = c.q_scale > 0 ? c.q_scale : 1.0f / std::sqrt(float(hd));
     a.window = c.is_swa(l) ? c.n_swa : 0;  // the full per-slot cache, masked to the window
     a.group = c.n_heads / c.n_kv_heads;  // a slice may start or end inside a KV group
