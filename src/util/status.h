@@ -2,8 +2,8 @@
 // arguments). A message should say what is wrong and what the user can do about it.
 // A failure also carries its kind (Status::Code) and, where one node is to blame, that
 // node's rank: callers tell failures apart by these, never by the message's words. A new
-// kind is one line in Code (plus, if a worker reports it to the root, one in
-// net::ErrorCode's mapping, net/wire.cc).
+// kind is one line in SHARDLM_STATUS_CODES (its enumerator and its name together; plus, if
+// a worker reports it to the root, its wire code in net/wire.cc: the wire is a protocol).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,20 +14,32 @@
 
 namespace util {
 
+// The failure kinds, X(enumerator, name): Status::Code and code_name are made from this one
+// list. kOk must stay first (0).
+#define SHARDLM_STATUS_CODES(X)                                                              \
+  X(kOk, "ok")                                                                               \
+  X(kOther, "other")                          /* no finer kind */                            \
+  X(kBadInput, "bad input")                   /* an argument, request or file is wrong: the  \
+                                                 user can fix it */                          \
+  X(kLostPeer, "lost peer")                   /* a peer vanished: it closed its connection   \
+                                                 or cannot be reached */                     \
+  X(kTimeout, "timeout")                      /* a peer did not answer, or take data, within \
+                                                 the time allowed */                         \
+  X(kRefused, "refused")                      /* a peer is there but will not take part (it  \
+                                                 said why, or another cluster key, protocol  \
+                                                 version or link setting) */                 \
+  X(kTooLittleMemory, "too little memory")    /* a node cannot hold its part: fewer nodes    \
+                                                 would not help */                           \
+  X(kIntegrity, "integrity")                  /* a sealed frame failed its check (altered,   \
+                                                 replayed, dropped) */                       \
+  X(kProtocol, "protocol")                    /* a peer sent something malformed or out of   \
+                                                 step */
+
 class Status {
  public:
-  enum class Code : uint8_t {
-    kOk = 0,
-    kOther,            // no finer kind
-    kBadInput,         // an argument, request or file is wrong: the user can fix it
-    kLostPeer,         // a peer vanished: it closed its connection or cannot be reached
-    kTimeout,          // a peer did not answer, or take data, within the time allowed
-    kRefused,          // a peer is there but will not take part (it said why, or another
-                       // cluster key, protocol version or link setting)
-    kTooLittleMemory,  // a node cannot hold its part: fewer nodes would not help
-    kIntegrity,        // a sealed frame failed its check (altered, replayed, dropped)
-    kProtocol,         // a peer sent something malformed or out of step
-  };
+#define SHARDLM_STATUS_ENUMERATOR(name, text) name,
+  enum class Code : uint8_t { SHARDLM_STATUS_CODES(SHARDLM_STATUS_ENUMERATOR) };
+#undef SHARDLM_STATUS_ENUMERATOR
   Status() = default;
   static Status error(std::string msg, Code code = Code::kOther, int rank = -1) {
     return Status(std::move(msg), code == Code::kOk ? Code::kOther : code, rank);
@@ -57,15 +69,11 @@ class Status {
 };
 inline const char* code_name(Status::Code c) {
   switch (c) {
-    case Status::Code::kOk: return "ok";
-    case Status::Code::kOther: return "other";
-    case Status::Code::kBadInput: return "bad input";
-    case Status::Code::kLostPeer: return "lost peer";
-    case Status::Code::kTimeout: return "timeout";
-    case Status::Code::kRefused: return "refused";
-    case Status::Code::kTooLittleMemory: return "too little memory";
-    case Status::Code::kIntegrity: return "integrity";
-    case Status::Code::kProtocol: return "protocol";
+#define SHARDLM_STATUS_NAME(name, text) \
+  case Status::Code::name:              \
+    return text;
+    SHARDLM_STATUS_CODES(SHARDLM_STATUS_NAME)
+#undef SHARDLM_STATUS_NAME
   }
   return "?";
 }
