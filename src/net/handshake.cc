@@ -179,6 +179,37 @@ Proof compute_proof(std::string_view key, const Nonce& a, const Nonce& b, std::s
   return p;
 }
 
+namespace {
+
+// The peer's answer to our proof of the key, of type want (Connection::recv_expect), where
+// a kError saying that proof was wrong reads as the key mismatch it is.
+Expected<Message> recv_after_proof(Connection& c, MessageType want, double timeout_s) {
+  auto m = c.recv(timeout_s);
+  if (!m.ok()) return m;
+  if (m->type == MessageType::kError) {
+    auto e = parse_error(m->payload, c.peer());
+    if (e.ok() && e->code == ErrorCode::kKeyMismatch)
+      return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
+    return peer_gave_up(c.peer(), m->payload);
+  }
+  if (m->type != want) return unexpected_type(c.peer(), m->type, want);
+  return m;
+}
+
+// The peer's proof of the key (m) against the one expected; a wrong one is refused, and the
+// peer told so (kKeyMismatch).
+Status check_proof(Connection& c, const HandshakeOptions& opt, const Message& m, const Proof& expected) {
+  auto their_proof = parse_proof(m.payload, c.peer());
+  if (!their_proof.ok()) return their_proof.status();
+  if (CRYPTO_memcmp(expected.data(), their_proof->data(), kProofBytes) != 0) {
+    send_error_quietly(c, ErrorCode::kKeyMismatch, "cluster key mismatch", opt.timeout_s);
+    return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
+  }
+  return util::ok_status();
+}
+
+}  // namespace
+
 Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& opt) {
   FrameLimitGuard limit(c);
   const Nonce mine = fresh_nonce();
@@ -191,21 +222,9 @@ Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& op
 
   const Proof my_proof = compute_proof(opt.cluster_key, theirs->nonce, mine, kInitiatorLabel);
   RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
-  auto m = c.recv(opt.timeout_s);
+  auto m = recv_after_proof(c, MessageType::kAuthProof, opt.timeout_s);
   if (!m.ok()) return m.status();
-  if (m->type == MessageType::kError) {
-    auto e = parse_error(m->payload, c.peer());
-    if (e.ok() && e->code == ErrorCode::kKeyMismatch) return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
-    return peer_gave_up(c.peer(), m->payload);
-  }
-  if (m->type != MessageType::kAuthProof) return unexpected_type(c.peer(), m->type, MessageType::kAuthProof);
-  auto their_proof = parse_proof(m->payload, c.peer());
-  if (!their_proof.ok()) return their_proof.status();
-  const Proof expected = compute_proof(opt.cluster_key, mine, theirs->nonce, kAcceptorLabel);
-  if (CRYPTO_memcmp(expected.data(), their_proof->data(), kProofBytes) != 0) {
-    send_error_quietly(c, ErrorCode::kKeyMismatch, "cluster key mismatch", opt.timeout_s);
-    return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
-  }
+  RETURN_IF_ERROR(check_proof(c, opt, *m, compute_proof(opt.cluster_key, mine, theirs->nonce, kAcceptorLabel)));
   RETURN_IF_ERROR(c.send(MessageType::kAuthOk, {}, opt.timeout_s));
   info.sealed = start_sealing(c, opt, *hellos, mine, true);
   return info;
@@ -226,23 +245,11 @@ Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt
 
   auto m = c.recv_expect(MessageType::kAuthProof, opt.timeout_s);
   if (!m.ok()) return m.status();
-  auto their_proof = parse_proof(m->payload, c.peer());
-  if (!their_proof.ok()) return their_proof.status();
-  const Proof expected = compute_proof(opt.cluster_key, mine, theirs->nonce, kInitiatorLabel);
-  if (CRYPTO_memcmp(expected.data(), their_proof->data(), kProofBytes) != 0) {
-    send_error_quietly(c, ErrorCode::kKeyMismatch, "cluster key mismatch", opt.timeout_s);
-    return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
-  }
+  RETURN_IF_ERROR(check_proof(c, opt, *m, compute_proof(opt.cluster_key, mine, theirs->nonce, kInitiatorLabel)));
   const Proof my_proof = compute_proof(opt.cluster_key, theirs->nonce, mine, kAcceptorLabel);
   RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
-  auto ok = c.recv(opt.timeout_s);
+  auto ok = recv_after_proof(c, MessageType::kAuthOk, opt.timeout_s);
   if (!ok.ok()) return ok.status();
-  if (ok->type == MessageType::kError) {
-    auto e = parse_error(ok->payload, c.peer());
-    if (e.ok() && e->code == ErrorCode::kKeyMismatch) return Status::error(mismatch_text(c.peer()), util::Status::Code::kRefused);
-    return peer_gave_up(c.peer(), ok->payload);
-  }
-  if (ok->type != MessageType::kAuthOk) return unexpected_type(c.peer(), ok->type, MessageType::kAuthOk);
   info.sealed = start_sealing(c, opt, *hellos, mine, false);
   return info;
 }
