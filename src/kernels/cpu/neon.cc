@@ -1,8 +1,8 @@
 // neon.cc: the AArch64 Advanced SIMD kernels for every core (plain NEON, no extensions:
 // Cortex-A72 / Pi 4 up): the weight types' matrix x vector tiles of neon_table.h with the
 // widening-multiply integer dot, and every activation quantizer (Q8_0, Q8_1, F16 as the
-// x86 kernels; Q8_K and BF16, which x86 leaves to the scalar reference, equal to that
-// reference byte for byte). The dot-product level (neon_dotprod.cc) layers its own tiles
+// x86 kernels; Q8_K and BF16 equal to the scalar reference byte for byte, as x86's Q8_K;
+// x86 leaves BF16 to the reference). The dot-product level (neon_dotprod.cc) layers its own tiles
 // over these. On x86 this file compiles to nothing.
 #if defined(__aarch64__)
 #include <cmath>
