@@ -11,11 +11,8 @@
 // elements 4l..4l+3 times the scale of their 16- or 32-element sub-block, Q3_K's weights
 // signed -4..3; Q2_K's mins in 8 lanes, lane l from bsums 2l and 2l + 1), the float steps
 // are its DecQ2_K / DecQ3_K / DecIQ4_XS::dot in the same order (Q2_K first v = fma(-dmin *
-// da, float(mins), v); then v = fma(d * da, float(sumi), v)), then avx2's horizontal sum.
-// Batches: IQ4_NL and MXFP4 of kLaneMinBatch or more in lane order as on x86 (neon_tiles.h's
-// kLanes tiles, neon_gemm.h's GEMMs); Q2_K, Q3_K, IQ4_XS in vec_dot order (x86 has lane-order
-// GEMMs for them, avx2_lowbit_lanes.h, not yet ported: an ARM node's prompt of those types
-// rounds as x86's --exact-batches).
+// da, float(mins), v); then v = fma(d * da, float(sumi), v)), then avx2's horizontal sum. No lane-order
+// GEMM for these types (x86 has none either), so every batch is in vec_dot order.
 #pragma once
 #include "kernels/cpu/neon_common.h"
 #include "kernels/cpu/neon_kquants.h"
