@@ -69,13 +69,26 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
   return "";
 }
 
-int host_cache_blocks(const model::Config& c, const RunOptions& o) {
+int host_cache_blocks(const model::Config& c, const RunOptions& o, int ctx, int n_slots, int kv_blocks,
+                      double weight_bytes) {
   if (o.cache_ram_mib == 0) return 0;
+  // What the root would hold with every KV head (the whole model's entries; a worker holds
+  // its share), of the 80 % of its memory its checks allow, after its weights and the pool.
+  const runtime::MemoryFit f = runtime::memory_fit(c, c.n_kv_heads, o.run.kv_type, ctx, n_slots, o.batch + n_slots,
+                                                   weight_bytes, 0.8, kv_blocks, 1);
+  const double entry = f.host_bytes, room = std::max(0.0, 0.8 * f.have - (f.need - entry));
   constexpr int64_t kMost = int64_t(1) << 30;
-  if (o.cache_ram_mib < 0) return int(kMost);
-  const int64_t block = int64_t(model::KvCache::bytes_per_position(c.n_layers, c.n_kv_heads, c.head_dim, o.run.kv_type)) *
-                        model::kKvBlockRows;
-  return int(std::min(kMost, (std::min(o.cache_ram_mib, int64_t(1) << 40) << 20) / block));
+  const int64_t asked = o.cache_ram_mib < 0 ? kMost : (std::min(o.cache_ram_mib, int64_t(1) << 40) << 20) / int64_t(entry);
+  return int(std::min({kMost, asked, int64_t(room / entry)}));
+}
+
+std::string kv_pool_options(const model::Config& c, const RunOptions& o, int ctx, int n_slots, double weight_bytes,
+                            runtime::ClusterOptions* out) {
+  int kv_blocks = 0;
+  if (std::string e = slots_unfit(c, o, ctx, n_slots, &kv_blocks); !e.empty()) return e;
+  out->run.kv_blocks = kv_blocks;
+  out->run.kv_host_blocks = host_cache_blocks(c, o, ctx, n_slots, kv_blocks, weight_bytes);
+  return "";
 }
 
 std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const SpecCliOptions& so,
@@ -93,15 +106,12 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
   std::string ctx_error;
   const int ctx = resolve_ctx(o, b->model->config, &ctx_error);
   if (!ctx_error.empty()) return ctx_error;
-  int kv_blocks = 0;
-  if (std::string e = slots_unfit(b->model->config, o, ctx, n_slots, &kv_blocks); !e.empty()) return e;
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, n_slots, so.guess_rows()); !e.empty()) return e;
-  copt.run.kv_blocks = kv_blocks;
-  copt.kv_host_blocks = host_cache_blocks(b->model->config, o);
+  const double root_bytes = double(b->model->file->file_size()) / double(1 + co.workers.size());
+  if (std::string e = kv_pool_options(b->model->config, o, ctx, n_slots, root_bytes, &copt); !e.empty()) return e;
   copt.software_version = SHARDLM_VERSION;
   b->pool = std::make_unique<util::ThreadPool>(o.threads);
-  const double root_bytes = double(b->model->file->file_size()) / double(1 + co.workers.size());
   if (std::string e = open_speculator(so, *b->model, o.model, o, ctx, n_slots, root_bytes, *b->pool, &b->spec);
       !e.empty())
     return e;

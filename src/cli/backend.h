@@ -40,8 +40,18 @@ std::string open_backend(const RunOptions& o, const ClusterCliOptions& co, const
 // Why n_slots slots of ctx positions cannot run this model here ("" when they can).
 // With --kv-memory, *kv_blocks is the pool's blocks (else 0: n_slots full contexts); a
 // --kv-memory larger than the machine or smaller than one context is refused by name.
-// --cache-ram's blocks: the whole model's KV blocks (every KV head) its MiB hold; 0 off.
-int host_cache_blocks(const model::Config& c, const RunOptions& o);
 std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, int n_slots, int* kv_blocks = nullptr);
+// --cache-ram's blocks: the whole model's KV blocks (every KV head, full layers) its MiB hold
+// (-1: no limit), at most what this machine's memory leaves (of the 80 % slots_unfit allows)
+// after weight_bytes of the root's weights and the KV pool of kv_blocks; 0 off.
+int host_cache_blocks(const model::Config& c, const RunOptions& o, int ctx, int n_slots, int kv_blocks,
+                      double weight_bytes);
+// The KV pool (--kv-memory) and the host KV cache (--cache-ram) of n_slots sequences of ctx
+// positions into out->run (kv_blocks, kv_host_blocks), for every subcommand that builds a
+// pool (serve, chat, generate, bench, perplexity), after cluster_options: the flags mean
+// the same everywhere. An error message when the pool cannot be held (slots_unfit). Every
+// node's memory check counts the host cache's share it may come to hold (runtime::memory_fit).
+std::string kv_pool_options(const model::Config& c, const RunOptions& o, int ctx, int n_slots, double weight_bytes,
+                            runtime::ClusterOptions* out);
 
 }  // namespace cli

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "kernels/kernels.h"
@@ -198,6 +199,14 @@ int run_bench(const RunOptions& o, const ClusterCliOptions& co, const BenchOptio
   util::ThreadPool pool(o.threads);
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, b.parallel); !e.empty()) return fail(e);
+  const double root_bytes = double((*m)->file->file_size()) / double(1 + co.workers.size());
+  if (std::string e = kv_pool_options(cfg, o, ctx, b.parallel, root_bytes, &copt); !e.empty()) return fail(e);
+  const int need = b.parallel * model::kv_blocks_for(b.n_prompt + b.n_gen);  // every sequence at its end at once
+  if (copt.run.kv_blocks > 0 && copt.run.kv_blocks < need)
+    return fail("--kv-memory " + o.kv_memory + " holds " + std::to_string(copt.run.kv_blocks) + " blocks of " +
+                std::to_string(model::kKvBlockRows) + " positions; --parallel " + std::to_string(b.parallel) +
+                " sequences of -p + -n = " + std::to_string(b.n_prompt + b.n_gen) + " positions need " +
+                std::to_string(need));
   auto cl = runtime::Cluster::start(**m, o.model, copt, pool);
   if (!cl) return fail(cl.error());
   Measured me;

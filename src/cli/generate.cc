@@ -144,16 +144,13 @@ int run_generate(const CLI::App* cmd, const RunOptions& o, const ClusterCliOptio
   if (static_cast<int>(tokens.size()) + g.n_predict > ctx)
     return fail("prompt (" + std::to_string(tokens.size()) + " tokens) plus -n " + std::to_string(g.n_predict) +
                 " exceeds the context of " + std::to_string(ctx) + "; raise --ctx or lower -n");
-  int kv_blocks = 0;  // --kv-memory: the pool's blocks, refused by name when it cannot hold --ctx
-  if (!o.kv_memory.empty())
-    if (std::string e = slots_unfit(cfg, o, ctx, 1, &kv_blocks); !e.empty()) return fail(e);
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, o, ctx, &copt, 1, so.guess_rows()); !e.empty()) return fail(e);
-  copt.run.kv_blocks = kv_blocks;
+  const double root_bytes = double((*m)->file->file_size()) / double(1 + co.workers.size());
+  if (std::string e = kv_pool_options(cfg, o, ctx, 1, root_bytes, &copt); !e.empty()) return fail(e);
   copt.software_version = SHARDLM_VERSION;
   util::ThreadPool pool(o.threads);
   Speculator spec;
-  const double root_bytes = double((*m)->file->file_size()) / double(1 + co.workers.size());
   if (std::string e = open_speculator(so, **m, o.model, o, ctx, 1, root_bytes, pool, &spec); !e.empty())
     return fail(e);
   auto cl = runtime::Cluster::start(**m, o.model, copt, pool);

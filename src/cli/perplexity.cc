@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "model/loader.h"
@@ -108,6 +109,8 @@ int run_perplexity(const RunOptions& o, const ClusterCliOptions& co, const std::
 
   runtime::ClusterOptions copt;
   if (std::string e = cluster_options(co, ro, n_ctx, &copt); !e.empty()) return fail(e);
+  const double root_bytes = double((*m)->file->file_size()) / double(1 + co.workers.size());
+  if (std::string e = kv_pool_options(cfg, ro, n_ctx, 1, root_bytes, &copt); !e.empty()) return fail(e);
   copt.software_version = SHARDLM_VERSION;
   util::ThreadPool pool(ro.threads);
   auto cl = runtime::Cluster::start(**m, ro.model, copt, pool);

@@ -39,7 +39,8 @@ Command add_serve(CLI::App& app) {
   o->cache_ram_mib = 8192;  // llama-server's default
   cmd->add_option("--cache-ram", o->cache_ram_mib,
                   "MiB of host memory per node that keep KV blocks evicted from the pool (shared prefixes), copied "
-                  "back when a prompt's prefix continues into them (0: off, -1: no limit)")
+                  "back when a prompt's prefix continues into them (0: off, -1: no limit); at most what the "
+                  "root's memory leaves after the model and the pool, and counted in every worker's memory check")
       ->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(1) << 40));
   cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait for a slot; more get HTTP 429")
       ->capture_default_str()->check(CLI::Range(1, 4096));
@@ -87,9 +88,14 @@ Command add_serve(CLI::App& app) {
       std::fflush(stdout);
       const int blocks = b.cluster->kv_pool().n_blocks();
       const std::string no_share = b.cluster->no_prefix_sharing();
-      const int host = no_share.empty() ? host_cache_blocks(b.model->config, *o) : 0;
+      const int host = b.cluster->kv_pool().host_capacity();  // --cache-ram within this machine's memory
+      const double host_bytes = double(host) * double(b.cluster->kv_block_bytes());
+      const bool clamped = o->cache_ram_mib < 0 ||
+                           double(o->cache_ram_mib) * (1 << 20) - host_bytes >= double(b.cluster->kv_block_bytes());
       const std::string host_line =
-          host == 0 ? "off" : o->cache_ram_mib < 0 ? "no limit" : std::to_string(host) + " blocks";
+          host == 0 ? "off"
+                    : std::to_string(host) + " blocks (" + std::to_string(int64_t(host_bytes / (1 << 20))) + " MiB" +
+                          (clamped ? ": what this machine's memory leaves of --cache-ram)" : ")");
       std::fprintf(stderr,
                    "model %s, %d slots of %d tokens, KV pool %d blocks of %d positions (%lld), prefix sharing %s, "
                    "host KV cache %s, %d node(s)%s\n",

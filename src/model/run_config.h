@@ -22,6 +22,10 @@ struct RunConfig {
   int ctx = 4096;        // positions per KV slot
   int n_slots = 1;       // sequences that can be in the cache at once (block tables)
   int kv_blocks = 0;     // the KV pool's blocks (kv_cache.h); 0: n_slots full contexts
+  // The host KV cache (--cache-ram, runtime/kv_blocks.h): pool blocks evicted to host memory
+  // it keeps at most (0: none), each node its own KV heads' share; every node's memory check
+  // counts it (runtime::memory_fit), as each may come to hold that many.
+  int kv_host_blocks = 0;
   int max_batch = 32;    // rows per forward_batch
   KvType kv_type = KvType::kF16;
   AttentionMode attention = AttentionMode::kExact;
@@ -40,7 +44,7 @@ struct RunConfig {
 // net's kProtocolVersion). Whole-message checks (ranges) stay in runtime/protocol.cc.
 template <class IO, class RC>
 util::Status run_config_fields(IO& io, RC& rc) {
-  RETURN_IF_ERROR(io.i32(rc.ctx, rc.max_batch, rc.n_slots, rc.kv_blocks));
+  RETURN_IF_ERROR(io.i32(rc.ctx, rc.max_batch, rc.n_slots, rc.kv_blocks, rc.kv_host_blocks));
   RETURN_IF_ERROR(io.enum8(rc.kv_type, KvType::kQ8_0, "names an unknown KV cache type"));
   RETURN_IF_ERROR(io.enum8(rc.attention, AttentionMode::kFlash, "names an unknown attention mode"));
   return io.bits("has a bad batch-order flag", rc.lane_order, rc.decode_lanes);

@@ -68,7 +68,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   Reform rep;
   int failed = -1;
   RETURN_IF_ERROR(c->form(&rep, &failed));
-  c->blocks_.set_host_capacity(c->no_prefix_sharing().empty() ? o.kv_host_blocks : 0);
+  c->blocks_.set_host_capacity(c->no_prefix_sharing().empty() ? o.run.kv_host_blocks : 0);
   c->check_spares();
   c->health_.nodes_planned = n;
   c->publish_health();

@@ -83,11 +83,9 @@ struct ClusterOptions {
   std::string software_version = "dev";
   // How every node runs the model, sent to each in its setup: positions per slot (ctx),
   // sequences in the KV cache at once (n_slots), rows per step (max_batch), KV type,
-  // attention mode, batch order.
+  // attention mode, batch order, the KV pool's blocks and the host KV cache's (off where
+  // prefixes are not shared).
   model::RunConfig run{.max_batch = 128};
-  // The host KV cache (--cache-ram, kv_blocks.h): blocks evicted from the pool it keeps at
-  // most (0: none), each node its own KV heads' share; off where prefixes are not shared.
-  int kv_host_blocks = 0;
   double step_timeout_s = 4.0;       // collectives and replies; + 0.25 s per batch row
   bool progress = true;              // report weight streaming to on_progress
   WeightProgress on_progress;        // empty: not reported (the CLI draws it on stderr)

@@ -381,10 +381,9 @@ Status Cluster::first_measures(std::vector<double>* shares) {
 // Every worker is gone: the root alone, if it can hold the model and its KV cache.
 Status Cluster::root_fits() const {
   if (t_ || members_.empty()) return util::ok_status();
-  const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.run.kv_type, o_.run.ctx, o_.run.n_slots,
-                                   o_.run.max_batch, double(plan::resident_bytes(plan_, 0)), 1.0, o_.run.kv_blocks);
+  const MemoryFit fit = memory_fit(m_.config, m_.config.n_kv_heads, o_.run, double(plan::resident_bytes(plan_, 0)));
   if (fit.fits) return util::ok_status();
-  return Status::error("no worker is left, and the root alone cannot hold the model and its KV cache (" +
+  return Status::error("no worker is left, and the root alone cannot hold the model, its KV cache and its host KV cache (" +
                        std::to_string(int64_t(fit.need / 1e6)) + " MB, this machine has " +
                        std::to_string(int64_t(fit.have / 1e6)) + " MB)");
 }

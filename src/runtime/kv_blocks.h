@@ -63,6 +63,7 @@ class BlockPool {
   int host_blocks() const { return int(host_.size()); }   // blocks the host cache holds
   uint64_t host_saves() const { return saves_; }
   uint64_t host_restores() const { return restores_; }
+  int host_capacity() const { return host_cap_; }
   // The host cache keeps at most n blocks (0: none; the ones past n are dropped).
   void set_host_capacity(int n) {
     host_cap_ = std::max(0, n);

@@ -166,7 +166,7 @@ Status Cluster::reform(const std::string& event, double t0) {
       // table holds are replayed by no history: a node that joined has no rows for them.
       blocks_.unsync();
       blocks_.drop_cache();
-      blocks_.set_host_capacity(no_prefix_sharing().empty() ? o_.kv_host_blocks : 0);
+      blocks_.set_host_capacity(no_prefix_sharing().empty() ? o_.run.kv_host_blocks : 0);
       std::vector<StepReply> replies;
       st = replay(history_, o_.run.max_batch,
                   [&](Step& s, std::span<const int32_t> tokens) {

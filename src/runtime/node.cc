@@ -24,14 +24,23 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
 }
 
 MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots, int max_batch,
-                     double weight_bytes, double usable, int kv_blocks) {
+                     double weight_bytes, double usable, int kv_blocks, int host_blocks) {
   MemoryFit f;
-  f.kv_bytes = double(model::KvCache::bytes_for(kv_heads, c.head_dim, ctx, kv_type, n_slots,
-                                                model::kv_layer_ctx(c, ctx, std::max(1, max_batch)), kv_blocks));
-  f.need = f.kv_bytes + weight_bytes;
+  const std::vector<int> layer_ctx = model::kv_layer_ctx(c, ctx, std::max(1, max_batch));
+  f.kv_bytes = double(model::KvCache::bytes_for(kv_heads, c.head_dim, ctx, kv_type, n_slots, layer_ctx, kv_blocks));
+  // An entry is one block's rows of every full layer (KvCache::copy): no slot's rings.
+  f.host_bytes = double(std::max(0, host_blocks)) *
+                 double(model::KvCache::bytes_for(kv_heads, c.head_dim, ctx, kv_type, 0, layer_ctx, 1));
+  f.need = f.kv_bytes + f.host_bytes + weight_bytes;
   f.have = double(util::physical_memory_bytes());
   f.fits = f.need <= usable * f.have;
   return f;
+}
+
+MemoryFit memory_fit(const model::Config& c, int kv_heads, const model::RunConfig& rc, double weight_bytes,
+                     double usable) {
+  return memory_fit(c, kv_heads, rc.kv_type, rc.ctx, rc.n_slots, rc.max_batch, weight_bytes, usable, rc.kv_blocks,
+                    rc.kv_host_blocks);
 }
 
 }  // namespace runtime

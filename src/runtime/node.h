@@ -38,12 +38,17 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
 // What n_slots KV slots of ctx positions (or, kv_blocks > 0, a pool of kv_blocks blocks)
 // over kv_heads KV heads, plus weight_bytes of weights, need, against `usable` of this
 // machine's physical memory. Sliding-window layers count their rings (model::kv_layer_ctx
-// for steps of max_batch rows), one per slot, as model::KvCache allocates them.
+// for steps of max_batch rows), one per slot, as model::KvCache allocates them. host_blocks:
+// the host KV cache's entries (--cache-ram, RunConfig::kv_host_blocks) at their full size on
+// these KV heads, what the node comes to hold when the root fills it.
 struct MemoryFit {
-  double kv_bytes = 0, need = 0, have = 0;  // have: physical memory (all of it)
+  double kv_bytes = 0, host_bytes = 0, need = 0, have = 0;  // have: physical memory (all of it)
   bool fits = true;
 };
 MemoryFit memory_fit(const model::Config& c, int kv_heads, model::KvType kv_type, int ctx, int n_slots, int max_batch,
-                     double weight_bytes, double usable = 1.0, int kv_blocks = 0);
+                     double weight_bytes, double usable = 1.0, int kv_blocks = 0, int host_blocks = 0);
+// The same for a node that runs rc (its pool, rings and host cache) over kv_heads.
+MemoryFit memory_fit(const model::Config& c, int kv_heads, const model::RunConfig& rc, double weight_bytes,
+                     double usable = 1.0);
 
 }  // namespace runtime

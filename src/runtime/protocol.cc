@@ -190,6 +190,7 @@ bool consistent(const Setup& s) {
       !ok_range(s.slice.ff, c.n_ff) || !ok_range(s.slice.vocab, c.n_vocab) ||
       (s.slice.exact && !ok_range(s.slice.rows, c.dim)) || s.run.ctx <= 0 || s.run.max_batch <= 0 ||
       s.run.max_batch > kMaxStepRows || s.run.n_slots <= 0 || s.run.n_slots > kMaxSlots || s.run.kv_blocks < 0 ||
+      s.run.kv_host_blocks < 0 ||
       !(s.step_timeout_s > 0) || !(s.beta_gbps > 0))
     return false;
   return true;

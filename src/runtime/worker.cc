@@ -206,16 +206,20 @@ Expected<std::shared_ptr<HeldSlice>> Worker::take_slice(net::Transport& t, const
   const std::string key = s.slice_key();
   for (const auto& h : held_)
     if (h->key == key) held = h;
-  // Memory: the slice unless it is here already, and the KV slots.
-  const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.run.kv_type, s.run.ctx,
-                                   s.run.n_slots, s.run.max_batch, held || local_ ? 0.0 : double(s.slice_bytes), 1.0,
-                                   s.run.kv_blocks);
+  // Memory: the slice unless it is here already, the KV pool and this node's share of the
+  // host KV cache when full (the same rule as the root's, runtime::memory_fit).
+  const MemoryFit fit = memory_fit(s.config, s.slice.kv_heads.end - s.slice.kv_heads.begin, s.run,
+                                   held || local_ ? 0.0 : double(s.slice_bytes));
   if (!fit.fits)
     return refuse(t, "session setup from " + root + ": its slice (" + std::to_string(s.slice_bytes / 1000000) +
-                         " MB) and its KV cache (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB) need " +
-                         std::to_string(int64_t(fit.need / 1e6)) + " MB, more than this machine's memory (" +
+                         " MB), its KV cache (" + std::to_string(int64_t(fit.kv_bytes / 1e6)) + " MB)" +
+                         (fit.host_bytes > 0 ? " and its share of the host KV cache (" +
+                                                   std::to_string(int64_t(fit.host_bytes / 1e6)) + " MB)"
+                                             : std::string()) +
+                         " need " + std::to_string(int64_t(fit.need / 1e6)) + " MB, more than this machine's memory (" +
                          std::to_string(int64_t(fit.have / 1e6)) +
-                         " MB); add nodes, or give the root fewer --parallel slots, a smaller --kv-memory or a smaller --ctx",
+                         " MB); add nodes, or give the root fewer --parallel slots, a smaller --kv-memory, "
+                         "--cache-ram or --ctx",
                      Status::Code::kTooLittleMemory);
   if (!held && local_) {
     held = std::make_shared<HeldSlice>();

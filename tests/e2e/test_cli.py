@@ -10,7 +10,9 @@
     pipe; --temp below 0 is refused; without --seed two runs at --temp 1 differ and --stats
     prints each run's seed, with --seed they repeat; --help and the --flash-attn / --kv-type
     errors are clean text (no NUL or 0x01 bytes); --kv-memory too small for --ctx or larger than
-    the machine is refused by name, one that holds --ctx gives the same text.
+    the machine is refused by name, one that holds --ctx gives the same text; bench and
+    perplexity refuse a too-small --kv-memory the same way (bench also one short of --parallel
+    sequences), and perplexity within one that holds --ctx gives the same estimate.
 Every process runs with -t 1 on SmolLM2.
 """
 import atexit
@@ -142,6 +144,22 @@ def generate_options():
           "generate --kv-memory 64T is refused: %s" % r.stderr.strip()[:160])
     r = generate("-p", "The capital of France is", "-n", "3", "--temp", "0", "--kv-memory", "6M")
     check(r.returncode == 0 and r.stdout == fixed_text, "generate --kv-memory 6M (4 blocks): the text without it")
+    # bench and perplexity take --kv-memory by the same rule (cli/backend.h kv_pool_options).
+    text = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "perplexity_licenses.txt")
+    runs = {"bench": ["-p", "16", "-n", "2", "-r", "1"], "perplexity": ["-f", text, "--chunks", "1"]}
+    for sub, extra in runs.items():
+        r = subprocess.run([BIN, sub, "-m", MODEL, "-t", "1", "--ctx", "256", "--kv-memory", "2M"] + extra,
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode != 0 and "--kv-memory 2M holds 64 positions" in r.stderr and "--ctx 256" in r.stderr,
+              "%s --kv-memory 2M (less than --ctx 256) is refused: %s" % (sub, r.stderr.strip()[:160]))
+    r = subprocess.run([BIN, "bench", "-m", MODEL, "-t", "1", "--ctx", "128", "-p", "64", "-n", "8", "-r", "1",
+                        "--parallel", "4", "--kv-memory", "4M"], capture_output=True, text=True, timeout=120)
+    check(r.returncode != 0 and "--parallel 4 sequences" in r.stderr and "need 8" in r.stderr,
+          "bench --parallel 4 --kv-memory 4M (2 blocks of 8) is refused: %s" % r.stderr.strip()[:160])
+    ppl = [subprocess.run([BIN, "perplexity", "-m", MODEL, "-t", "1", "--ctx", "128"] + runs["perplexity"] + kv,
+                          capture_output=True, text=True, timeout=120) for kv in ([], ["--kv-memory", "3M"])]
+    check(ppl[0].returncode == 0 and "Final estimate" in ppl[0].stdout and ppl[1].stdout == ppl[0].stdout,
+          "perplexity --kv-memory 3M (2 blocks = --ctx 128): the same estimate (%r)" % ppl[1].stdout.strip()[-60:])
     h = subprocess.run([BIN, "generate", "--help"], capture_output=True)
     bad = [c for c in h.stdout + h.stderr if c < 0x20 and c not in (0x0a, 0x09)]
     check(h.returncode == 0 and not bad and b"--flash-attn" in h.stdout and b"{on,off}" in h.stdout.replace(b" ", b""),

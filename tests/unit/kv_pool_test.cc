@@ -61,7 +61,7 @@ Outcome run(const RunSetup& r, const std::vector<std::vector<int32_t>>& prompts,
   o.run.n_slots = r.slots;
   o.run.max_batch = kChunk + r.slots;
   o.run.attention = r.mode;
-  o.kv_host_blocks = r.host_blocks;
+  o.run.kv_host_blocks = r.host_blocks;
   o.progress = false;
   std::vector<std::unique_ptr<net::Transport>> t;
   std::vector<std::thread> workers;

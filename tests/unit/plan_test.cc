@@ -638,6 +638,11 @@ TEST(Plan, SlidingWindowRingsAreCounted) {
     EXPECT_EQ(f.kv_bytes, double(held)) << blocks;
     model::KvCache cache(4, 4, 64, 4096, model::KvType::kF16, 3, rings, blocks);
     EXPECT_EQ(held, 2 * cache.row_bytes() * ((blocks ? blocks : 3 * 64) * 2 * 4 * 64 + 3 * 2 * 4 * 320)) << blocks;
+    // The host KV cache's entries (--cache-ram) at what KvCache::copy saves: one block's rows
+    // of every full layer (no ring), on these KV heads.
+    const runtime::MemoryFit h = runtime::memory_fit(c, 4, model::KvType::kF16, 4096, 3, 129, 0, 1.0, blocks, 5);
+    EXPECT_EQ(h.host_bytes, 5.0 * double(cache.block_bytes())) << blocks;
+    EXPECT_EQ(h.need, f.need + h.host_bytes) << blocks;
   }
 }
 

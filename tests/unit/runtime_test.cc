@@ -844,10 +844,15 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   s.run.attention = model::AttentionMode::kFlash;
   s.run.n_slots = 6;
   s.run.kv_blocks = 9;
+  s.run.kv_host_blocks = 11;  // each node's memory check counts its share (protocol 14)
   auto p = runtime::parse_setup(runtime::encode_setup(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->run.n_slots, 6);
   EXPECT_EQ(p->run.kv_blocks, 9);
+  EXPECT_EQ(p->run.kv_host_blocks, 11);
+  s.run.kv_host_blocks = -1;
+  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  s.run.kv_host_blocks = 11;
   EXPECT_EQ(p->run.kv_type, model::KvType::kQ8_0);
   EXPECT_EQ(p->run.attention, model::AttentionMode::kFlash);
   EXPECT_TRUE(p->run.lane_order);
