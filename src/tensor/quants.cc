@@ -24,12 +24,7 @@
 #include "util/check.h"
 #include "util/fp16.h"
 
-// Keep every a*b+c as two roundings (see the header comment).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tensor/exact_fp.h"  // last: no FMA contraction below
 
 namespace tensor {
 
@@ -56,14 +51,6 @@ void dequantize_bf16(const uint16_t* x, float* y, int64_t n) {
 // ---- helpers shared by the symmetric types ----
 
 // Largest |x| of a block and the signed value that has it (the first one on ties).
-struct AbsMax { float amax, max; };
-AbsMax abs_max(const float* x, int n) {
-  AbsMax r{0.0f, 0.0f};
-  for (int j = 0; j < n; ++j)
-    if (r.amax < std::fabs(x[j])) { r.amax = std::fabs(x[j]); r.max = x[j]; }
-  return r;
-}
-
 struct MinMax { float min, max; };
 MinMax min_max(const float* x, int n) {
   MinMax r{FLT_MAX, -FLT_MAX};
@@ -78,7 +65,7 @@ MinMax min_max(const float* x, int n) {
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const AbsMax a = abs_max(x, kQK);
+    const detail::AbsMax a = detail::abs_max(x, kQK);
     const float d = a.max / -8;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);
@@ -134,39 +121,47 @@ void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t n) {
   }
 }
 
+// ---- Q5_0 and Q5_1's 5-bit layout: q[j]'s low nibble as Q4's, bit 4 in bit j of qh ----
+
+void pack_q5(const uint8_t* q, uint8_t* qs, uint8_t* qh_bytes) {
+  uint32_t qh = 0;
+  for (int j = 0; j < kQK / 2; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[j + kQK / 2] & 0x0F) << 4));
+    qh |= ((q[j] & 0x10u) >> 4) << j;
+    qh |= ((q[j + kQK / 2] & 0x10u) >> 4) << (j + kQK / 2);
+  }
+  std::memcpy(qh_bytes, &qh, sizeof(qh));
+}
+
+void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof(qh));
+  for (int j = 0; j < kQK / 2; ++j) {
+    q[j] = (qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10);
+    q[j + kQK / 2] = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+  }
+}
+
 // ---- Q5_0: x = d * (q - 16), q in [0, 31], d = max / -16 ----
 
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const AbsMax a = abs_max(x, kQK);
+    const detail::AbsMax a = detail::abs_max(x, kQK);
     const float d = a.max / -16;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[kQK / 2 + j] * id;
-      const uint8_t q0 = std::min<int>(31, static_cast<int8_t>(x0 + 16.5f));
-      const uint8_t q1 = std::min<int>(31, static_cast<int8_t>(x1 + 16.5f));
-      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-      qh |= ((q0 & 0x10u) >> 4) << j;
-      qh |= ((q1 & 0x10u) >> 4) << (j + kQK / 2);
-    }
-    std::memcpy(y[i].qh, &qh, sizeof(qh));
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j) q[j] = std::min<int>(31, static_cast<int8_t>(x[j] * id + 16.5f));
+    pack_q5(q, y[i].qs, y[i].qh);
   }
 }
 
 void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
     const float d = fp16_to_f32(x[i].d);
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, sizeof(qh));
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int h0 = ((qh >> j) << 4) & 0x10;
-      const int h1 = (qh >> (j + 12)) & 0x10;
-      y[j] = (((x[i].qs[j] & 0x0F) | h0) - 16) * d;
-      y[j + kQK / 2] = (((x[i].qs[j] >> 4) | h1) - 16) * d;
-    }
+    int q[kQK];
+    unpack_q5(x[i].qs, x[i].qh, q);
+    for (int j = 0; j < kQK; ++j) y[j] = (q[j] - 16) * d;
   }
 }
 
@@ -179,18 +174,10 @@ void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t n) {
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);
     y[i].m = f32_to_fp16(mm.min);
-    uint32_t qh = 0;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const float x0 = (x[j] - mm.min) * id;
-      const float x1 = (x[kQK / 2 + j] - mm.min) * id;
-      // ggml clamps nothing here: (x - min) / d <= 31 up to rounding.
-      const uint8_t q0 = static_cast<uint8_t>(x0 + 0.5f);
-      const uint8_t q1 = static_cast<uint8_t>(x1 + 0.5f);
-      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
-      qh |= ((q0 & 0x10u) >> 4) << j;
-      qh |= ((q1 & 0x10u) >> 4) << (j + kQK / 2);
-    }
-    std::memcpy(y[i].qh, &qh, sizeof(qh));
+    uint8_t q[kQK];
+    // ggml clamps nothing here: (x - min) / d <= 31 up to rounding.
+    for (int j = 0; j < kQK; ++j) q[j] = static_cast<uint8_t>((x[j] - mm.min) * id + 0.5f);
+    pack_q5(q, y[i].qs, y[i].qh);
   }
 }
 
@@ -198,15 +185,11 @@ void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
     const float d = fp16_to_f32(x[i].d);
     const float m = fp16_to_f32(x[i].m);
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, sizeof(qh));
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int h0 = ((qh >> j) << 4) & 0x10;
-      const int h1 = (qh >> (j + 12)) & 0x10;
-      const float p0 = ((x[i].qs[j] & 0x0F) | h0) * d;
-      const float p1 = ((x[i].qs[j] >> 4) | h1) * d;
-      y[j] = p0 + m;
-      y[j + kQK / 2] = p1 + m;
+    int q[kQK];
+    unpack_q5(x[i].qs, x[i].qh, q);
+    for (int j = 0; j < kQK; ++j) {
+      const float p = q[j] * d;  // separate statements: never fused
+      y[j] = p + m;
     }
   }
 }

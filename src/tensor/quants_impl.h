@@ -2,12 +2,27 @@
 // dispatches to, and the small helpers shared by quants.cc and quants_k.cc. Not a public
 // API: everything outside tensor/ goes through tensor/quants.h.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "tensor/types.h"
+#include "util/fp16.h"
 
 namespace tensor::detail {
+
+using util::f32_to_fp16;
+using util::fp16_to_f32;
+
+// The largest magnitude of x[0..n) and the element that has it (the first on ties; 0, 0
+// when all are zero or NaN), as every ggml quantizer finds its scale's sign and size.
+struct AbsMax { float amax, max; };
+inline AbsMax abs_max(const float* x, int n) {
+  AbsMax r{0.0f, 0.0f};
+  for (int j = 0; j < n; ++j)
+    if (r.amax < std::fabs(x[j])) { r.amax = std::fabs(x[j]); r.max = x[j]; }
+  return r;
+}
 
 // ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it quantizes to zeros.
 inline constexpr float kGroupMaxEps = 1e-15f;

@@ -22,18 +22,11 @@
 #include "tensor/quants_impl.h"
 #include "util/fp16.h"
 
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tensor/exact_fp.h"  // last: no FMA contraction below
 
 namespace tensor::detail {
 
 namespace {
-
-using util::f32_to_fp16;
-using util::fp16_to_f32;
 
 constexpr int kNTry = 7;                // ggml's ntry for IQ4_NL / IQ4_XS
 
@@ -55,11 +48,7 @@ float fit_block(const float* xb, uint8_t* Lb) {
   const int8_t* values = kIQ4NLValues;
   float weight[32];
   for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(xb[j]);
-    if (ax > amax) { amax = ax; max = xb[j]; }
-  }
+  const auto [amax, max] = abs_max(xb, 32);
   if (amax < kGroupMaxEps) return 0;
   float d = -max / values[0];
   float id = 1 / d;

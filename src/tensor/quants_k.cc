@@ -25,22 +25,9 @@
 #include "tensor/quants_impl.h"
 #include "util/fp16.h"
 
-// Keep every a*b+c as two roundings (see the header comment).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tensor/exact_fp.h"  // last: no FMA contraction below
 
 namespace tensor::detail {
-
-namespace {
-
-using util::f32_to_fp16;
-using util::fp16_to_f32;
-
-
-}  // namespace
 
 // Fits x[0..n) ~ scale * L - the_min with L in [0, nmax] (ggml's make_qkx2_quants):
 // starts from the min/max fit, then tries nstep+1 stretched grids and keeps the
@@ -122,12 +109,7 @@ namespace {
 // Fits x[0..n) ~ scale * (L - nmax) with L in [0, 2*nmax), weights x^2 (ggml's
 // make_qx_quants with rmse_type 1 and no quant weights, the only case Q6_K uses).
 float make_qx_quants_rmse1(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) { amax = ax; max = x[i]; }
-  }
+  const auto [amax, max] = abs_max(x, n);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;

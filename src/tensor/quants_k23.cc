@@ -21,20 +21,11 @@
 #include "tensor/quants_impl.h"
 #include "util/fp16.h"
 
-// Keep every a*b+c as two roundings (see quants.cc).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tensor/exact_fp.h"  // last: no FMA contraction below
 
 namespace tensor::detail {
 
 namespace {
-
-using util::f32_to_fp16;
-using util::fp16_to_f32;
-
 
 // Packs 256 2-bit values: element 128h + 32k + l at bits 2k of qs[32h + l].
 void pack_2bit(const uint8_t* L, uint8_t* qs) {
@@ -48,12 +39,7 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
 // x^2-weighted least squares and up to 5 passes of single-element improvements; L is
 // returned + nmax.
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) { amax = ax; max = x[i]; }
-  }
+  const auto [amax, max] = abs_max(x, n);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
