@@ -116,3 +116,14 @@ gemm_row "Q4_0 i8mm" ours_i8mm.s mca_mmla_q4_0 ggml_i8mm.s ggml_gemm_q4_0_4x8_q8
 gemm_row "Q4_K i8mm" ours_i8mm.s mca_mmla_q4_k ggml_i8mm.s ggml_gemm_q4_K_8x8_q8_K
 gemm_row "Q6_K i8mm" ours_i8mm.s mca_mmla_q6_k ggml_i8mm.s ggml_gemm_q6_K_8x8_q8_K
 gemm_row "Q8_0 i8mm (vec_dot order: sdot)" ours.s mca_gemm_q8_0 ggml_i8mm.s ggml_gemm_q8_0_4x8_q8_0
+# Q2_K, Q3_K, IQ4_XS (neon_lowbit_lanes.h): ggml has no repacked GEMM for them on ARM, so
+# llama.cpp's prompt runs its vec_dot per column (the column, beside ours).
+gemm_row "Q2_K before (vec_dot-order row_k)" ours.s mca_old_gemm_q2_k ggml.s ggml_vec_dot_q2_K_q8_K
+gemm_row "Q2_K sdot" ours.s mca_gemm_q2_k ggml.s ggml_vec_dot_q2_K_q8_K
+gemm_row "Q2_K i8mm" ours_i8mm.s mca_mmla_q2_k ggml.s ggml_vec_dot_q2_K_q8_K
+gemm_row "Q3_K before (vec_dot-order row_k)" ours.s mca_old_gemm_q3_k ggml.s ggml_vec_dot_q3_K_q8_K
+gemm_row "Q3_K sdot" ours.s mca_gemm_q3_k ggml.s ggml_vec_dot_q3_K_q8_K
+gemm_row "Q3_K i8mm" ours_i8mm.s mca_mmla_q3_k ggml.s ggml_vec_dot_q3_K_q8_K
+gemm_row "IQ4_XS before (vec_dot-order row_k)" ours.s mca_old_gemm_iq4_xs ggml.s ggml_vec_dot_iq4_xs_q8_K
+gemm_row "IQ4_XS sdot" ours.s mca_gemm_iq4_xs ggml.s ggml_vec_dot_iq4_xs_q8_K
+gemm_row "IQ4_XS i8mm" ours_i8mm.s mca_mmla_iq4_xs ggml.s ggml_vec_dot_iq4_xs_q8_K

@@ -362,8 +362,8 @@ float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. The exceptions are Q4_0, Q4_K and Q6_K on AVX2 /
-// AVX-512 / NEON and Q2_K, Q3_K, IQ4_XS, IQ4_NL, MXFP4 on AVX2 / AVX-512 with 4 or more
+// order, only scheduled differently. The exceptions are Q4_0, Q4_K, Q6_K, Q2_K, Q3_K and
+// IQ4_XS on AVX2 / AVX-512 / NEON and IQ4_NL, MXFP4 on AVX2 / AVX-512 with 4 or more
 // columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
 // lane_order_q4_0 / _q4_k / _q6_k / lane_ref::low_bit exactly instead. Batches cover the GEMM tiles' column tails
 // and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
@@ -401,7 +401,9 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
           const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvx512;
           const bool lanes = lane_on && n_batch >= 4 &&
-                             (((wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K) && isa != Isa::kScalar) ||
+                             (((wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K || wt == Type::Q2_K ||
+                                wt == Type::Q3_K || wt == Type::IQ4_XS) &&
+                               isa != Isa::kScalar) ||
                               (lane_ref::is_low_bit(wt) && x86));
           for (int64_t b = 0; b < n_batch; ++b) {
             matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
@@ -427,6 +429,42 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
           }
         }
       }
+    }
+  }
+}
+
+// The lane-order GEMMs of Q2_K, Q3_K and IQ4_XS (x86: avx2_lowbit_lanes.h; NEON:
+// neon_lowbit_lanes.h, the plain table's row_k) over several column chunks: at 24
+// super-blocks a row NEON's chunks are 16 columns, so 33 columns are 16 + 16 + a one-column
+// tail; rows [1, 10) of 11 (a full 8-row tile and a one-row one) written into a wider
+// stride. Every output equals lane_ref::low_bit to the bit on every SIMD table, and nothing
+// outside the range is written.
+TEST(KernelsLowBitLanes, ColumnChunksEqualLaneOrder) {
+  IsaGuard guard;
+  std::mt19937 rng(29);
+  const int64_t n = 24 * 256, rows = 11, r0 = 1, r1 = 10, batch = 33, ys = rows + 2;
+  for (Type wt : {Type::Q2_K, Type::Q3_K, Type::IQ4_XS}) {
+    const size_t ws = tensor::row_bytes(wt, n), xs = tensor::row_bytes(act_type(wt), n);
+    std::vector<uint8_t> W, X;
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto row = quantized_row(rng, wt, n, false);
+      W.insert(W.end(), row.begin(), row.end());
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto row = quantized_row(rng, act_type(wt), n, true);
+      X.insert(X.end(), row.begin(), row.end());
+    }
+    std::vector<float> want(size_t(batch * ys), -7.0f);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t r = r0; r < r1; ++r) want[size_t(b * ys + r)] = lane_ref::low_bit(wt, n, &W[r * ws], &X[b * xs]);
+    for (Isa isa : supported_isas()) {
+      if (isa == Isa::kScalar) continue;
+      set_isa(isa);
+      std::vector<float> y(size_t(batch * ys), -7.0f);
+      matmul(wt, n, W.data(), ws, r0, r1, X.data(), xs, batch, y.data(), ys);
+      for (int64_t i = 0; i < batch * ys; ++i)
+        ASSERT_EQ(y[size_t(i)], want[size_t(i)])
+            << tensor::type_name(wt) << " isa=" << isa_name(isa) << " column " << i / ys << " row " << i % ys;
     }
   }
 }

@@ -8,6 +8,7 @@
 // its 4 x 1 form).
 #include "kernels/cpu/neon_gemm.h"
 #include "kernels/cpu/neon_kquants.h"
+#include "kernels/cpu/neon_lowbit_lanes.h"
 #include "kernels/cpu/neon_tiles.h"
 
 using namespace kernels::cpu::neon;
@@ -44,7 +45,36 @@ void mca_old_gemm_q4_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs
 void mca_old_gemm_q6_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
   row_k<KQ6, SdotDot, 2, true>(nb, w, x, xs, y, 1);
 }
+// Q2_K, Q3_K, IQ4_XS batches: before neon_lowbit_lanes.h (until 2026-12-05) a row x 2
+// columns of row_k in vec_dot order; now its lane-order tiles, 8 rows x 4 columns as shipped.
+void mca_old_gemm_q2_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
+  row_k<KQ2, SdotDot, 2, false>(nb, w, x, xs, y, 1);
+}
+void mca_old_gemm_q3_k(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
+  row_k<KQ3, SdotDot, 2, false>(nb, w, x, xs, y, 1);
+}
+void mca_old_gemm_iq4_xs(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
+  row_k<KIQ4XS, SdotDot, 2, false>(nb, w, x, xs, y, 1);
+}
+void mca_gemm_q2_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotLow<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_gemm_q3_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotLow<GQ3_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_gemm_iq4_xs(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotLow<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
 #if defined(__ARM_FEATURE_MATMUL_INT8)
+void mca_mmla_q2_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaLow<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_mmla_q3_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaLow<GQ3_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_mmla_iq4_xs(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaLow<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
 void mca_mmla_q4_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   MmlaQ4_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }

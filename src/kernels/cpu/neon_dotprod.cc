@@ -2,12 +2,14 @@
 // -march=armv8.2-a+dotprod (CMakeLists.txt) and chosen by dispatch.cc only when AT_HWCAP
 // has ASIMDDP. The decode loops are neon_table.h's, the same as the plain table's; only the
 // integer dot differs, and it gives the same int32 lanes. Q4_0, Q4_K and Q6_K batches in
-// lane order take the packed by-element sdot GEMMs of neon_gemm.h.
+// lane order take the packed by-element sdot GEMMs of neon_gemm.h; Q2_K, Q3_K and IQ4_XS
+// those of neon_lowbit_lanes.h.
 #if defined(__aarch64__)
 #if !defined(__ARM_FEATURE_DOTPROD)
 #error "neon_dotprod.cc needs -march=armv8.2-a+dotprod"
 #endif
 #include "kernels/cpu/neon_gemm.h"
+#include "kernels/cpu/neon_lowbit_lanes.h"
 #include "kernels/cpu/neon_table.h"
 
 namespace kernels::cpu {
@@ -19,6 +21,9 @@ const KernelTable& neon_dotprod_table() {
     t.matmul[slot(Type::Q4_0)] = matmul_lanes<SdotQ4_0, false, matmul_q<DecQ4_0, SdotDot>>;
     t.matmul[slot(Type::Q4_K)] = matmul_lanes<SdotQ4_K, false, matmul_k<KQ4, SdotDot>>;
     t.matmul[slot(Type::Q6_K)] = matmul_lanes<SdotQ6_K, false, matmul_k<KQ6, SdotDot>>;
+    t.matmul[slot(Type::Q2_K)] = matmul_lanes<SdotLow<GQ2_K>, false, matmul_k<KQ2, SdotDot>>;
+    t.matmul[slot(Type::Q3_K)] = matmul_lanes<SdotLow<GQ3_K>, false, matmul_k<KQ3, SdotDot>>;
+    t.matmul[slot(Type::IQ4_XS)] = matmul_lanes<SdotLow<GIQ4_XS>, false, matmul_k<KIQ4XS, SdotDot>>;
     return t;
   }();
   return table;

@@ -51,7 +51,7 @@ struct GemmRows {
   std::vector<int8x16_t> q;
   std::vector<float> d, dmin;  // [b * 8 + r]
   std::vector<int32_t> sc;     // [(b * kSub + j) * 8 + r]
-  std::vector<int16_t> mn;     // Q4_K: [(b * 8 + j) * 8 + r]
+  std::vector<int16_t> mn;     // Q4_K: [(b * 8 + j) * 8 + r]; Q2_K: [(b * 16 + s) * 8 + r]
 };
 
 // ---- the weight types: a block as kNV vectors of 16 elements, and its per-row scalars ----
@@ -134,7 +134,7 @@ void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, GemmRows& p) {
     p.d.resize(size_t(nb) * 8);
     p.dmin.resize(size_t(nb) * 8);
     p.sc.resize(size_t(nb) * std::max(G::kSub, 1) * 8);
-    p.mn.resize(size_t(nb) * 64);
+    p.mn.resize(size_t(nb) * 128);
   }
   for (int64_t b = 0; b < nb; ++b) {
     int8x16_t v[8][kNV];  // [row][vector]

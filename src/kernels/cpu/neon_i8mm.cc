@@ -1,7 +1,7 @@
 // neon_i8mm.cc: the i8mm level (Neoverse V1 / Graviton 3, Apple M2 class): compiled with
 // -march=armv8.2-a+dotprod+i8mm (CMakeLists.txt), chosen by dispatch.cc only when AT_HWCAP2
-// has I8MM, layered over the dotprod table. Only the lane-order prompt GEMMs of Q4_0, Q4_K
-// and Q6_K differ: neon_gemm.h's smmla tiles (2 rows x 2 columns x 8 elements per
+// has I8MM, layered over the dotprod table. Only the lane-order prompt GEMMs of Q4_0, Q4_K,
+// Q6_K, Q2_K, Q3_K and IQ4_XS differ: neon_gemm.h's and neon_lowbit_lanes.h's smmla tiles (2 rows x 2 columns x 8 elements per
 // instruction), the same exact integers and float steps as the sdot ones. Other batches
 // and decode rows run the dotprod kernels (vec_dot order keeps 4-element lanes, which
 // smmla's 8-element sums cannot give).
@@ -10,6 +10,7 @@
 #error "neon_i8mm.cc needs -march=armv8.2-a+dotprod+i8mm"
 #endif
 #include "kernels/cpu/neon_gemm.h"
+#include "kernels/cpu/neon_lowbit_lanes.h"
 #include "kernels/cpu/neon_table.h"
 
 namespace kernels::cpu {
@@ -21,6 +22,9 @@ const KernelTable& neon_i8mm_table() {
     t.matmul[slot(Type::Q4_0)] = matmul_lanes<MmlaQ4_0, true, matmul_q<DecQ4_0, SdotDot>>;
     t.matmul[slot(Type::Q4_K)] = matmul_lanes<MmlaQ4_K, true, matmul_k<KQ4, SdotDot>>;
     t.matmul[slot(Type::Q6_K)] = matmul_lanes<MmlaQ6_K, true, matmul_k<KQ6, SdotDot>>;
+    t.matmul[slot(Type::Q2_K)] = matmul_lanes<MmlaLow<GQ2_K>, true, matmul_k<KQ2, SdotDot>>;
+    t.matmul[slot(Type::Q3_K)] = matmul_lanes<MmlaLow<GQ3_K>, true, matmul_k<KQ3, SdotDot>>;
+    t.matmul[slot(Type::IQ4_XS)] = matmul_lanes<MmlaLow<GIQ4_XS>, true, matmul_k<KIQ4XS, SdotDot>>;
     return t;
   }();
   return table;

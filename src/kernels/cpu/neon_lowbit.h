@@ -11,8 +11,11 @@
 // elements 4l..4l+3 times the scale of their 16- or 32-element sub-block, Q3_K's weights
 // signed -4..3; Q2_K's mins in 8 lanes, lane l from bsums 2l and 2l + 1), the float steps
 // are its DecQ2_K / DecQ3_K / DecIQ4_XS::dot in the same order (Q2_K first v = fma(-dmin *
-// da, float(mins), v); then v = fma(d * da, float(sumi), v)), then avx2's horizontal sum. No lane-order
-// GEMM for these types (x86 has none either), so every batch is in vec_dot order.
+// da, float(mins), v); then v = fma(d * da, float(sumi), v)), then avx2's horizontal sum.
+// Batches of kLaneMinBatch or more of Q2_K, Q3_K, IQ4_XS sum in lane order, as x86's
+// avx2_lowbit_lanes.h (kLanes: add_lane, one float per output, acc = fma(float(sumi), d * da,
+// acc), Q2_K then acc = fma(float(summ), -(dmin * da), acc), with the same exact integers)
+// through row_k at every level. IQ4_NL and MXFP4 batches are in vec_dot order.
 #pragma once
 #include "kernels/cpu/neon_common.h"
 #include "kernels/cpu/neon_kquants.h"
@@ -60,7 +63,7 @@ inline void chunk16(int8x16_t w_lo, int8x16_t w_hi, const int8_t* qa, int sc_lo,
 // has scale scales[s] & 15 and min scales[s] >> 4.
 struct KQ2 {
   using W = BlockQ2_K;
-  static constexpr bool kLanes = false;
+  static constexpr bool kLanes = true;
   template <class Dot>
   static KInts ints(const W& b, const BlockQ8_K& a) {
     const uint8x16_t sc = vld1q_u8(b.scales), m3 = vdupq_n_u8(3);
@@ -89,7 +92,10 @@ struct KQ2 {
     acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
     acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
   }
-  static void add_lane(const KInts&, AccK&) {}
+  static void add_lane(const KInts& k, AccK& acc) {  // lane order: sumi, then summ (16 mins)
+    acc.lane = std::fma(float(vaddvq_s32(vaddq_s32(k.lo, k.hi))), k.d, acc.lane);
+    acc.lane = std::fma(float(vaddvq_s32(vaddq_s32(k.mins, k.mins_hi))), k.dmin, acc.lane);
+  }
   static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
 };
 
@@ -110,7 +116,7 @@ inline int8x16_t q3_k_scales(const uint8_t* scales) {
 // as ggml's AVX2 kernel (no bias through the bsums).
 struct KQ3 {
   using W = BlockQ3_K;
-  static constexpr bool kLanes = false;
+  static constexpr bool kLanes = true;
   template <class Dot>
   static KInts ints(const W& b, const BlockQ8_K& a) {
     const int8x16_t sc = q3_k_scales(b.scales);
@@ -138,7 +144,7 @@ struct KQ3 {
     acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(k.lo), k.d);
     acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
   }
-  static void add_lane(const KInts&, AccK&) {}
+  static void add_lane(const KInts& k, AccK& acc) { neon::add_lane(k, false, acc); }
   static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
 };
 
@@ -146,7 +152,7 @@ struct KQ3 {
 // 6-bit scale ls (scales_l nibble, scales_h 2 bits): weight d * (ls - 32) * value.
 struct KIQ4XS {
   using W = BlockIQ4_XS;
-  static constexpr bool kLanes = false;
+  static constexpr bool kLanes = true;
   template <class Dot>
   static KInts ints(const W& b, const BlockQ8_K& a) {
     const int8x16_t values = vld1q_s8(kIQ4NLValues);
@@ -160,7 +166,7 @@ struct KIQ4XS {
     return {s_lo, s_hi, vdupq_n_s32(0), fp16(b.d) * a.d, 0.0f};
   }
   static void add(const KInts& k, AccK& acc) { KQ3::add(k, acc); }
-  static void add_lane(const KInts&, AccK&) {}
+  static void add_lane(const KInts& k, AccK& acc) { neon::add_lane(k, false, acc); }
   static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi); }
 };
 
