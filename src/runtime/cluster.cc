@@ -89,6 +89,7 @@ void Cluster::release(Sequence& seq) {
 bool Cluster::keep_own(Sequence& seq, int n) {
   if (!blocks_.truncate(seq.slot(), n)) return false;
   seq.truncate(n);
+  history_[size_t(seq.slot())].truncate(n);  // a re-forming before its next step replays no more
   return true;
 }
 
@@ -127,10 +128,12 @@ Expected<std::vector<Cluster::SeqResult>> Cluster::run(const std::vector<SeqStep
   int need = 0;
   for (const SeqStep& q : batch) {
     // A log cut short outside keep_own (a rollback, bench, perplexity): the blocks it will
-    // write again are no longer the registered prefix.
+    // write again are no longer the registered prefix, and a re-forming in this step
+    // replays the history as far as the log (SlotHistory::truncate).
     if (blocks_.registered(q.seq->slot()) > q.seq->n_past() && !blocks_.truncate(q.seq->slot(), q.seq->n_past()))
       return Status::error("internal: a step would write into a KV block another sequence shares (slot " +
                            std::to_string(q.seq->slot()) + ", position " + std::to_string(q.seq->n_past()) + ")");
+    history_[size_t(q.seq->slot())].truncate(q.seq->n_past());
     need += kv_blocks_needed(*q.seq, int(q.tokens.size()));
   }
   if (need > blocks_.free_blocks())

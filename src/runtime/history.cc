@@ -3,7 +3,7 @@
 
 namespace runtime {
 
-void SlotHistory::add(int pos, std::span<const int32_t> tokens, bool rowwise) {
+void SlotHistory::truncate(int pos) {
   while (!segs_.empty() && segs_.back().pos >= pos) {
     tokens_.resize(segs_.back().offset);
     segs_.pop_back();
@@ -12,6 +12,12 @@ void SlotHistory::add(int pos, std::span<const int32_t> tokens, bool rowwise) {
     segs_.back().n = pos - segs_.back().pos;
     tokens_.resize(segs_.back().offset + size_t(segs_.back().n));
   }
+}
+
+int SlotHistory::end() const { return segs_.empty() ? 0 : segs_.back().pos + segs_.back().n; }
+
+void SlotHistory::add(int pos, std::span<const int32_t> tokens, bool rowwise) {
+  truncate(pos);
   segs_.push_back({pos, int(tokens.size()), tokens_.size(), rowwise});
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }

@@ -31,6 +31,11 @@ class SlotHistory {
     bool rowwise = false;
   };
   void add(int pos, std::span<const int32_t> tokens, bool rowwise = false);
+  // The log was cut to pos (its rows from pos on are to be written again): segments at >=
+  // pos go, a rowwise one reaching past pos is cut, a lane-order one is kept whole (so a
+  // replay may write rows up to end() > pos: the slot's block table must reach that far).
+  void truncate(int pos);
+  int end() const;  // one past the last position a replay writes
   const std::vector<Seg>& segs() const { return segs_; }
   std::span<const int32_t> tokens(const Seg& g) const { return {tokens_.data() + g.offset, size_t(g.n)}; }
   size_t n_tokens() const { return tokens_.size(); }

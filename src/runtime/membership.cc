@@ -170,6 +170,13 @@ Status Cluster::reform(const std::string& event, double t0) {
       std::vector<StepReply> replies;
       st = replay(history_, o_.run.max_batch,
                   [&](Step& s, std::span<const int32_t> tokens) {
+                    // A lane-order segment kept whole past a cut log (SlotHistory::truncate)
+                    // writes rows past the slot's table: blocks for them first.
+                    for (const StepSegment& g : s.segs)
+                      if (!blocks_.reserve(g.slot, g.pos + g.n))
+                        return Status::error("the KV pool is full: replaying slot " + std::to_string(g.slot) +
+                                             " needs more blocks than are free; raise --kv-memory",
+                                             Status::Code::kTooLittleMemory);
                     auto r = execute(s, tokens, &replies);
                     return r ? util::ok_status() : r.status();
                   },

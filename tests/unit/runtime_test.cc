@@ -760,6 +760,29 @@ TEST(SlotHistory, KeepsWhatTheSlotStillReadsInOrder) {
   EXPECT_EQ(h.n_tokens(), 1u + 1u + b.size());
 }
 
+// A log cut short (Cluster::keep_own, a rollback) cuts the history as the next segment's
+// add would, at once: a re-forming before that step must not replay rows past the log,
+// except a lane-order segment kept whole, whose end() the slot's block table must reach.
+TEST(SlotHistory, TruncateCutsTheLogAndSaysHowFarAReplayWrites) {
+  runtime::SlotHistory h;
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {9, 10, 11};
+  EXPECT_EQ(h.end(), 0);
+  h.add(0, a);                    // 0..7, lane order
+  h.add(8, b, /*rowwise=*/true);  // 8..10
+  EXPECT_EQ(h.end(), 11);
+  h.truncate(9);  // the rowwise segment is cut to 8
+  ASSERT_EQ(h.segs().size(), 2u);
+  EXPECT_EQ(h.segs()[1].n, 1);
+  EXPECT_EQ(h.end(), 9);
+  h.truncate(5);  // drops it; the lane segment 0..7 stays whole
+  ASSERT_EQ(h.segs().size(), 1u);
+  EXPECT_EQ(h.end(), 8);
+  EXPECT_EQ(h.n_tokens(), a.size());
+  h.truncate(0);
+  EXPECT_TRUE(h.segs().empty());
+  EXPECT_EQ(h.end(), 0);
+}
+
 // The speed probe and its reply cross the wire unchanged; a probe of an impossible shape or
 // unknown type, and a reply with a negative or NaN speed, are refused by name.
 TEST(Protocol, SpeedProbeAndReplyRoundTripAndRefuseNonsense) {
