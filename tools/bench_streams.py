@@ -26,6 +26,7 @@ usage: tools/bench_streams.py [MODEL] [--bin build/release/shardlm] [-t THREADS]
 """
 import argparse
 import json
+import os
 import socket
 import statistics
 import struct
@@ -135,6 +136,33 @@ def system_prompt(tokens, variant):
     return " ".join(words) + "\n"
 
 
+def count_tokens(url, text):
+    """Tokens of text by the server's POST /tokenize (llama-server's route); None without it."""
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=60)
+    try:
+        conn.request("POST", "/tokenize", json.dumps({"content": text}), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        body = r.read().decode()
+        return len(json.loads(body)["tokens"]) if r.status == 200 else None
+    except (OSError, ValueError, KeyError):
+        return None
+    finally:
+        conn.close()
+
+
+def system_words(url, tokens):
+    """The word count whose system prompt is about `tokens` tokens on this server's vocabulary
+    (a random-weight model's may take several tokens per word)."""
+    n = tokens
+    for _ in range(4):
+        got = count_tokens(url, system_prompt(n, 0))
+        if not got or abs(got - tokens) <= 2:
+            break
+        n = max(4, round(n * tokens / got))
+    return n
+
+
 def metrics(url):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=30)
@@ -154,10 +182,21 @@ def metrics(url):
     return out
 
 
-def throughput(url, c, n, system_tokens=0, distinct=False):
+def cpu_seconds(pids):
+    """User + system CPU seconds of these processes so far (all their threads; /proc)."""
+    total = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(url, c, n, system_tokens=0, distinct=False, pids=()):
     prefix = lambda i: system_prompt(system_tokens, i if distinct else 0) if system_tokens else ""  # noqa: E731
     clients = [Client(url, prefix(i) + stream_prompt(i), n) for i in range(c)]
     m0 = metrics(url) if system_tokens else {}
+    cpu0 = cpu_seconds(pids) if pids else None
     peak = [0.0]
     done = threading.Event()
 
@@ -183,12 +222,16 @@ def throughput(url, c, n, system_tokens=0, distinct=False):
     per = [x.stream_tps() for x in clients if x.stream_tps()]
     r = {"tokens": tokens, "wall_s": t1 - t0, "aggregate_tps": tokens / (t1 - t0),
          "per_stream_tps": statistics.median(per) if per else None, "per_stream_min_tps": min(per) if per else None}
+    # The servers' CPU time of the round (prompts included): tokens per CPU second does not
+    # depend on other load on a shared machine the way wall-clock rates do.
+    cpu = cpu_seconds(pids) - cpu0 if pids else None
+    r.update({"cpu_s": cpu, "tokens_per_cpu_s": tokens / cpu if cpu else None})
     if system_tokens:
         m1 = metrics(url)
         ttft = sorted(x.ttft() for x in clients)
         r.update({"ttft_median_s": statistics.median(ttft), "ttft_max_s": ttft[-1],
                   "prompt_tokens": statistics.median(x.prompt_tokens or 0 for x in clients),
-                  "peak_blocks_in_use": peak[0], "kv_blocks": m1.get("shardlm_kv_blocks_total"),
+                  "peak_blocks_in_use": peak[0], "kv_blocks": m1.get("shardlm_kv_blocks_total", 0),
                   "prefix_hits": m1.get("shardlm_kv_prefix_hits_total", 0) - m0.get("shardlm_kv_prefix_hits_total", 0),
                   "prefix_tokens": m1.get("shardlm_kv_prefix_tokens_total", 0) - m0.get("shardlm_kv_prefix_tokens_total", 0),
                   "preemptions": m1.get("shardlm_kv_preemptions_total", 0) - m0.get("shardlm_kv_preemptions_total", 0)})
@@ -301,13 +344,20 @@ def main():
                 what += "; a %s system prompt of ~%d tokens before each stream's prompt" % (
                     "different" if a.distinct_system else "shared", a.system_tokens)
         Client(url, "Hello", 4).run()  # warm-up
+        if a.system_tokens:
+            words = system_words(url, a.system_tokens)
+            print("system prompt: %d words, %s tokens" % (words, count_tokens(url, system_prompt(words, 0))),
+                  file=sys.stderr, flush=True)
+            a.system_tokens = words
         rows = []
         for c in streams:
-            rounds = [throughput(url, c, a.tokens, a.system_tokens, a.distinct_system) for _ in range(a.rounds)]
-            med = lambda k: statistics.median(r[k] for r in rounds if r[k] is not None)  # noqa: E731
+            pids = [p.pid for p in procs]
+            rounds = [throughput(url, c, a.tokens, a.system_tokens, a.distinct_system, pids) for _ in range(a.rounds)]
+            med = lambda k: statistics.median([r[k] for r in rounds if r[k] is not None] or [0])  # noqa: E731
             rows.append({"streams": c, "aggregate_tps": med("aggregate_tps"), "per_stream_tps": med("per_stream_tps"),
                          "per_stream_min_tps": med("per_stream_min_tps"), "tokens": med("tokens"),
-                         "wall_s": med("wall_s"), "rounds": rounds})
+                         "wall_s": med("wall_s"), "cpu_s": med("cpu_s"), "tokens_per_cpu_s": med("tokens_per_cpu_s"),
+                         "rounds": rounds})
             if a.system_tokens:
                 for k in ("ttft_median_s", "ttft_max_s", "prompt_tokens", "peak_blocks_in_use", "kv_blocks",
                           "prefix_hits", "prefix_tokens", "preemptions"):
@@ -334,13 +384,14 @@ def main():
         return
     print("%s; max_tokens %d, medians of %d rounds\n" % (what, a.tokens, a.rounds))
     print("| streams | aggregate tok/s | vs 1 stream | per-stream tok/s (median) | slowest stream tok/s | "
-          "tokens | wall s |")
-    print("|---|---|---|---|---|---|---|")
+          "tokens | wall s | server CPU s | tokens per CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %d | %.1f | %s | %s | %s | %d | %.2f |" % (
+        print("| %d | %.1f | %s | %s | %s | %d | %.2f | %s | %s |" % (
             r["streams"], r["aggregate_tps"], "%.2fx" % (r["aggregate_tps"] / base) if base else "-",
             "%.1f" % r["per_stream_tps"] if r["per_stream_tps"] else "-",
-            "%.1f" % r["per_stream_min_tps"] if r["per_stream_min_tps"] else "-", r["tokens"], r["wall_s"]))
+            "%.1f" % r["per_stream_min_tps"] if r["per_stream_min_tps"] else "-", r["tokens"], r["wall_s"],
+            "%.1f" % r["cpu_s"] if r["cpu_s"] else "-", "%.2f" % r["tokens_per_cpu_s"] if r["tokens_per_cpu_s"] else "-"))
     if a.system_tokens:
         print("\n| streams | prompt tokens | TTFT median s | TTFT slowest s | peak KV blocks in use (of %s) | "
               "prefix hits | positions shared | preemptions |" % (rows[0].get("kv_blocks") or "?"))
