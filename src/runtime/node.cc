@@ -18,8 +18,11 @@ util::Expected<Node> make_node(const Setup& s, const model::Config& cfg, const N
     auto made = backend(cfg, slice.weights, pool, rc, slice.part);
     if (!made) return made.status();
     b = std::move(*made);
+  } else {
+    n.placed = place_in_huge_pages(cfg, slice);  // the CPU streams weights: 2 MiB pages
   }
-  n.exec = std::make_unique<NodeExecutor>(cfg, slice.weights, slice.part, pool, rc, n.coll.get(), std::move(b));
+  const NodeModel& m = n.placed ? n.placed->model : slice;
+  n.exec = std::make_unique<NodeExecutor>(cfg, m.weights, m.part, pool, rc, n.coll.get(), std::move(b));
   return n;
 }
 

@@ -14,6 +14,7 @@
 #include "model/kv_cache.h"
 #include "runtime/auto_collective.h"
 #include "runtime/executor.h"
+#include "runtime/huge_pages.h"
 #include "runtime/protocol.h"
 #include "runtime/slicer.h"
 #include "util/thread_pool.h"
@@ -21,11 +22,13 @@
 namespace runtime {
 
 struct Node {
+  std::unique_ptr<PlacedWeights> placed;  // a CPU node's weights in huge pages (huge_pages.h), or null: exec's
   std::unique_ptr<AutoCollective> coll;  // null on one node
   std::unique_ptr<NodeExecutor> exec;    // runs on coll: reset first
   void reset() {
     exec.reset();
     coll.reset();
+    placed.reset();
   }
 };
 
