@@ -127,3 +127,23 @@ gemm_row "Q3_K i8mm" ours_i8mm.s mca_mmla_q3_k ggml.s ggml_vec_dot_q3_K_q8_K
 gemm_row "IQ4_XS before (vec_dot-order row_k)" ours.s mca_old_gemm_iq4_xs ggml.s ggml_vec_dot_iq4_xs_q8_K
 gemm_row "IQ4_XS sdot" ours.s mca_gemm_iq4_xs ggml.s ggml_vec_dot_iq4_xs_q8_K
 gemm_row "IQ4_XS i8mm" ours_i8mm.s mca_mmla_iq4_xs ggml.s ggml_vec_dot_iq4_xs_q8_K
+
+# Decode batches of 2 columns (vec_dot order, row_k): the weight block unpacked once for both
+# columns (now) or per column (before: the mca_b2sep_* model), beside ggml's vec_dot.
+echo
+echo "| 2-column decode batch | per column (before): insts / cycles | **cycles / 256 MACs** | once (row_k now): insts / cycles | **cycles / 256 MACs** | ggml vec_dot, **cycles / 256** |"
+echo "|---|---|---|---|---|---|"
+b2_row() {  # name suffix ggml_fn
+  loop "$tmp/ours.s" "mca_b2sep_$2" >"$tmp/a.s"; loop "$tmp/ours.s" "mca_b2_$2" >"$tmp/b.s"; loop "$tmp/ggml.s" "$3" >"$tmp/c.s"
+  local ca cb cc
+  ca=$(cycles "$tmp/a.s"); cb=$(cycles "$tmp/b.s"); cc=$(cycles "$tmp/c.s")
+  printf '| %s | %d / %s | **%.1f** | %d / %s | **%.1f** | **%.1f** |\n' "$1" "$(grep -c $'^\t' "$tmp/a.s")" "$ca" \
+    "$(echo "$ca * 256 / $(macs "$tmp/a.s")" | bc -l)" "$(grep -c $'^\t' "$tmp/b.s")" "$cb" \
+    "$(echo "$cb * 256 / $(macs "$tmp/b.s")" | bc -l)" "$(echo "$cc * 256 / $(macs "$tmp/c.s")" | bc -l)"
+}
+b2_row Q4_K q4_k ggml_vec_dot_q4_K_q8_K
+b2_row Q5_K q5_k ggml_vec_dot_q5_K_q8_K
+b2_row Q6_K q6_k ggml_vec_dot_q6_K_q8_K
+b2_row Q2_K q2_k ggml_vec_dot_q2_K_q8_K
+b2_row Q3_K q3_k ggml_vec_dot_q3_K_q8_K
+b2_row IQ4_XS iq4_xs ggml_vec_dot_iq4_xs_q8_K

@@ -65,6 +65,42 @@ void mca_gemm_q3_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as,
 void mca_gemm_iq4_xs(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   SdotLow<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
+}  // extern "C"
+
+// Decode batches of 2 columns in vec_dot order (row_k<K, SdotDot, 2, false>, as shipped)
+// beside the same super-block x 2 columns with a compiler barrier between the columns, so
+// each column unpacks the weight block again, as row_k's column loop did while GCC left it
+// rolled (until 2026-12-05; llvm-mca cannot model the rolled loop's two passes itself).
+template <class K, bool kSep>
+static void batch2(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {
+  const auto* wb = reinterpret_cast<const typename K::W*>(w);
+  const auto* a0 = reinterpret_cast<const BlockQ8_K*>(x);
+  const auto* a1 = reinterpret_cast<const BlockQ8_K*>(x + xs);
+  AccK acc[2];
+  for (int64_t b = 0; b < nb; ++b) {
+    K::add(K::template ints<SdotDot>(wb[b], a0[b]), acc[0]);
+    if constexpr (kSep) asm volatile("" ::: "memory");
+    K::add(K::template ints<SdotDot>(wb[b], a1[b]), acc[1]);
+  }
+  y[0] = K::finish(acc[0]);
+  y[1] = K::finish(acc[1]);
+}
+
+extern "C" {
+#define SHARDLM_MCA_BATCH2(name, K)                                                             \
+  void mca_b2_##name(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {     \
+    row_k<K, SdotDot, 2, false>(nb, w, x, xs, y, 1);                                            \
+  }                                                                                             \
+  void mca_b2sep_##name(int64_t nb, const uint8_t* w, const uint8_t* x, size_t xs, float* y) {  \
+    batch2<K, true>(nb, w, x, xs, y);                                                           \
+  }
+SHARDLM_MCA_BATCH2(q4_k, KQ4)
+SHARDLM_MCA_BATCH2(q5_k, KQ5)
+SHARDLM_MCA_BATCH2(q6_k, KQ6)
+SHARDLM_MCA_BATCH2(q2_k, KQ2)
+SHARDLM_MCA_BATCH2(q3_k, KQ3)
+SHARDLM_MCA_BATCH2(iq4_xs, KIQ4XS)
+
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 void mca_mmla_q2_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   MmlaLow<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
