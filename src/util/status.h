@@ -15,7 +15,8 @@
 namespace util {
 
 // The failure kinds, X(enumerator, name): Status::Code and code_name are made from this one
-// list. kOk must stay first (0).
+// list. kOk must stay first (0). Every entry ends in a backslash and the list in a comment
+// line, so a kind is added (or removed) as one line, at the end as anywhere.
 #define SHARDLM_STATUS_CODES(X)                                                              \
   X(kOk, "ok")                                                                               \
   X(kOther, "other")                          /* no finer kind */                            \
@@ -33,7 +34,8 @@ namespace util {
   X(kIntegrity, "integrity")                  /* a sealed frame failed its check (altered,   \
                                                  replayed, dropped) */                       \
   X(kProtocol, "protocol")                    /* a peer sent something malformed or out of   \
-                                                 step */
+                                                 step */                                     \
+  /* a new kind: one line above this one, ending in a backslash as every entry does */
 
 class Status {
  public:
