@@ -219,20 +219,16 @@ int run_bench(const RunOptions& o, const ClusterCliOptions& co, const BenchOptio
 }  // namespace
 
 Command add_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "measure prompt and decode speed");
-  auto o = std::make_shared<RunOptions>();
-  auto co = std::make_shared<ClusterCliOptions>();
+  const ModelCommand m = add_model_command(app, "bench", "measure prompt and decode speed", Speculates::kNo);
   auto b = std::make_shared<BenchOptions>();
-  add_run_options(cmd, o.get());
-  add_cluster_options(cmd, co.get());
-  cmd->add_option("-p,--n-prompt", b->n_prompt, "prompt tokens (0: skip)")->capture_default_str();
-  cmd->add_option("-n,--n-gen", b->n_gen, "generated tokens (0: skip)")->capture_default_str();
-  cmd->add_option("-r,--repetitions", b->reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_flag("--bandwidth", b->bandwidth, "also measure this machine's memory read bandwidth");
-  cmd->add_flag("--json", b->json, "print one JSON object");
-  cmd->add_option("--parallel", b->parallel, "sequences decoding together (tg: tokens/s of all of them)")
+  m.cmd->add_option("-p,--n-prompt", b->n_prompt, "prompt tokens (0: skip)")->capture_default_str();
+  m.cmd->add_option("-n,--n-gen", b->n_gen, "generated tokens (0: skip)")->capture_default_str();
+  m.cmd->add_option("-r,--repetitions", b->reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  m.cmd->add_flag("--bandwidth", b->bandwidth, "also measure this machine's memory read bandwidth");
+  m.cmd->add_flag("--json", b->json, "print one JSON object");
+  m.cmd->add_option("--parallel", b->parallel, "sequences decoding together (tg: tokens/s of all of them)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  return Command([=]() { return run_bench(*o, *co, *b); }, o, co);
+  return m.command([=]() { return run_bench(*m.run, *m.cluster, *b); });
 }
 
 }  // namespace cli

@@ -197,30 +197,24 @@ std::string reply_turn(Backend& b, std::vector<tokenizer::ChatMessage>& history,
 }  // namespace
 
 Command add_chat(CLI::App& app) {
-  auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal");
-  auto o = std::make_shared<RunOptions>();
-  auto co = std::make_shared<ClusterCliOptions>();
+  const ModelCommand m = add_model_command(app, "chat", "interactive chat in the terminal", Speculates::kYes);
   auto tmpl = std::make_shared<std::string>();
   auto system = std::make_shared<std::string>();
   auto n_predict = std::make_shared<int>(512);
   auto s = std::make_shared<sampler::Params>();
-  add_run_options(cmd, o.get());
-  add_cluster_options(cmd, co.get());
-  auto so = std::make_shared<SpecCliOptions>();
-  add_spec_options(cmd, so.get());
-  add_chat_template_option(cmd, tmpl.get());
-  cmd->add_option("--system", *system, "system message");
-  cmd->add_option("-n,--n-predict", *n_predict, "most tokens per reply")->capture_default_str()->check(CLI::PositiveNumber);
-  add_sampler_options(cmd, s.get());
-  return Command([=]() {
+  add_chat_template_option(m.cmd, tmpl.get());
+  m.cmd->add_option("--system", *system, "system message");
+  m.cmd->add_option("-n,--n-predict", *n_predict, "most tokens per reply")->capture_default_str()->check(CLI::PositiveNumber);
+  add_sampler_options(m.cmd, s.get());
+  return m.command([=]() {
     Backend b;
-    if (std::string e = open_backend(*o, *co, *so, *tmpl, &b); !e.empty()) return fail(e);
+    if (std::string e = open_backend(*m.run, *m.cluster, *m.spec, *tmpl, &b); !e.empty()) return fail(e);
     const bool tty = isatty(0);
-    if (tty) std::fprintf(stderr, "chat with %s; /help lists the commands, Ctrl-C stops a reply\n", o->model.c_str());
+    if (tty) std::fprintf(stderr, "chat with %s; /help lists the commands, Ctrl-C stops a reply\n", m.run->model.c_str());
     std::vector<tokenizer::ChatMessage> history;
     if (!system->empty()) history.push_back({"system", *system});
     const size_t base = history.size();
-    uint64_t seed = run_seed(cmd, s->seed);
+    uint64_t seed = run_seed(m.cmd, s->seed);
     LineReader reader(tty);
     std::string line;
     while (reader.read(&line)) {
@@ -232,7 +226,7 @@ Command add_chat(CLI::App& app) {
     }
     if (tty) std::fputc('\n', stderr);
     return 0;
-  }, o, co);
+  });
 }
 
 }  // namespace cli

@@ -28,20 +28,15 @@ struct Command {
   std::shared_ptr<ClusterCliOptions> cluster;
 };
 
-// Each adds a subcommand and returns how to run it.
-Command add_generate(CLI::App& app);
-Command add_inspect(CLI::App& app);
-Command add_quantize(CLI::App& app);
-Command add_bench(CLI::App& app);
-Command add_make_model(CLI::App& app);
-Command add_plan(CLI::App& app);
-Command add_worker(CLI::App& app);
-Command add_serve(CLI::App& app);
-Command add_chat(CLI::App& app);
-Command add_perplexity(CLI::App& app);
-Command add_keygen(CLI::App& app);
-Command add_devices(CLI::App& app);
-Command add_status(CLI::App& app);
+// The subcommands, in the order `shardlm --help` lists them. X(name): name.cc defines
+// `Command add_name(CLI::App& app)`, which adds the subcommand and returns how to run it;
+// main() adds every one. A new subcommand is its file and its name here.
+#define SHARDLM_COMMANDS(X)                                                                      \
+  X(generate) X(inspect) X(quantize) X(bench) X(make_model) X(plan) X(worker) X(serve) X(chat) \
+  X(perplexity) X(keygen) X(devices) X(status)
+#define SHARDLM_DECLARE_COMMAND(name) Command add_##name(CLI::App& app);
+SHARDLM_COMMANDS(SHARDLM_DECLARE_COMMAND)
+#undef SHARDLM_DECLARE_COMMAND
 
 // A parsed command under --transport mpi (mpi.cc): runs this rank of the job (rank 0: the
 // command; others: a worker session from the same options) and ends MPI.

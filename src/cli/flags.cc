@@ -1,7 +1,9 @@
-// flags.cc: every flag that more than one subcommand takes, defined once (options.h).
+// flags.cc: every flag that more than one subcommand takes, defined once, and the options
+// every command that runs a model begins with (add_model_command; options.h).
 #include <cstdlib>
 
 #include "cli/options.h"
+#include "cli/speculation.h"
 #include "net/mpi_transport.h"
 
 namespace cli {
@@ -39,6 +41,31 @@ void add_device_option(CLI::App* cmd, std::string* device) {
                   "flash attention, f16 KV cache; llama, qwen2, qwen3, gemma3, YaRN included)")
       ->capture_default_str();
 }
+
+void add_sampler_options(CLI::App* cmd, sampler::Params* s) {
+  // (CLI::NonNegativeNumber's error prints DBL_MAX in full.)
+  const CLI::Validator non_negative(
+      [](std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return end != v.c_str() && *end == 0 && x >= 0 ? std::string() : "must be 0 (greedy) or more, not " + v;
+      },
+      "");
+  cmd->add_option("--temp", s->temperature, "temperature (0: greedy)")->capture_default_str()->check(non_negative);
+  cmd->add_option("--top-k", s->top_k, "top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", s->top_p, "top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", s->min_p, "min-p (0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", s->repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", s->repeat_last_n, "tokens the penalties look back")->capture_default_str();
+  cmd->add_option("--presence-penalty", s->presence_penalty, "subtracted from the logit of every token seen (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", s->frequency_penalty,
+                  "subtracted from a token's logit per time it was seen (0: off)")->capture_default_str();
+  cmd->add_option("--seed", s->seed, "random seed (default: a random one; 0 and up reproduce a run)");
+}
+
+namespace {
+
 void add_run_options(CLI::App* cmd, RunOptions* o) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(root_file());
   add_threads_option(cmd, &o->threads);
@@ -73,27 +100,7 @@ void add_run_options(CLI::App* cmd, RunOptions* o) {
                 "throughput at 8 streams; a request's text may then part from the same request alone at "
                 "near-ties)")->excludes("--exact-batches");
 }
-void add_sampler_options(CLI::App* cmd, sampler::Params* s) {
-  // (CLI::NonNegativeNumber's error prints DBL_MAX in full.)
-  const CLI::Validator non_negative(
-      [](std::string& v) {
-        char* end = nullptr;
-        const double x = std::strtod(v.c_str(), &end);
-        return end != v.c_str() && *end == 0 && x >= 0 ? std::string() : "must be 0 (greedy) or more, not " + v;
-      },
-      "");
-  cmd->add_option("--temp", s->temperature, "temperature (0: greedy)")->capture_default_str()->check(non_negative);
-  cmd->add_option("--top-k", s->top_k, "top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", s->top_p, "top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", s->min_p, "min-p (0: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", s->repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", s->repeat_last_n, "tokens the penalties look back")->capture_default_str();
-  cmd->add_option("--presence-penalty", s->presence_penalty, "subtracted from the logit of every token seen (0: off)")
-      ->capture_default_str();
-  cmd->add_option("--frequency-penalty", s->frequency_penalty,
-                  "subtracted from a token's logit per time it was seen (0: off)")->capture_default_str();
-  cmd->add_option("--seed", s->seed, "random seed (default: a random one; 0 and up reproduce a run)");
-}
+
 void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
   cmd->add_option("--workers", o->workers, "workers host:port,... (each started with `shardlm worker`)")
       ->delimiter(',');
@@ -118,6 +125,21 @@ void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {
       ->check(CLI::IsMember({"tcp", "mpi"}))->capture_default_str();
   cmd->add_flag("--model-local", o->model_local,
                 "--transport mpi: every rank reads -m FILE itself (same path) instead of receiving its slice from rank 0");
+}
+
+}  // namespace
+
+ModelCommand add_model_command(CLI::App& app, const std::string& name, const std::string& description,
+                               Speculates speculates, const RunOptions& defaults) {
+  ModelCommand m{app.add_subcommand(name, description), std::make_shared<RunOptions>(defaults),
+                 std::make_shared<ClusterCliOptions>(), nullptr};
+  add_run_options(m.cmd, m.run.get());
+  add_cluster_options(m.cmd, m.cluster.get());
+  if (speculates == Speculates::kYes) {
+    m.spec = std::make_shared<SpecCliOptions>();
+    add_spec_options(m.cmd, m.spec.get());
+  }
+  return m;
 }
 
 }  // namespace cli

@@ -187,23 +187,17 @@ int run_generate(const CLI::App* cmd, const RunOptions& o, const ClusterCliOptio
 }  // namespace
 
 Command add_generate(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "generate text from a prompt");
-  auto o = std::make_shared<RunOptions>();
-  auto co = std::make_shared<ClusterCliOptions>();
+  const ModelCommand m = add_model_command(app, "generate", "generate text from a prompt", Speculates::kYes);
   auto g = std::make_shared<GenerateOptions>();
   auto s = std::make_shared<sampler::Params>();
-  add_run_options(cmd, o.get());
-  add_cluster_options(cmd, co.get());
-  auto so = std::make_shared<SpecCliOptions>();
-  add_spec_options(cmd, so.get());
-  cmd->add_option("-p,--prompt", g->prompt, "prompt text")->required();
-  cmd->add_option("-n,--n-predict", g->n_predict, "tokens to generate")->capture_default_str();
-  cmd->add_flag("--stats", g->stats, "per token compute / sync ms and bytes of each node; speculation's acceptance");
-  cmd->add_option("--grammar", g->gbnf, "constrain the text to this GBNF grammar (start rule 'root')");
-  cmd->add_option("--grammar-file", g->gbnf_file, "the same, from a file")->check(root_file());
-  cmd->add_option("-j,--json-schema", g->schema, "constrain the text to JSON valid under this schema (JSON text)");
-  add_sampler_options(cmd, s.get());
-  return Command([=]() { return run_generate(cmd, *o, *co, *so, *g, *s); }, o, co);
+  m.cmd->add_option("-p,--prompt", g->prompt, "prompt text")->required();
+  m.cmd->add_option("-n,--n-predict", g->n_predict, "tokens to generate")->capture_default_str();
+  m.cmd->add_flag("--stats", g->stats, "per token compute / sync ms and bytes of each node; speculation's acceptance");
+  m.cmd->add_option("--grammar", g->gbnf, "constrain the text to this GBNF grammar (start rule 'root')");
+  m.cmd->add_option("--grammar-file", g->gbnf_file, "the same, from a file")->check(root_file());
+  m.cmd->add_option("-j,--json-schema", g->schema, "constrain the text to JSON valid under this schema (JSON text)");
+  add_sampler_options(m.cmd, s.get());
+  return m.command([=]() { return run_generate(m.cmd, *m.run, *m.cluster, *m.spec, *g, *s); });
 }
 
 }  // namespace cli

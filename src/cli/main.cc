@@ -25,19 +25,9 @@ int main(int argc, char** argv) {
     cli::Command c = fn(app);
     commands.emplace(app.get_subcommands({}).back(), std::move(c));
   };
-  add(cli::add_generate);
-  add(cli::add_inspect);
-  add(cli::add_quantize);
-  add(cli::add_bench);
-  add(cli::add_make_model);
-  add(cli::add_plan);
-  add(cli::add_worker);
-  add(cli::add_serve);
-  add(cli::add_chat);
-  add(cli::add_perplexity);
-  add(cli::add_keygen);
-  add(cli::add_devices);
-  add(cli::add_status);
+#define SHARDLM_ADD_COMMAND(name) add(cli::add_##name);
+  SHARDLM_COMMANDS(SHARDLM_ADD_COMMAND)
+#undef SHARDLM_ADD_COMMAND
   // Every rank of an MPI job parses the same command line (files only the root opens are
   // checked on rank 0 alone: cli::root_file).
   try {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/commands.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -84,14 +85,29 @@ std::string cluster_options(const ClusterCliOptions& c, const RunOptions& r, int
 // not the CPU, its description; an error message when the device is not there.
 std::string worker_device(const std::string& device, runtime::WorkerOptions* o);
 
-// The flags (flags.cc). A flag two subcommands take is defined once, here.
+// The flags (flags.cc). A flag two subcommands take is defined once, there.
 enum class Side { kRoot, kWorker };  // whose help text: the root's or `shardlm worker`'s
 void add_threads_option(CLI::App* cmd, int* threads);
 void add_device_option(CLI::App* cmd, std::string* device);
 void add_key_options(CLI::App* cmd, KeyFlags* o, Side side);
-void add_run_options(CLI::App* cmd, RunOptions* o);
 void add_sampler_options(CLI::App* cmd, sampler::Params* s);
-void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o);
+
+// A subcommand that runs a model on a cluster (generate, chat, serve, bench, perplexity).
+// Its options begin, in this order, with the run options (-m, -t, --device, --ctx, KV
+// cache, batch), the cluster options (--workers ... --model-local) and, where it
+// speculates, the speculative-decoding ones (cli/speculation.h); it adds its own after them.
+struct SpecCliOptions;
+struct ModelCommand {
+  CLI::App* cmd = nullptr;
+  std::shared_ptr<RunOptions> run;
+  std::shared_ptr<ClusterCliOptions> cluster;
+  std::shared_ptr<SpecCliOptions> spec;  // null unless it speculates
+  Command command(Runner r) const { return Command(std::move(r), run, cluster); }
+};
+enum class Speculates : bool { kNo, kYes };
+// `defaults`: the run options' defaults where the command's differ (perplexity's batch).
+ModelCommand add_model_command(CLI::App& app, const std::string& name, const std::string& description,
+                               Speculates speculates, const RunOptions& defaults = {});
 // CLI::ExistingFile for a file only the root opens: not checked on the other ranks of an
 // MPI job (they parse the same command line but never open it).
 const CLI::Validator& root_file();

@@ -139,17 +139,15 @@ int run_perplexity(const RunOptions& o, const ClusterCliOptions& co, const std::
 }  // namespace
 
 Command add_perplexity(CLI::App& app) {
-  auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file (llama.cpp's method)");
-  auto o = std::make_shared<RunOptions>();
-  o->batch = 512;
-  auto co = std::make_shared<ClusterCliOptions>();
+  RunOptions defaults;
+  defaults.batch = 512;
+  const ModelCommand m = add_model_command(app, "perplexity", "perplexity of a text file (llama.cpp's method)",
+                                           Speculates::kNo, defaults);
   auto file = std::make_shared<std::string>();
   auto chunks = std::make_shared<int>(-1);
-  add_run_options(cmd, o.get());
-  add_cluster_options(cmd, co.get());
-  cmd->add_option("-f,--file", *file, "text file")->required()->check(root_file());
-  cmd->add_option("--chunks", *chunks, "score only the first N chunks (-1: all)")->capture_default_str();
-  return Command([=]() { return run_perplexity(*o, *co, *file, *chunks); }, o, co);
+  m.cmd->add_option("-f,--file", *file, "text file")->required()->check(root_file());
+  m.cmd->add_option("--chunks", *chunks, "score only the first N chunks (-1: all)")->capture_default_str();
+  return m.command([=]() { return run_perplexity(*m.run, *m.cluster, *file, *chunks); });
 }
 
 }  // namespace cli

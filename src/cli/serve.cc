@@ -16,55 +16,51 @@
 namespace cli {
 
 Command add_serve(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web chat page");
-  auto o = std::make_shared<RunOptions>();
-  auto co = std::make_shared<ClusterCliOptions>();
+  const ModelCommand m =
+      add_model_command(app, "serve", "OpenAI-compatible HTTP server with a web chat page", Speculates::kYes);
+  const std::shared_ptr<RunOptions> o = m.run;
   auto so = std::make_shared<serve::ServerOptions>();
   auto tmpl = std::make_shared<std::string>();
   auto parallel = std::make_shared<int>(4);
-  add_run_options(cmd, o.get());
-  add_cluster_options(cmd, co.get());
-  auto spo = std::make_shared<SpecCliOptions>();
-  add_spec_options(cmd, spo.get());
-  add_chat_template_option(cmd, tmpl.get());
-  cmd->add_option("--host", so->host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", so->port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", so->api_key,
+  add_chat_template_option(m.cmd, tmpl.get());
+  m.cmd->add_option("--host", so->host, "address to listen on")->capture_default_str();
+  m.cmd->add_option("--port", so->port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  m.cmd->add_option("--api-key", so->api_key,
                   "require 'Authorization: Bearer KEY' on /v1/ routes (default: $SHARDLM_API_KEY)");
-  cmd->add_option("--max-body", so->max_body, "largest request body in bytes")->capture_default_str()
+  m.cmd->add_option("--max-body", so->max_body, "largest request body in bytes")->capture_default_str()
       ->check(CLI::Range(size_t(1024), size_t(1) << 30));
-  cmd->add_option("--parallel", *parallel,
+  m.cmd->add_option("--parallel", *parallel,
                   "requests that run at once (continuous batching), each in its own KV slot of --ctx positions")
       ->capture_default_str();
   o->cache_ram_mib = 8192;  // llama-server's default
-  cmd->add_option("--cache-ram", o->cache_ram_mib,
+  m.cmd->add_option("--cache-ram", o->cache_ram_mib,
                   "MiB of host memory per node that keep KV blocks evicted from the pool (shared prefixes), copied "
                   "back when a prompt's prefix continues into them (0: off, -1: no limit); at most what the "
                   "root's memory leaves after the model and the pool, and counted in every worker's memory check")
       ->capture_default_str()->check(CLI::Range(int64_t(-1), int64_t(1) << 40));
-  cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait for a slot; more get HTTP 429")
+  m.cmd->add_option("--max-queue", so->max_queue, "requests allowed to wait for a slot; more get HTTP 429")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-tokens", so->default_max_tokens, "max_tokens of a request that gives none")
+  m.cmd->add_option("--max-tokens", so->default_max_tokens, "max_tokens of a request that gives none")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--model-name", so->model_name, "model id reported by /v1/models (default: the file name)");
-  auto* cert = cmd->add_option("--tls-cert", so->tls_cert, "serve HTTPS with this PEM certificate (chain)");
-  auto* key = cmd->add_option("--tls-key", so->tls_key, "the PEM private key of --tls-cert (no passphrase)");
+  m.cmd->add_option("--model-name", so->model_name, "model id reported by /v1/models (default: the file name)");
+  auto* cert = m.cmd->add_option("--tls-cert", so->tls_cert, "serve HTTPS with this PEM certificate (chain)");
+  auto* key = m.cmd->add_option("--tls-key", so->tls_key, "the PEM private key of --tls-cert (no passphrase)");
   cert->needs(key);
   key->needs(cert);
-  cmd->add_option("--cors", so->cors_origins,
+  m.cmd->add_option("--cors", so->cors_origins,
                   "let browser pages from these origins call the API (e.g. https://app.example.com, or '*')")
       ->delimiter(',');
-  cmd->add_option("--access-log", so->access_log, "one line per request to this file ('-': stderr)");
+  m.cmd->add_option("--access-log", so->access_log, "one line per request to this file ('-': stderr)");
   auto reasoning = std::make_shared<std::string>("auto");
-  cmd->add_option("--reasoning-format", *reasoning,
+  m.cmd->add_option("--reasoning-format", *reasoning,
                   "a reply's <think>...</think>: none (left in the text), deepseek or auto (split off as "
                   "reasoning_content, thinking blocks, reasoning items), deepseek-legacy (both)")
       ->capture_default_str()->check(CLI::IsMember({"none", "auto", "deepseek", "deepseek-legacy"}));
-  cmd->add_option("--responses-store", so->responses_store,
+  m.cmd->add_option("--responses-store", so->responses_store,
                   "responses of /v1/responses kept for previous_response_id (least recently used dropped; 0: none)")
       ->capture_default_str()->check(CLI::Range(size_t(0), size_t(1) << 20));
-  add_sampler_options(cmd, &so->defaults);
-  return Command([=]() {
+  add_sampler_options(m.cmd, &so->defaults);
+  return m.command([=]() {
     if (so->api_key.empty())
       if (const char* k = std::getenv("SHARDLM_API_KEY")) so->api_key = k;
     if (so->api_key.empty() && !net::is_loopback_host(so->host))
@@ -77,7 +73,7 @@ Command add_serve(CLI::App& app) {
     so->slots = *parallel;
     so->reasoning_format = *serve::reasoning_format_from_name(*reasoning);
     Backend b;
-    if (std::string e = open_backend(*o, *co, *spo, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
+    if (std::string e = open_backend(*o, *m.cluster, *m.spec, *tmpl, &b, *parallel, /*need_chat=*/false); !e.empty()) return fail(e);
     so->model_path = o->model;
     so->model_arch = b.model->config.arch_name;
     if (!b.prompts->has_chat())
@@ -105,7 +101,7 @@ Command add_serve(CLI::App& app) {
     });
     if (!st.ok()) return fail(st.message());
     return 0;
-  }, o, co);
+  });
 }
 
 }  // namespace cli
