@@ -28,24 +28,24 @@ void must_explain(const util::Status& s) {
 }
 
 // encode(parse(encode(x))) == encode(x) for an accepted x.
-template <typename T, typename Enc, typename Parse>
-void round_trip(const util::Expected<T>& got, Enc enc, Parse parse) {
+template <typename T>
+void round_trip(const util::Expected<T>& got, const std::string& peer) {
   if (!got.ok()) return;
-  const std::vector<uint8_t> once = enc(got.value());
-  auto again = parse(std::span<const uint8_t>(once));
-  if (!again.ok() || enc(again.value()) != once) __builtin_trap();
+  const std::vector<uint8_t> once = runtime::encode_message(got.value());
+  auto again = runtime::parse_message<T>(std::span<const uint8_t>(once), peer);
+  if (!again.ok() || runtime::encode_message(again.value()) != once) __builtin_trap();
 }
 
 // Seeds must be accepted by their own parser (else the round trips above never run).
 void write_seeds(const std::string& dir) {
   auto put = [&](const char* name, const std::vector<uint8_t>& b) {
     const std::span<const uint8_t> p(b);
-    const bool ok = std::string(name) == "seed_setup"   ? runtime::parse_setup(p, "x").ok()
-                    : std::string(name) == "seed_chunk" ? runtime::parse_tensor_chunk(p, "x").ok()
-                    : std::string(name) == "seed_step"  ? runtime::parse_step(p, "x").ok()
-                    : std::string(name) == "seed_reply" ? runtime::parse_step_reply(p, "x").ok()
-                    : std::string(name) == "seed_probe" ? runtime::parse_speed_probe(p, "x").ok()
-                    : std::string(name) == "seed_speed" ? runtime::parse_speed_reply(p, "x").ok()
+    const bool ok = std::string(name) == "seed_setup"   ? runtime::parse_message<runtime::Setup>(p, "x").ok()
+                    : std::string(name) == "seed_chunk" ? runtime::parse_message<runtime::TensorChunk>(p, "x").ok()
+                    : std::string(name) == "seed_step"  ? runtime::parse_message<runtime::Step>(p, "x").ok()
+                    : std::string(name) == "seed_reply" ? runtime::parse_message<runtime::StepReply>(p, "x").ok()
+                    : std::string(name) == "seed_probe" ? runtime::parse_message<runtime::SpeedProbe>(p, "x").ok()
+                    : std::string(name) == "seed_speed" ? runtime::parse_message<runtime::SpeedReply>(p, "x").ok()
                                                         : runtime::parse_u64(p, "x").ok();
     if (!ok) __builtin_trap();
     std::ofstream(dir + "/" + name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
@@ -68,9 +68,9 @@ void write_seeds(const std::string& dir) {
   s.slice.ff = {0, 64};
   s.slice.vocab = {0, 50};
   s.run.ctx = 256;
-  put("seed_setup", runtime::encode_setup(s));
+  put("seed_setup", runtime::encode_message(s));
   const std::vector<uint8_t> bytes(36, 7);
-  put("seed_chunk", runtime::encode_tensor_chunk({"blk.0.attn_q.weight", tensor::Type::Q8_0, 2, 32, 68, 32,
+  put("seed_chunk", runtime::encode_message(runtime::TensorChunk{"blk.0.attn_q.weight", tensor::Type::Q8_0, 2, 32, 68, 32,
                                                   std::span<const uint8_t>(bytes.data(), 36)}));
   runtime::Step st;
   st.embd_type = tensor::Type::Q8_0;
@@ -83,14 +83,14 @@ void write_seeds(const std::string& dir) {
   seg.k = 40;
   seg.penalties = {{{5, 2}, {9, 1}}};
   st.segs = {seg};
-  put("seed_step", runtime::encode_step(st));
+  put("seed_step", runtime::encode_message(st));
   runtime::StepReply r;
   r.sampled = {{{{1, 0.5f}, {7, -1.0f}}, 2.0f}};
   r.counters.steps = 3;
-  put("seed_reply", runtime::encode_step_reply(r));
+  put("seed_reply", runtime::encode_message(r));
   put("seed_u64", runtime::encode_u64(1));
-  put("seed_probe", runtime::encode_speed_probe({true, {576, 9, 3, 64, 1536, tensor::Type::Q4_1}}));
-  put("seed_speed", runtime::encode_speed_reply({"cpu (avx2, 4 threads)", 812.5}));
+  put("seed_probe", runtime::encode_message(runtime::SpeedProbe{true, {576, 9, 3, 64, 1536, tensor::Type::Q4_1}}));
+  put("seed_speed", runtime::encode_message(runtime::SpeedReply{"cpu (avx2, 4 threads)", 812.5}));
 }
 
 }  // namespace
@@ -105,19 +105,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> in(data, size);
   const std::string peer = "worker 10.0.0.1:9000";
 
-  auto setup = runtime::parse_setup(in, peer);
+  auto setup = runtime::parse_message<runtime::Setup>(in, peer);
   must_explain(setup);
-  round_trip(setup, runtime::encode_setup, [&](auto p) { return runtime::parse_setup(p, peer); });
+  round_trip(setup, peer);
   if (setup.ok()) (void)setup->slice_key();
 
-  auto chunk = runtime::parse_tensor_chunk(in, peer);
+  auto chunk = runtime::parse_message<runtime::TensorChunk>(in, peer);
   must_explain(chunk);
-  round_trip(chunk, runtime::encode_tensor_chunk, [&](auto p) { return runtime::parse_tensor_chunk(p, peer); });
+  round_trip(chunk, peer);
   if (chunk.ok() && chunk->offset + chunk->bytes.size() > chunk->total_bytes) __builtin_trap();
 
-  auto step = runtime::parse_step(in, peer);
+  auto step = runtime::parse_message<runtime::Step>(in, peer);
   must_explain(step);
-  round_trip(step, runtime::encode_step, [&](auto p) { return runtime::parse_step(p, peer); });
+  round_trip(step, peer);
   if (step.ok()) {
     for (int dim : {32, 576, 4096}) {
       for (int ctx : {1, 4096}) {
@@ -135,17 +135,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  auto reply = runtime::parse_step_reply(in, peer);
+  auto reply = runtime::parse_message<runtime::StepReply>(in, peer);
   must_explain(reply);
-  round_trip(reply, runtime::encode_step_reply, [&](auto p) { return runtime::parse_step_reply(p, peer); });
+  round_trip(reply, peer);
 
-  auto probe = runtime::parse_speed_probe(in, peer);
+  auto probe = runtime::parse_message<runtime::SpeedProbe>(in, peer);
   must_explain(probe);
-  round_trip(probe, runtime::encode_speed_probe, [&](auto p) { return runtime::parse_speed_probe(p, peer); });
+  round_trip(probe, peer);
 
-  auto speed = runtime::parse_speed_reply(in, peer);
+  auto speed = runtime::parse_message<runtime::SpeedReply>(in, peer);
   must_explain(speed);
-  round_trip(speed, runtime::encode_speed_reply, [&](auto p) { return runtime::parse_speed_reply(p, peer); });
+  round_trip(speed, peer);
 
   auto u = runtime::parse_u64(in, "setup reply from " + peer);
   must_explain(u);

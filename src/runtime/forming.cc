@@ -95,11 +95,11 @@ Expected<MeasuredShares> measure_shares(net::Transport& t, const model::LoadedMo
   std::vector<SpeedReply> node(static_cast<size_t>(n));
   node[0].device = root_device;
   auto ask = [&](int r, bool time_it) -> Status {
-    RETURN_IF_ERROR(t.send(r, msg_type(Msg::kSpeedProbe), encode_speed_probe({time_it, ps}), 10.0));
+    RETURN_IF_ERROR(t.send(r, msg_type(Msg::kSpeedProbe), encode_message(SpeedProbe{time_it, ps}), 10.0));
     // A slow device (lavapipe) may take a while to upload and time a wide layer.
     auto rep = t.recv_expect(r, msg_type(Msg::kSpeedReply), time_it ? 600.0 : 10.0);
     if (!rep) return rep.status();
-    auto p = parse_speed_reply(rep->payload, t.peer_name(r));
+    auto p = parse_message<SpeedReply>(rep->payload, t.peer_name(r));
     if (!p) return p.status().at_rank(r);
     node[size_t(r)] = *p;
     return util::ok_status();
@@ -134,10 +134,10 @@ Expected<MeasuredShares> measure_shares(net::Transport& t, const model::LoadedMo
 }
 
 Expected<std::string> ask_device(net::Transport& t, int r, const ProbeShape& shape) {
-  RETURN_IF_ERROR(t.send(r, msg_type(Msg::kSpeedProbe), encode_speed_probe({false, shape}), 10.0));
+  RETURN_IF_ERROR(t.send(r, msg_type(Msg::kSpeedProbe), encode_message(SpeedProbe{false, shape}), 10.0));
   auto rep = t.recv_expect(r, msg_type(Msg::kSpeedReply), 10.0);
   if (!rep) return rep.status();
-  auto p = parse_speed_reply(rep->payload, t.peer_name(r));
+  auto p = parse_message<SpeedReply>(rep->payload, t.peer_name(r));
   if (!p) return p.status().at_rank(r);
   return p->device;
 }
@@ -169,7 +169,7 @@ Status stream_slice(net::Transport& t, const model::LoadedModel& m, int rank, co
       if (abort) return Status::error("weight streaming stopped: another worker failed");
       const uint64_t len = std::min<uint64_t>(kMaxChunkBytes, bytes - off);
       TensorChunk c{name, type, rows, cols, bytes, off, std::span<const uint8_t>(data + off, len)};
-      RETURN_IF_ERROR(t.send(rank, msg_type(Msg::kTensor), encode_tensor_chunk(c), 60.0));
+      RETURN_IF_ERROR(t.send(rank, msg_type(Msg::kTensor), encode_message(c), 60.0));
       off += len;
       prog->sent += len;
     } while (off < bytes);
@@ -397,7 +397,7 @@ Status Cluster::setup_workers(uint64_t* streamed, int* streamed_to, int* failed)
     s.model_hash = model_hash_;
     s.slice = plan_.nodes[r];
     s.slice_bytes = plan::resident_bytes(plan_, r);
-    RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_setup(s), 10.0));
+    RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kSetup), encode_message(s), 10.0));
     auto rep = t_->recv_expect(r, msg_type(Msg::kSetupReply), 120.0);  // a --model worker may be slicing
     if (!rep) return rep.status();
     auto h = parse_u64(rep->payload, "setup reply from " + t_->peer_name(r));

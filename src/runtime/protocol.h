@@ -1,8 +1,8 @@
 // protocol.h: the runtime's session messages between the root and a worker, carried as
 // net app messages over the cluster's Transport. Each message's fields are listed once
-// (protocol.cc), and that one list is both written little-endian with net::Writer and read
-// back with the bounds-checked net::Reader (wire_fields.h); a parse error names the message
-// and the peer.
+// (protocol.cc's Wire<M>), and that one list is both written little-endian with net::Writer
+// and read back with the bounds-checked net::Reader (wire_fields.h): encode_message and
+// parse_message<M>; a parse error names the message and the peer.
 //   setup        root -> worker: model hash, config, this node's slice, sync type, link
 //                measurements (α, β) or a forced algorithm, the run configuration
 //                (model/run_config.h: ctx, rows per step, KV slots, pool blocks, KV type,
@@ -70,8 +70,6 @@ struct Setup {
   uint64_t slice_bytes = 0;      // the slice's weights (the worker checks its memory first)
   std::string slice_key() const; // model hash + ranges: what a worker caches slices by
 };
-std::vector<uint8_t> encode_setup(const Setup& s);
-util::Expected<Setup> parse_setup(std::span<const uint8_t> p, const std::string& peer);
 
 struct TensorChunk {
   std::string name;
@@ -79,8 +77,6 @@ struct TensorChunk {
   uint64_t rows = 0, cols = 0, total_bytes = 0, offset = 0;
   std::span<const uint8_t> bytes;  // [offset, offset + size) of the tensor's bytes
 };
-std::vector<uint8_t> encode_tensor_chunk(const TensorChunk& c);
-util::Expected<TensorChunk> parse_tensor_chunk(std::span<const uint8_t> p, const std::string& peer);
 
 // kCandidates: the segment's last row is sampled (every row when every_row: speculative
 // decoding verifies drafts so); kScores: every row whose target is >= 0 is scored
@@ -117,8 +113,6 @@ struct Step {
   std::vector<model::KvCopy> kv_copies;
   int rows_total() const;         // sum of the segments' n (capped past kMaxStepRows)
 };
-std::vector<uint8_t> encode_step(const Step& s);
-util::Expected<Step> parse_step(std::span<const uint8_t> p, const std::string& peer);
 // Whether a parsed step fits a session: its rows of `dim` values in embd_type, at most
 // max_rows of them, each segment in a slot < n_slots (no slot twice) and inside the context,
 // its block entries (if any) ids < kv_blocks that end with the block of its last row.
@@ -145,21 +139,23 @@ struct StepReply {
   std::vector<RowScore> scores;   // kScores: one per scored row, in row order
   NodeCounters counters;
 };
-std::vector<uint8_t> encode_step_reply(const StepReply& r);
-util::Expected<StepReply> parse_step_reply(std::span<const uint8_t> p, const std::string& peer);
 
 struct SpeedProbe {
   bool measure = false;  // false: only the device's description is asked for
   ProbeShape shape;
 };
-std::vector<uint8_t> encode_speed_probe(const SpeedProbe& p);
-util::Expected<SpeedProbe> parse_speed_probe(std::span<const uint8_t> p, const std::string& peer);
 struct SpeedReply {
   std::string device;       // model::cpu_description() or the Vulkan device's describe()
   double tokens_per_s = 0;  // measure_decode_speed(); 0 when not measured
 };
-std::vector<uint8_t> encode_speed_reply(const SpeedReply& r);
-util::Expected<SpeedReply> parse_speed_reply(std::span<const uint8_t> p, const std::string& peer);
+
+// Each message above (Setup, TensorChunk, Step, StepReply, SpeedProbe, SpeedReply): its
+// payload, and the message read back from one, checked field by field and as a whole; a
+// parse error names the message and the peer ("step from 10.0.0.2:9000 ...").
+template <class M>
+std::vector<uint8_t> encode_message(const M& m);
+template <class M>
+util::Expected<M> parse_message(std::span<const uint8_t> p, const std::string& peer);
 
 std::vector<uint8_t> encode_u64(uint64_t v);
 util::Expected<uint64_t> parse_u64(std::span<const uint8_t> p, const std::string& what);

@@ -142,7 +142,7 @@ Status Cluster::send_step(std::span<const int32_t> tokens, Step& s) {
     std::memcpy(rows_.data() + embd.row_bytes * b, embd.row(tokens[b]), embd.row_bytes);
   s.embd_type = embd.type;
   s.rows = rows_;
-  const std::vector<uint8_t> payload = encode_step(s);
+  const std::vector<uint8_t> payload = encode_message(s);
   for (int r = 1; r < t_->size(); ++r) RETURN_IF_ERROR(t_->send(r, msg_type(Msg::kStep), payload, o_.step_timeout_s));
   return util::ok_status();
 }
@@ -153,7 +153,7 @@ Status Cluster::collect_replies(std::vector<StepReply>* replies) {
   for (int r = 1; r < t_->size(); ++r) {
     auto m = t_->recv_expect(r, msg_type(Msg::kStepReply), o_.step_timeout_s);
     if (!m) return m.status();
-    auto rep = parse_step_reply(m->payload, t_->peer_name(r));
+    auto rep = parse_message<StepReply>(m->payload, t_->peer_name(r));
     if (!rep) return rep.status().at_rank(r);
     nodes_[r].counters = rep->counters;
     replies->push_back(std::move(*rep));

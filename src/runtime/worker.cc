@@ -90,7 +90,7 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
       break;
     }
     if (m->type != msg_type(Msg::kTensor)) return net::unexpected_type(root, m->type, msg_type(Msg::kTensor));
-    auto c = parse_tensor_chunk(m->payload, root);
+    auto c = parse_message<TensorChunk>(m->payload, root);
     if (!c) return c.status();
     Received& r = got[c->name];
     if (!r.buf) {
@@ -169,7 +169,7 @@ Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
       continue;
     }
     if (m->type == msg_type(Msg::kSpeedProbe)) {
-      auto probe = parse_speed_probe(m->payload, root);
+      auto probe = parse_message<SpeedProbe>(m->payload, root);
       if (!probe) return refuse(t, probe.error());
       SpeedReply rep{o_.device.empty() ? model::cpu_description(o_.threads) : o_.device, 0};
       if (probe->measure) {
@@ -177,7 +177,7 @@ Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
         if (!v) return refuse(t, "worker: " + v.error());
         rep.tokens_per_s = *v;
       }
-      RETURN_IF_ERROR(t.send(0, msg_type(Msg::kSpeedReply), encode_speed_reply(rep), 30.0));
+      RETURN_IF_ERROR(t.send(0, msg_type(Msg::kSpeedReply), encode_message(rep), 30.0));
       continue;
     }
     if (m->type == msg_type(Msg::kShutdown)) {
@@ -185,7 +185,7 @@ Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
       return util::ok_status();
     }
     if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
-    auto p = parse_setup(m->payload, root);
+    auto p = parse_message<Setup>(m->payload, root);
     if (!p) return p.status();
     if (std::string why = model::attention_unsupported(p->config, p->run.kv_type, p->run.attention); !why.empty())
       return refuse(t, "session setup from " + root + ": " + why);
@@ -262,7 +262,7 @@ Status Worker::run_steps(net::Transport& t, const Setup& s, const HeldSlice& hel
       continue;
     }
     if (m->type != msg_type(Msg::kStep)) return net::unexpected_type(root, m->type, msg_type(Msg::kStep));
-    auto st = parse_step(m->payload, root);
+    auto st = parse_message<Step>(m->payload, root);
     if (!st) return refuse(t, st.error());
     if (Status fits = check_step_fits(*st, D, s.run.ctx, s.run.n_slots, s.run.max_batch, root, s.run.kv_blocks); !fits.ok())
       return refuse(t, fits.message());
@@ -276,7 +276,7 @@ Status Worker::run_steps(net::Transport& t, const Setup& s, const HeldSlice& hel
     const net::ByteCounters bc = t.counters();
     rep->counters.bytes_sent = bc.bytes_sent;
     rep->counters.bytes_received = bc.bytes_received;
-    RETURN_IF_ERROR(t.send(0, msg_type(Msg::kStepReply), encode_step_reply(*rep), 30.0));
+    RETURN_IF_ERROR(t.send(0, msg_type(Msg::kStepReply), encode_message(*rep), 30.0));
   }
 }
 

@@ -138,7 +138,7 @@ Status setup_reply(const runtime::WorkerOptions& o, const runtime::Setup& s) {
   auto t = net::make_in_process_cluster(2);
   Status worker;
   std::thread w([&] { worker = runtime::run_worker_session(*t[1], o); });
-  Status st = t[0]->send(1, runtime::msg_type(runtime::Msg::kSetup), runtime::encode_setup(s), 5.0);
+  Status st = t[0]->send(1, runtime::msg_type(runtime::Msg::kSetup), runtime::encode_message(s), 5.0);
   if (st.ok()) {
     auto m = t[0]->recv_expect(1, runtime::msg_type(runtime::Msg::kSetupReply), 30.0);
     st = m.ok() ? Status() : m.status();

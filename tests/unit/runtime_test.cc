@@ -626,7 +626,7 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
   s.segs = {score, decode, verify};
   std::vector<uint8_t> rows(7 * 4 * 8, 0x3c);  // 7 rows of 8 F32 values
   s.rows = rows;
-  auto p = runtime::parse_step(runtime::encode_step(s), "test");
+  auto p = runtime::parse_message<runtime::Step>(runtime::encode_message(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
   ASSERT_EQ(p->segs.size(), 3u);
   EXPECT_TRUE(p->segs[2].every_row && p->segs[2].rowwise && !p->segs[1].every_row);
@@ -656,7 +656,7 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
     b.segs[0].blocks = {5};
     b.segs[1].blocks_from = 0;  // position 40, the table from its start
     b.segs[1].blocks = {2};
-    auto pb = runtime::parse_step(runtime::encode_step(b), "test");
+    auto pb = runtime::parse_message<runtime::Step>(runtime::encode_message(b), "test");
     ASSERT_TRUE(pb.ok()) << pb.error();
     EXPECT_EQ(pb->segs[0].blocks, std::vector<int32_t>{5});
     EXPECT_EQ(pb->segs[1].blocks_from, 0);
@@ -665,10 +665,10 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
     EXPECT_NE(runtime::check_step_fits(*pb, 8, 64, 3, 8, "test", 5).message().find("outside the pool"),
               std::string::npos);
     b.segs[0].blocks = {5, 6};  // past the block of its last row: malformed
-    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(b), "test").ok());
+    EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(b), "test").ok());
     b.segs[0].blocks_from = 1;  // after the block of its first row: malformed
     b.segs[0].blocks = {};
-    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(b), "test").ok());
+    EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(b), "test").ok());
   }
   // Host KV cache copies (issue 32 step 4), in order; a block outside the pool, a negative
   // entry and an unknown kind refused.
@@ -676,16 +676,16 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
     runtime::Step c = s;
     using K = model::KvCopy::Kind;
     c.kv_copies = {{K::kSave, 4, 7}, {K::kRestore, 1, 3}, {K::kForget, 0, 9}};
-    auto pc = runtime::parse_step(runtime::encode_step(c), "test");
+    auto pc = runtime::parse_message<runtime::Step>(runtime::encode_message(c), "test");
     ASSERT_TRUE(pc.ok()) << pc.error();
     EXPECT_EQ(pc->kv_copies, c.kv_copies);
     EXPECT_TRUE(runtime::check_step_fits(*pc, 8, 64, 3, 8, "test", 5).ok());
     EXPECT_NE(runtime::check_step_fits(*pc, 8, 64, 3, 8, "test", 4).message().find("outside the pool"),
               std::string::npos);
     c.kv_copies[1].entry = -1;
-    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(c), "test").ok());
+    EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(c), "test").ok());
     c.kv_copies[1] = {model::KvCopy::Kind(3), 1, 3};
-    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(c), "test").ok());
+    EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(c), "test").ok());
   }
   // Token masks, both encodings: a few allowed (run lengths) and every other one (bitmap).
   for (int pattern = 0; pattern < 2; ++pattern) {
@@ -694,27 +694,27 @@ TEST(Protocol, StepOfSegmentsAndReplyRoundTrip) {
     for (int id = 0; id < 192; ++id)
       if (pattern ? id % 2 == 0 : (id == 5 || id == 130 || id == 131))
         m.segs[1].allowed[size_t(id) / 64] |= uint64_t(1) << (id % 64);
-    const std::vector<uint8_t> bytes = runtime::encode_step(m);
-    auto pm = runtime::parse_step(bytes, "test");
+    const std::vector<uint8_t> bytes = runtime::encode_message(m);
+    auto pm = runtime::parse_message<runtime::Step>(bytes, "test");
     ASSERT_TRUE(pm.ok()) << pm.error();
     EXPECT_EQ(pm->segs[1].allowed, m.segs[1].allowed) << pattern;
     EXPECT_TRUE(pm->segs[0].allowed.empty() && pm->segs[2].allowed.empty());
     // the shorter encoding: 5 runs (1 + 4 + 5 * 4 bytes) or the 3 words (1 + 4 + 3 * 8), for the 1 byte of none
-    EXPECT_EQ(bytes.size(), runtime::encode_step(s).size() + (pattern ? 28 : 24));
+    EXPECT_EQ(bytes.size(), runtime::encode_message(s).size() + (pattern ? 28 : 24));
     m.segs[0].allowed = m.segs[1].allowed;  // a mask on a segment that samples nothing
-    EXPECT_FALSE(runtime::parse_step(runtime::encode_step(m), "test").ok());
+    EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(m), "test").ok());
   }
   s.segs[2].penalties.pop_back();  // a penalty list per sampled row is required
-  EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(s), "test").ok());
   s.segs[2].penalties.push_back({});
   s.segs[0].targets = {1};  // a target per row is required
-  EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(s), "test").ok());
   s.segs.clear();  // a step has at least one segment
-  EXPECT_FALSE(runtime::parse_step(runtime::encode_step(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Step>(runtime::encode_message(s), "test").ok());
   runtime::StepReply r;
   r.sampled = {{{{5, 1.5f}, {9, 1.0f}}, 3.25f}, {{}, -1.0f}};
   r.scores = {{1.5f, 2.25, 0.5f, true}, {-3.0f, 10.0, 0.0f, false}};
-  auto q = runtime::parse_step_reply(runtime::encode_step_reply(r), "test");
+  auto q = runtime::parse_message<runtime::StepReply>(runtime::encode_message(r), "test");
   ASSERT_TRUE(q.ok()) << q.error();
   ASSERT_EQ(q->sampled.size(), 2u);
   ASSERT_EQ(q->sampled[0].cand.size(), 2u);
@@ -787,7 +787,7 @@ TEST(SlotHistory, TruncateCutsTheLogAndSaysHowFarAReplayWrites) {
 // unknown type, and a reply with a negative or NaN speed, are refused by name.
 TEST(Protocol, SpeedProbeAndReplyRoundTripAndRefuseNonsense) {
   const runtime::SpeedProbe probe{true, {576, 9, 3, 64, 1536, tensor::Type::Q4_1}};
-  auto p = runtime::parse_speed_probe(runtime::encode_speed_probe(probe), "test");
+  auto p = runtime::parse_message<runtime::SpeedProbe>(runtime::encode_message(probe), "test");
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_TRUE(p->measure);
   EXPECT_EQ(p->shape.dim, 576);
@@ -797,20 +797,20 @@ TEST(Protocol, SpeedProbeAndReplyRoundTripAndRefuseNonsense) {
   for (runtime::ProbeShape bad : {runtime::ProbeShape{576, 9, 2, 64, 1536, tensor::Type::Q4_1},   // 9 % 2
                                   runtime::ProbeShape{100, 4, 2, 25, 256, tensor::Type::Q4_0},    // 100 % 32
                                   runtime::ProbeShape{576, 9, 3, 64, -1, tensor::Type::Q4_1}}) {
-    auto r = runtime::parse_speed_probe(runtime::encode_speed_probe({false, bad}), "worker x");
+    auto r = runtime::parse_message<runtime::SpeedProbe>(runtime::encode_message(runtime::SpeedProbe{false, bad}), "worker x");
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("speed probe from worker x"), std::string::npos) << r.error();
   }
-  std::vector<uint8_t> unknown = runtime::encode_speed_probe(probe);
+  std::vector<uint8_t> unknown = runtime::encode_message(probe);
   unknown[unknown.size() - 4] = 200;  // the type id (u32, last)
-  EXPECT_FALSE(runtime::parse_speed_probe(unknown, "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::SpeedProbe>(unknown, "test").ok());
   const runtime::SpeedReply rep{"Vulkan device 0 (llvmpipe)", 24.5};
-  auto q = runtime::parse_speed_reply(runtime::encode_speed_reply(rep), "test");
+  auto q = runtime::parse_message<runtime::SpeedReply>(runtime::encode_message(rep), "test");
   ASSERT_TRUE(q.ok()) << q.error();
   EXPECT_EQ(q->device, rep.device);
   EXPECT_EQ(q->tokens_per_s, 24.5);
   for (double bad : {-1.0, std::nan("")}) {
-    auto r = runtime::parse_speed_reply(runtime::encode_speed_reply({"cpu", bad}), "worker y");
+    auto r = runtime::parse_message<runtime::SpeedReply>(runtime::encode_message(runtime::SpeedReply{"cpu", bad}), "worker y");
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("speed reply from worker y"), std::string::npos) << r.error();
   }
@@ -868,54 +868,54 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   s.run.n_slots = 6;
   s.run.kv_blocks = 9;
   s.run.kv_host_blocks = 11;  // each node's memory check counts its share (protocol 14)
-  auto p = runtime::parse_setup(runtime::encode_setup(s), "test");
+  auto p = runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test");
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->run.n_slots, 6);
   EXPECT_EQ(p->run.kv_blocks, 9);
   EXPECT_EQ(p->run.kv_host_blocks, 11);
   s.run.kv_host_blocks = -1;
-  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test").ok());
   s.run.kv_host_blocks = 11;
   EXPECT_EQ(p->run.kv_type, model::KvType::kQ8_0);
   EXPECT_EQ(p->run.attention, model::AttentionMode::kFlash);
   EXPECT_TRUE(p->run.lane_order);
   s.run.lane_order = false;
-  auto exact = runtime::parse_setup(runtime::encode_setup(s), "test");
+  auto exact = runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test");
   ASSERT_TRUE(exact.ok()) << exact.error();
   EXPECT_FALSE(exact->run.lane_order);
   EXPECT_FALSE(exact->run.decode_lanes);
   s.run.decode_lanes = true;
-  auto fast = runtime::parse_setup(runtime::encode_setup(s), "test");
+  auto fast = runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test");
   ASSERT_TRUE(fast.ok()) << fast.error();
   EXPECT_TRUE(fast->run.decode_lanes);
   s.run.decode_lanes = false;
-  std::vector<uint8_t> bad = runtime::encode_setup(s);
+  std::vector<uint8_t> bad = runtime::encode_message(s);
   bad[bad.size() - 17] = 4;  // the flag byte (lane order, decode lanes), before the step timeout (f64) and slice bytes (u64)
-  auto refused = runtime::parse_setup(bad, "test");
+  auto refused = runtime::parse_message<runtime::Setup>(bad, "test");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("batch-order flag"), std::string::npos) << refused.error();
   s.run.lane_order = true;
   // A Q8_0 cache without flash parses (the wire carries it faithfully); the worker refuses
   // it by name with model::attention_unsupported before building its model.
   s.run.attention = model::AttentionMode::kExact;
-  auto odd = runtime::parse_setup(runtime::encode_setup(s), "test");
+  auto odd = runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test");
   ASSERT_TRUE(odd.ok()) << odd.error();
   EXPECT_NE(model::attention_unsupported(odd->config, odd->run.kv_type, odd->run.attention).find("flash"), std::string::npos);
   // A node without query heads (more nodes than heads) has no KV heads either; an empty
   // head range beside KV heads, or KV heads beyond the model's, are refused.
   s.slice.heads = {4, 4};
   s.slice.kv_heads = {2, 2};
-  auto headless = runtime::parse_setup(runtime::encode_setup(s), "test");
+  auto headless = runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test");
   ASSERT_TRUE(headless.ok()) << headless.error();
   EXPECT_EQ(headless->slice.heads.size(), 0);
   EXPECT_EQ(headless->slice.kv_heads.size(), 0);
   s.slice.kv_heads = {1, 2};
-  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test").ok());
   s.slice.kv_heads = {3, 3};
-  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test").ok());
   s.slice.heads = {1, 1};
   s.slice.kv_heads = {0, 1};
-  EXPECT_FALSE(runtime::parse_setup(runtime::encode_setup(s), "test").ok());
+  EXPECT_FALSE(runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test").ok());
 }
 
 }  // namespace
