@@ -29,8 +29,8 @@ struct RunConfig {
   int max_batch = 32;    // rows per forward_batch
   KvType kv_type = KvType::kF16;
   AttentionMode attention = AttentionMode::kExact;
-  // Q4_0 / Q4_K / Q6_K (x86: also the low-bit types) segments of >= kLaneMinRows rows in lane
-  // order (kernels.h); shorter segments (decode rows) always in vec_dot order, so a row's
+  // Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_NL / MXFP4 (x86: also Q2_K / Q3_K / IQ4_XS) segments of
+  // >= kLaneMinRows rows in lane order (kernels.h); shorter segments (decode rows) always in vec_dot order, so a row's
   // bits depend only on its own segment, never on the other sequences in the batch. false:
   // everything in vec_dot order.
   bool lane_order = true;

@@ -292,9 +292,9 @@ TEST_P(KernelsPerType, MatmulMatchesPerRowRef) {
   }
 }
 
-// Lane order, the contract of Q4_0 batches of 4 or more on SIMD (x86, NEON; kernels.h): one
-// float per output, acc = fma(float(int dot of block b), dw * da, acc), blocks ascending.
-// Written from the block layout, not from the kernel.
+// Lane order, the contract of Q4_0 and Q8_0 batches of 4 or more on SIMD (x86, NEON;
+// kernels.h): one float per output, acc = fma(float(int dot of block b), dw * da, acc),
+// blocks ascending. Written from the block layouts, not from the kernels.
 float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
   const auto* wb = reinterpret_cast<const tensor::BlockQ4_0*>(w);
   const auto* xb = reinterpret_cast<const tensor::BlockQ8_0*>(x);
@@ -303,6 +303,18 @@ float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
     int isum = 0;
     for (int j = 0; j < 16; ++j)
       isum += ((wb[b].qs[j] & 15) - 8) * xb[b].qs[j] + ((wb[b].qs[j] >> 4) - 8) * xb[b].qs[j + 16];
+    acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
+  }
+  return acc;
+}
+
+float lane_order_q8_0(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ8_0*>(w);
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_0*>(x);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int isum = 0;
+    for (int j = 0; j < 32; ++j) isum += wb[b].qs[j] * xb[b].qs[j];
     acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
   }
   return acc;
@@ -359,13 +371,30 @@ float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
   return acc;
 }
 
+// The types whose batches sum in lane order on every SIMD table (x86 and NEON).
+bool simd_lanes(Type wt) {
+  return wt == Type::Q4_0 || wt == Type::Q8_0 || wt == Type::Q4_K || wt == Type::Q6_K || wt == Type::IQ4_NL ||
+         wt == Type::MXFP4 || lane_ref::is_low_bit(wt);
+}
+
+// The lane-order value of one output of type wt.
+float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
+  switch (wt) {
+    case Type::Q4_0: return lane_order_q4_0(n, w, x);
+    case Type::Q8_0: return lane_order_q8_0(n, w, x);
+    case Type::Q4_K: return lane_order_q4_k(n, w, x);
+    case Type::Q6_K: return lane_order_q6_k(n, w, x);
+    default: return lane_ref::low_bit(wt, n, w, x);
+  }
+}
+
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. The exceptions are Q4_0, Q4_K, Q6_K, Q2_K, Q3_K and
-// IQ4_XS on AVX2 / AVX-512 / NEON and IQ4_NL, MXFP4 on AVX2 / AVX-512 with 4 or more
+// order, only scheduled differently. The exceptions are Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL,
+// MXFP4, Q2_K, Q3_K and IQ4_XS on AVX2 / AVX-512 / NEON with 4 or more
 // columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
-// lane_order_q4_0 / _q4_k / _q6_k / lane_ref::low_bit exactly instead. Batches cover the GEMM tiles' column tails
+// lane_order() (the per-type references above, lane_ref::low_bit) exactly instead. Batches cover the GEMM tiles' column tails
 // and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
 // (8-row lane tiles included).
 TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
@@ -399,12 +428,7 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
         for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
           std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
-          const bool x86 = isa == Isa::kAvx2 || isa == Isa::kAvx512;
-          const bool lanes = lane_on && n_batch >= 4 &&
-                             (((wt == Type::Q4_0 || wt == Type::Q4_K || wt == Type::Q6_K || wt == Type::Q2_K ||
-                                wt == Type::Q3_K || wt == Type::IQ4_XS) &&
-                               isa != Isa::kScalar) ||
-                              (lane_ref::is_low_bit(wt) && x86));
+          const bool lanes = lane_on && n_batch >= 4 && simd_lanes(wt) && isa != Isa::kScalar;
           for (int64_t b = 0; b < n_batch; ++b) {
             matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
             if (lanes)
@@ -412,15 +436,10 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
                 const uint8_t* wr = W.data() + r * row_stride;
                 const uint8_t* xr = X.data() + b * xq_stride;
                 const float vd = want[r];  // the lane formula sums the same products as vec_dot
-                const double lane = wt == Type::Q4_0   ? lane_order_q4_0(n, wr, xr)
-                                    : wt == Type::Q4_K ? lane_order_q4_k(n, wr, xr)
-                                    : wt == Type::Q6_K ? lane_order_q6_k(n, wr, xr)
-                                                       : lane_ref::low_bit(wt, n, wr, xr);
-                ASSERT_LE(std::fabs(lane - vd), 1e-5 * magnitude(wt, n, wr, xr)) << tensor::type_name(wt) << " r=" << r;
-                want[r] = wt == Type::Q4_0           ? lane_order_q4_0(n, wr, xr)
-                          : wt == Type::Q4_K         ? lane_order_q4_k(n, wr, xr)
-                          : wt == Type::Q6_K         ? lane_order_q6_k(n, wr, xr)
-                                                     : lane_ref::low_bit(wt, n, wr, xr);
+                const float lane = lane_order(wt, n, wr, xr);
+                ASSERT_LE(std::fabs(double(lane) - vd), 1e-5 * magnitude(wt, n, wr, xr))
+                    << tensor::type_name(wt) << " r=" << r;
+                want[r] = lane;
               }
             for (int64_t r = r0; r < r1; ++r)
               ASSERT_EQ(y[b * rows + r], want[r]) << tensor::type_name(wt) << " isa=" << isa_name(isa)
@@ -469,9 +488,9 @@ TEST(KernelsLowBitLanes, ColumnChunksEqualLaneOrder) {
   }
 }
 
-// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q4_K) run on their C++ model of the tile
-// instructions, which checks each tile shape as the CPU would: every output equals
-// lane_order_q4_0 / lane_order_q4_k to the bit, on odd row ranges, block counts (Q4_0's
+// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K) run on their C++ model
+// of the tile instructions, which checks each tile shape as the CPU would: every output equals
+// lane_order() to the bit, on odd row ranges, block counts (Q4_0's
 // block pairs and tail) and batches (column tails; two column chunks at 4096 x 250). The
 // epilogues are AVX-512: skipped without it. On a CPU with AMX the hardware forms are
 // checked at start-up (dispatch.cc, in a child process).
@@ -484,7 +503,9 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
   struct Shape { Type t; int64_t n, rows, r0, r1, batch; };
   for (const Shape& sh : {Shape{Type::Q4_0, 32, 5, 0, 5, 4}, Shape{Type::Q4_0, 64, 16, 0, 16, 16},
                           Shape{Type::Q4_0, 96, 35, 1, 34, 17}, Shape{Type::Q4_0, 224, 20, 3, 20, 33},
-                          Shape{Type::Q4_0, 4096, 17, 0, 17, 250}, Shape{Type::Q4_K, 256, 5, 0, 5, 4},
+                          Shape{Type::Q4_0, 4096, 17, 0, 17, 250}, Shape{Type::Q8_0, 96, 35, 1, 34, 17},
+                          Shape{Type::Q8_0, 4096, 17, 0, 17, 250}, Shape{Type::IQ4_NL, 224, 20, 3, 20, 33},
+                          Shape{Type::MXFP4, 96, 35, 1, 34, 17}, Shape{Type::Q4_K, 256, 5, 0, 5, 4},
                           Shape{Type::Q4_K, 768, 35, 2, 33, 37}, Shape{Type::Q4_K, 4096, 17, 0, 17, 250}}) {
     const cpu::MatmulFn gemm = cpu::amx_emulated(sh.t);
     ASSERT_NE(gemm, nullptr) << tensor::type_name(sh.t);
@@ -505,9 +526,7 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
       for (int64_t r = 0; r < ys; ++r) {
         const uint8_t* wr = W.data() + std::min(r, sh.rows - 1) * ws;
         const uint8_t* xr = X.data() + b * xs;
-        const float want = r < sh.r0 || r >= sh.r1 ? -7.0f
-                           : sh.t == Type::Q4_0    ? lane_order_q4_0(sh.n, wr, xr)
-                                                   : lane_order_q4_k(sh.n, wr, xr);
+        const float want = r < sh.r0 || r >= sh.r1 ? -7.0f : lane_order(sh.t, sh.n, wr, xr);
         ASSERT_EQ(y[size_t(b * ys + r)], want) << tensor::type_name(sh.t) << " n=" << sh.n << " rows [" << sh.r0
                                                << "," << sh.r1 << ") r=" << r << " batch " << sh.batch << " b=" << b;
       }

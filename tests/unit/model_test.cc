@@ -300,8 +300,8 @@ void copy_all(gguf::Writer& w, const gguf::File& f, const std::string& skip_tens
 // Three sequences of one toy model, each alone in its own Transformer (prompt in one
 // batch, then token by token) and all together in one 4-slot Transformer whose steps mix
 // prompt segments and decode rows of the others, in slots 3, 0 and 2. Every logits row
-// must be bit-identical: for Q4_1 / Q8_0 because every matmul keeps vec_dot order, for the
-// lane-order types (Q4_0, Q4_K, Q6_K) because a segment's order depends only on its own
+// must be bit-identical: for Q4_1 because every matmul keeps vec_dot order, for the
+// lane-order types (Q4_0, Q8_0, Q4_K, Q6_K) because a segment's order depends only on its own
 // length (prompt segments of >= 4 rows in lanes, decode rows always in vec_dot order:
 // model::RunConfig::lane_order). Then sequence A is truncated to 2 decoded positions and
 // extended with the same tokens: the logits are those of the first time.

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/avx2_tiles.h"
 #include "kernels/kernels.h"
@@ -111,9 +112,12 @@ inline void store_rows(const __m512* acc, int cn, int rm, float* y, int64_t ys) 
   for (int c = 0; c < cn; ++c) _mm512_mask_storeu_ps(y + c * ys, mask, acc[c]);
 }
 
-// ---- Q4_0 x Q8_0: one product per block ---------------------------------------------------
-struct Q4_0 {
-  using W = BlockQ4_0;
+// ---- the 32-element types x Q8_0: one product per block ------------------------------------
+// Q4_0, Q8_0, IQ4_NL, MXFP4: D::quants gives a block's 32 signed int8 weights (TDPBSSD is
+// signed x signed: no offset term), block_d its float scale.
+template <class D>
+struct Q32 {
+  using W = typename D::W;
   using A = BlockQ8_0;
   static constexpr int kQK = 32, kSub = 1;  // elements and 32-element sub-blocks per block
   struct Rows {                 // 16 weight rows (rm real, the rest zeros)
@@ -131,8 +135,8 @@ struct Q4_0 {
       for (int m = 0; m < kRows; ++m) {
         const bool real = m < rm;
         const W& blk = reinterpret_cast<const W*>(w + (real ? m : 0) * ws)[b];
-        R[m] = real ? DecQ4_0::quants(blk) : _mm256_setzero_si256();
-        p.d[size_t(b * kRows + m)] = real ? fp16(blk.d) : 0.0f;
+        R[m] = real ? D::quants(blk) : _mm256_setzero_si256();
+        p.d[size_t(b * kRows + m)] = real ? block_d(blk) : 0.0f;
       }
       pack_b(R, p.q.data() + b * kPackedBlock);
     }
@@ -332,27 +336,50 @@ void matmul(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const v
 const KernelTable& amx_table() {
   static const KernelTable table = [] {
     KernelTable t;
-    t.matmul[slot(tensor::Type::Q4_0)] = amx::matmul<amx::Q4_0, tensor::Type::Q4_0>;
+    t.matmul[slot(tensor::Type::Q4_0)] = amx::matmul<amx::Q32<avx2::DecQ4_0>, tensor::Type::Q4_0>;
+    t.matmul[slot(tensor::Type::Q8_0)] = amx::matmul<amx::Q32<avx2::DecQ8_0>, tensor::Type::Q8_0>;
+    t.matmul[slot(tensor::Type::IQ4_NL)] = amx::matmul<amx::Q32<avx2::DecIQ4_NL>, tensor::Type::IQ4_NL>;
+    t.matmul[slot(tensor::Type::MXFP4)] = amx::matmul<amx::Q32<avx2::DecMXFP4>, tensor::Type::MXFP4>;
     t.matmul[slot(tensor::Type::Q4_K)] = amx::matmul<amx::Q4_K, tensor::Type::Q4_K>;
     return t;
   }();
   return table;
 }
 
-MatmulFn amx_emulated(tensor::Type t) {
-  if (t == tensor::Type::Q4_0) return amx::gemm<amx::EmuTiles, amx::Q4_0>;
-  if (t == tensor::Type::Q4_K) return amx::gemm<amx::EmuTiles, amx::Q4_K>;
-  return nullptr;
+namespace amx {
+namespace {
+template <class Ops>
+MatmulFn gemm_of(tensor::Type t) {
+  using tensor::Type;
+  switch (t) {
+    case Type::Q4_0: return gemm<Ops, Q32<avx2::DecQ4_0>>;
+    case Type::Q8_0: return gemm<Ops, Q32<avx2::DecQ8_0>>;
+    case Type::IQ4_NL: return gemm<Ops, Q32<avx2::DecIQ4_NL>>;
+    case Type::MXFP4: return gemm<Ops, Q32<avx2::DecMXFP4>>;
+    case Type::Q4_K: return gemm<Ops, Q4_K>;
+    default: return nullptr;
+  }
 }
+}  // namespace
+}  // namespace amx
+
+MatmulFn amx_emulated(tensor::Type t) { return amx::gemm_of<amx::EmuTiles>(t); }
 
 std::string amx_self_test(bool emulated) {
   using tensor::Type;
-  // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 Q4_0 blocks
-  // (block pairs and a tail), 3 Q4_K super-blocks; gaussian values through the quantizers.
+  // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 blocks of
+  // the 32-element types (block pairs and a tail), 3 Q4_K super-blocks; gaussian values
+  // through the quantizers. The reference: the AVX-512 table's lane-order GEMM of the type.
   constexpr int64_t kR = 35, kB = 37;
+  struct LaneOrderOn {  // the reference must sum in lane order even under a caller's veto
+    bool was = ::kernels::lane_order();
+    LaneOrderOn() { ::kernels::set_lane_order(true); }
+    ~LaneOrderOn() { ::kernels::set_lane_order(was); }
+  } lane_order_on;
   std::mt19937 rng(30);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (auto [t, n] : {std::pair<Type, int64_t>{Type::Q4_0, 7 * 32}, {Type::Q4_K, 3 * 256}}) {
+  for (Type t : {Type::Q4_0, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K}) {
+    const int64_t n = t == Type::Q4_K ? 3 * 256 : 7 * 32;
     const Type at = tensor::traits(t).vec_dot_type;
     const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);
     std::vector<uint8_t> w(ws * kR), x(xs * kB);
@@ -366,17 +393,9 @@ std::string amx_self_test(bool emulated) {
       ref::quantize_activation(at, v.data(), x.data() + c * xs, n);
     }
     std::vector<float> got(size_t(kB * kR), -1.0f), want(size_t(kB * kR), -2.0f);
-    if (t == Type::Q4_0) {
-      avx2::gemm_lanes_q4_0(n / 32, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR);
-      (emulated ? amx::gemm<amx::EmuTiles, amx::Q4_0> : amx::gemm<amx::HwTiles, amx::Q4_0>)(
-          n, w.data(), ws, 0, kR, x.data(), xs, kB, got.data(), kR);
-    } else {
-      avx2::gemm_lanes<avx2::LaneActsK, avx2::lane_pack_acts_k, avx2::LaneRowsK, avx2::lane_pack_rows_q4_k,
-                       avx2::TileQ4K, 4>(n / 256, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR,
-                                         size_t(n / 256) * (sizeof(tensor::BlockQ8_K) + 16));
-      (emulated ? amx::gemm<amx::EmuTiles, amx::Q4_K> : amx::gemm<amx::HwTiles, amx::Q4_K>)(
-          n, w.data(), ws, 0, kR, x.data(), xs, kB, got.data(), kR);
-    }
+    avx512_table().matmul[slot(t)](n, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR);
+    (emulated ? amx::gemm_of<amx::EmuTiles>(t) : amx::gemm_of<amx::HwTiles>(t))(n, w.data(), ws, 0, kR, x.data(), xs,
+                                                                                kB, got.data(), kR);
     for (size_t i = 0; i < got.size(); ++i)
       if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
         char buf[160];

@@ -220,7 +220,7 @@ const KernelTable& avx2_table() {
     set(Type::Q4_1, vec_dot_q<DecQ4_1>, matmul_q<DecQ4_1>);
     set(Type::Q5_0, vec_dot_q<DecQ5_0>, matmul_q<DecQ5_0>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1>, matmul_q<DecQ5_1>);
-    set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_q<DecQ8_0>);
+    set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_cb_lanes<DecQ8_0, MaddubsDot, matmul_q<DecQ8_0>>);
     set(Type::Q4_K, vec_dot_fused<FusedQ4K, MaddScale>, matmul_cols<FusedQ4K, MaddScale>);
     set(Type::Q5_K, vec_dot_fused<FusedQ5K, MaddScale>, matmul_cols<FusedQ5K, MaddScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_cols<FusedQ6K, MaddScale>);

@@ -536,7 +536,9 @@ inline void store_lanes(float* y, __m256 v, int rm) {
   for (int r = 0; r < rm; ++r) y[r] = t[r];
 }
 
-// Rows r..r+rm (rm <= 8; missing rows are zeros) of Q4_0 weights into the lane layout.
+// Rows r..r+rm (rm <= 8; missing rows are zeros) of a 32-element type's weights into the lane
+// layout, as unsigned bytes D::quants_u (Q4_0: the nibbles; avx512.cc's VNNI tiles: w + 128).
+template <class D = DecQ4_0>
 inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRows& p) {
   if (p.v.size() < size_t(nb * 8)) {
     p.v.resize(size_t(nb * 8));
@@ -546,9 +548,9 @@ inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Lane
     __m256i R[8];
     for (int r = 0; r < 8; ++r) {
       if (r < rm) {
-        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w + r * ws)[b];
-        R[r] = DecQ4_0::quants_u(blk);
-        p.d[size_t(b * 8 + r)] = fp16(blk.d);
+        const auto& blk = reinterpret_cast<const typename D::W*>(w + r * ws)[b];
+        R[r] = D::quants_u(blk);
+        p.d[size_t(b * 8 + r)] = block_d(blk);
       } else {
         R[r] = _mm256_setzero_si256();
         p.d[size_t(b * 8 + r)] = 0.0f;
@@ -629,7 +631,7 @@ struct TileQ4_0 {
 
 inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
                             size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows, TileQ4_0, 4>(
+  gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows<>, TileQ4_0, 4>(
       nb, w, ws, r0, r1, x, xs, n_batch, y, ys, size_t(nb) * (sizeof(Quants32) + 8));
 }
 

@@ -1,10 +1,10 @@
-// neon_gemm.h: private to kernels/cpu: the NEON prompt GEMMs of Q4_0, Q4_K and Q6_K in lane
+// neon_gemm.h: private to kernels/cpu: the NEON prompt GEMMs of Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K in lane
 // order (kernels.h: batches of kLaneMinBatch or more; x86's gemm_lanes / llama.cpp's repacked
 // GEMMs), with the dot-product extension (by-element sdot, neon_dotprod.cc) or the int8
 // matrix multiply (smmla, neon_i8mm.cc).
 //
-// Lane order needs per output only each block's (Q4_0) or sub-block's (K-quants) exact int32
-// dot, then the float steps of kernels_test's lane_order_q4_0 / _q4_k / _q6_k: Q4_0 acc =
+// Lane order needs per output only each block's (the 32-element types) or sub-block's (K-quants) exact int32
+// dot, then the float steps of kernels_test's lane_order_q4_0 / _q8_0 / _q4_k / _q6_k / lane_ref::codebook32: the 32-element types acc =
 // fma(float(isum_b), dw * da, acc); Q4_K acc = fma(float(sumi), d * da, acc), then
 // fma(float(summ), -(dmin * da), acc), sumi = sum_j sc_j isum_j, summ = sum_j m_j (bsums_2j +
 // bsums_2j+1); Q6_K acc = fma(float(sumi), d * da, acc), sumi = sum_s sc_s isum_s over the
@@ -55,13 +55,16 @@ struct GemmRows {
 };
 
 // ---- the weight types: a block as kNV vectors of 16 elements, and its per-row scalars ----
-struct GQ4_0 {
-  using W = BlockQ4_0;
+template <class D>  // Q4_0, Q8_0, IQ4_NL, MXFP4: one scale per 32-element block
+struct GQ32 {
+  using W = typename D::W;
   using A = BlockQ8_0;
   static constexpr int kNV = 2, kSub = 0, kElems = kQK;
-  static void decode(const W& b, int8x16_t* v) { DecQ4_0::quants(b, v[0], v[1]); }
-  static void scalars(const W* b, int64_t i, int r, GemmRows& p) { p.d[size_t(i * 8 + r)] = b ? fp16(b->d) : 0.0f; }
+  static void decode(const W& b, int8x16_t* v) { D::quants(b, v[0], v[1]); }
+  static void scalars(const W* b, int64_t i, int r, GemmRows& p) { p.d[size_t(i * 8 + r)] = b ? block_d(*b) : 0.0f; }
 };
+using GQ4_0 = GQ32<DecQ4_0>;
+using GQ8_0 = GQ32<DecQ8_0>;
 struct GQ4_K {
   using W = BlockQ4_K;
   using A = BlockQ8_K;
@@ -197,8 +200,9 @@ inline void sdot_vector(const int8x16_t* q, int e, const int8x16_t* a, int32x4_t
   });
 }
 
-struct SdotQ4_0 {
-  using G = GQ4_0;
+template <class G_>
+struct SdotQ32 {
+  using G = G_;
   static constexpr int kCols = 4;
   template <int RN>
   static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t*, size_t,
@@ -241,6 +245,8 @@ struct SdotQ4_0 {
     }
   }
 };
+using SdotQ4_0 = SdotQ32<GQ4_0>;
+using SdotQ8_0 = SdotQ32<GQ8_0>;
 
 // The Q4_K min sums of column a for rows 4h..4h+3: lane k = sum_j m_j(row 4h + k) cs_j.
 inline int32x4_t mins_half(const int16_t* mn, int h, const BlockQ8_K& a) {
@@ -386,8 +392,9 @@ inline void mmla_vector(const int8x16_t* q, const int8x16_t* a, int e, int32x4_t
       for (int t = 0; t < NP; ++t) s[i][t] = vmmlaq_s32(s[i][t], wv.val[2 * u + i], k[t][u]);
 }
 
-struct MmlaQ4_0 {
-  using G = GQ4_0;
+template <class G_>
+struct MmlaQ32 {
+  using G = G_;
   static constexpr int kCols = 4;
   template <int RN>
   static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t*, size_t,
@@ -421,6 +428,8 @@ struct MmlaQ4_0 {
     }
   }
 };
+using MmlaQ4_0 = MmlaQ32<GQ4_0>;
+using MmlaQ8_0 = MmlaQ32<GQ8_0>;
 
 struct MmlaQ4_K {
   using G = GQ4_K;

@@ -15,7 +15,8 @@
 // Batches of kLaneMinBatch or more of Q2_K, Q3_K, IQ4_XS sum in lane order, as x86's
 // avx2_lowbit_lanes.h (kLanes: add_lane, one float per output, acc = fma(float(sumi), d * da,
 // acc), Q2_K then acc = fma(float(summ), -(dmin * da), acc), with the same exact integers)
-// through row_k at every level. IQ4_NL and MXFP4 batches are in vec_dot order.
+// through row_k at every level; IQ4_NL and MXFP4 in lane order as on x86 too (neon_tiles.h's
+// kLanes tiles, neon_gemm.h's GEMMs).
 #pragma once
 #include "kernels/cpu/neon_common.h"
 #include "kernels/cpu/neon_kquants.h"

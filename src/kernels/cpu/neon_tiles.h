@@ -52,15 +52,22 @@ constexpr bool pair_acc() {
   else return false;
 }
 
+// The 32-element types whose batches of kLaneMinBatch or more sum in lane order (kernels.h),
+// as on x86: Q4_0, Q8_0 and the codebook types (IQ4_NL, MXFP4: the pair_acc types).
+template <class D>
+constexpr bool lane_type() {
+  return std::is_same_v<D, DecQ4_0> || std::is_same_v<D, DecQ8_0> || pair_acc<D>();
+}
+
 // y[c * ys + r] = dot(W row r, X row c) for r < RM, c < RN; nb blocks per row. kLanes
-// (Q4_0 batches of kLaneMinBatch or more, as x86's gemm_lanes_q4_0): lane order instead,
-// acc = fma(float(int dot of block b), dw * da, acc), one float per output. kPairAcc types:
-// the odd blocks in their own 8 lanes (pair_acc).
+// (lane_type batches of kLaneMinBatch or more, as x86's gemm_lanes): lane order instead,
+// acc = fma(float(int dot of block b), dw * da, acc), one float per output. kPairAcc types
+// in vec_dot order: the odd blocks in their own 8 lanes (pair_acc).
 template <class D, class Dot, int RM, int RN, bool kLanes = false>
 inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y, int64_t ys) {
   using W = typename D::W;
   using A = typename D::A;
-  constexpr bool kPair = pair_acc<D>();
+  constexpr bool kPair = pair_acc<D>() && !kLanes;
   constexpr int kSets = kPair ? 2 : 1;  // accumulator sets: [0] even (or all) blocks, [1] odd
   float32x4_t lo[kSets][RM][RN], hi[kSets][RM][RN];
   float acc_m[RM][RN];  // the min terms (lane order: the one float)
@@ -184,7 +191,7 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   const auto* w = static_cast<const uint8_t*>(W);
   const auto* x = static_cast<const uint8_t*>(xq);
-  if (std::is_same_v<D, DecQ4_0> && n_batch >= ::kernels::kLaneMinBatch && ::kernels::lane_order())
+  if (lane_type<D>() && n_batch >= ::kernels::kLaneMinBatch && ::kernels::lane_order())
     return for_each_tile(r0, r1, n_batch, [&]<int RM, int RN>(int64_t r, int64_t c) {
       tile_q<D, Dot, RM, RN, true>(n / kQK, w + r * row_stride, row_stride, x + c * xq_stride, xq_stride,
                                    y + c * y_stride + r, y_stride);
