@@ -337,6 +337,19 @@ thread_local bool t_vec_dot = false;  // the order of the matmul running on this
 void set_lane_order(bool on) { g_lane_order.store(on, std::memory_order_relaxed); }
 bool lane_order() { return !t_vec_dot && g_lane_order.load(std::memory_order_relaxed); }
 
+bool lane_order_type(Type wt) {
+  const Isa isa = active_isa();
+  if (isa == Isa::kScalar) return false;
+  switch (wt) {
+    case Type::Q4_0: case Type::Q8_0: case Type::Q4_K: case Type::Q6_K: case Type::IQ4_NL: case Type::MXFP4:
+      return true;
+    case Type::Q2_K: case Type::Q3_K: case Type::IQ4_XS:
+      return runs_avx2(isa);
+    default:
+      return false;
+  }
+}
+
 void matmul(Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
             const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride, BatchOrder order) {
   const auto fn = active().matmul[slot(wt)];

@@ -54,6 +54,9 @@ enum class BatchOrder : uint8_t { kLanes = 0, kVecDot = 1 };
 constexpr int64_t kLaneMinBatch = 4;  // lane order is taken from this many columns on
 void set_lane_order(bool on);
 bool lane_order();
+// Whether batches of kLaneMinBatch or more columns of weight type wt sum in lane order on the
+// table in use (when allowed): the list above, for tests and tools comparing the two orders.
+bool lane_order_type(tensor::Type wt);
 void matmul(tensor::Type wt, int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
             const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride,
             BatchOrder order = BatchOrder::kLanes);

@@ -18,6 +18,7 @@
 #include "model/synthetic.h"
 #include "model/transformer.h"
 #include "scratch.h"
+#include "vec_dot_order.h"
 #include "tensor/quants.h"
 
 namespace {
@@ -84,10 +85,11 @@ TEST(GptOss, ConfigFromTheFile) {
 
 // 150 positions (the window of 8 wraps the windowed layers' rings of 64 rows): position by
 // position, in batches of 4 and in one batch, bit for bit (Q8_0 and MXFP4 products in
-// vec_dot order); the sinks, biases and window each change the result; flash attention (the
+// vec_dot order: Q8_0's batches of 4+ would sum in lane order); the sinks, biases and window each change the result; flash attention (the
 // window masked in the kernel, reading the rings) is batch-split invariant and within F16
 // rounding of the exact path, and the window changes its result too.
 TEST(GptOss, BatchedEqualsPositionByPositionAndEveryPartMatters) {
+  shardlm_test::VecDotOrder vec_dot;
   auto m = model::load_model(make("toy-gpt-oss"));
   ASSERT_TRUE(m.ok()) << m.error();
   const model::Config& c = (*m)->config;

@@ -25,6 +25,7 @@
 #include "sampler/sampler.h"
 #include "scratch.h"
 #include "tensor/quants.h"
+#include "vec_dot_order.h"
 
 namespace {
 
@@ -70,9 +71,7 @@ TEST_P(ArchTest, BatchedEqualsTokenByToken) {
   const std::vector<int32_t> toks = {1, 17, 300, 42, 99, 5, 250, 7, 11, 3, 400};
   const auto one = run(**m, toks, 1, 1);
   for (float x : one) ASSERT_TRUE(std::isfinite(x));
-  const bool lanes = type == tensor::Type::Q4_0 || type == tensor::Type::Q4_K || type == tensor::Type::Q6_K ||
-                     type == tensor::Type::Q2_K || type == tensor::Type::Q3_K || type == tensor::Type::IQ4_XS ||
-                     type == tensor::Type::IQ4_NL || type == tensor::Type::MXFP4;  // lane order (kernels.h)
+  const bool lanes = kernels::lane_order_type(type);  // batches of 4+ in lane order (kernels.h)
   const auto batched = run(**m, toks, 2, 4);
   const auto big = run(**m, toks, 2, 32);
   // Batched and per-token runs quantize the same activations; only float summation order
@@ -81,9 +80,8 @@ TEST_P(ArchTest, BatchedEqualsTokenByToken) {
   EXPECT_LT(max_rel_diff(one, batched), lanes ? 2e-2 : 1e-4);
   EXPECT_LT(max_rel_diff(one, big), lanes ? 2e-2 : 1e-4);
   if (lanes) {
-    kernels::set_lane_order(false);
+    shardlm_test::VecDotOrder vec_dot;
     EXPECT_LT(max_rel_diff(one, run(**m, toks, 2, 32)), 1e-4);
-    kernels::set_lane_order(true);
   }
   EXPECT_EQ(sampler::argmax(one.data(), (int)one.size()), sampler::argmax(big.data(), (int)big.size()));
   const auto f32kv = run(**m, toks, 2, 4, model::KvType::kF32);
@@ -134,11 +132,11 @@ std::vector<int32_t> long_prompt(int n, int vocab) {
 
 // With flash attention every row is bit-identical whatever the batch split (1 = token by
 // token, which on 2 threads takes flash decoding past 512 positions) and thread count, so
-// the last row and the greedy continuation are too. (Q8_0 weights: their batched matmul
-// keeps vec_dot's order; Q4_0's does not on x86, see Q4_0LaneOrderBatches.)
+// the last row and the greedy continuation are too. (Q4_1 weights: their batched matmul
+// keeps vec_dot's order; Q4_0's and Q8_0's do not, see Q4_0LaneOrderBatches.)
 TEST(FlashAttention, AnyBatchSplitGivesIdenticalLogits) {
   for (const char* shape : {"toy", "toy-qwen3"}) {
-    auto m = model::load_model(make(shape, tensor::Type::Q8_0));
+    auto m = model::load_model(make(shape, tensor::Type::Q4_1));
     ASSERT_TRUE(m.ok()) << m.error();
     const auto toks = long_prompt(600, (*m)->config.n_vocab);
     const EvalRun ref = run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 8);
@@ -178,9 +176,10 @@ TEST(FlashAttention, Q4_0LaneOrderBatches) {
   std::printf("Q4_0 toy, 600 rows: token by token vs batches of 64, max rel diff %.3g\n", d);
   EXPECT_LT(d, 2e-2);
   // --exact-batches (lane order off): batches in vec_dot order, equal to token by token.
-  kernels::set_lane_order(false);
-  const EvalRun exact = run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 0);
-  kernels::set_lane_order(true);
+  const EvalRun exact = [&] {
+    shardlm_test::VecDotOrder vec_dot;
+    return run_all(**m, toks, 2, 64, model::AttentionMode::kFlash, 0);
+  }();
   EXPECT_TRUE(exact.logits == one.logits) << "max rel diff " << max_rel_diff(exact.logits, one.logits);
 }
 
@@ -190,8 +189,11 @@ TEST(FlashAttention, Q4_0LaneOrderBatches) {
 // exact path rounds probabilities to F16 as llama.cpp's, and the activation quantization
 // before every matmul amplifies such differences, as runtime_test's kSmolLogitTol notes);
 // their greedy tokens may part at a near-tie (this synthetic prompt parts at token 3), so
-// that is not asserted.
+// that is not asserted. Every row's logits are computed (all_logits), through SmolLM2's
+// Q8_0 output matrix, which sums 4+ rows in lane order: vec_dot order here, as for a
+// prompt's last row alone.
 TEST(FlashAttention, SmolLM2BatchedPrefillEqualsTokenByToken) {
+  shardlm_test::VecDotOrder vec_dot;
   auto m = model::load_model(SHARDLM_DEFAULT_MODEL);
   if (!m.ok()) GTEST_SKIP() << m.error();
   const int V = (*m)->config.n_vocab;
@@ -469,8 +471,10 @@ TEST(ModelErrors, UnknownArchitectureListsSupported) {
 // window shapes the result (a window-free copy of the config differs), and flash mode
 // (the window masked in flash attention, the ring read as a ring) gives one batch's logits
 // position by position and stays within F16 rounding of exact mode, with an F16 cache
-// and with a Q8_0 one (which only flash attention reads).
+// and with a Q8_0 one (which only flash attention reads). Matmuls in vec_dot order (Q8_0
+// batches of 4+ would sum in lane order).
 TEST(Gemma3, SlidingWindowRingAndModes) {
+  shardlm_test::VecDotOrder vec_dot;
   auto m = model::load_model(make("toy-gemma3", tensor::Type::Q8_0));
   ASSERT_TRUE(m.ok()) << m.error();
   ASSERT_EQ((*m)->config.n_swa, 8);
