@@ -398,13 +398,8 @@ constexpr int kLowCols = std::is_same_v<D, DecIQ4_XS> && lane_flip<D, Scale>() ?
 template <class D, class Dot, MatmulFn Fallback>
 void matmul_cb_lanes(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                      size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  if (n_batch >= kGemmMinBatch && ::kernels::lane_order()) {
-    const int64_t nb = n / kQK;
-    return gemm_lanes<LaneActs, lane_pack_acts, LaneRowsCB, lane_pack_rows_cb<D>, TileCB<Dot>::template T, 4>(
-        nb, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride, n_batch, y,
-        y_stride, size_t(nb) * (sizeof(Quants32) + 8));
-  }
-  Fallback(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  matmul_lanes32<LaneRowsCB, lane_pack_rows_cb<D>, TileCB<Dot>::template T, Fallback>(n, W, row_stride, r0, r1, xq,
+                                                                                      xq_stride, n_batch, y, y_stride);
 }
 
 template <class D, class Scale, MatmulFn Fallback>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
 
 namespace kernels::cpu::avx2 {
@@ -560,13 +561,25 @@ inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Lane
   }
 }
 
-// y[c * ys + r] for r < rm, c < RN: a packed 8-row tile times columns c0..c0+RN of a chunk.
-template <int RN>
+// The int dot of one block and column in the lane layout: the 8 packed vectors V (unsigned
+// weights u = w + 8), the column's 4-byte groups q4 and LaneActs::off = 8 * sum(a). AVX2:
+// 8 maddubs summed in int16 (<= 8 * 2 * 15 * 127 = 30480), one madd; avx512.cc has a VNNI one.
+struct MaddubsLane {
+  static __m256i dot(const __m256i* V, const int32_t* q4, int32_t off) {
+    __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
+    #pragma GCC unroll 8
+    for (int k = 1; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k])));
+    return _mm256_sub_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_set1_epi32(off));
+  }
+};
+
+// y[c * ys + r] for r < rm, c < RN: a packed 8-row tile times columns c0..c0+RN of a chunk,
+// each block's int dot by Lane::dot.
+template <int RN, class Lane>
 inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
                       int64_t ys) {
   __m256 acc[RN];
   for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
   const Quants32* __restrict v = w.v.data();
   const float* __restrict wd = w.d.data();
   const Quants32* __restrict aq = a.qs.data() + c0;
@@ -579,11 +592,7 @@ inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, 
     for (int k = 0; k < 8; ++k) V[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(v[k].q));
     #pragma GCC unroll 8
     for (int c = 0; c < RN; ++c) {
-      const int32_t* q4 = reinterpret_cast<const int32_t*>(aq[c].q);
-      __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
-      #pragma GCC unroll 8
-      for (int k = 1; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k])));
-      const __m256i q = _mm256_sub_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(ao[c]));
+      const __m256i q = Lane::dot(V, reinterpret_cast<const int32_t*>(aq[c].q), ao[c]);
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw, _mm256_set1_ps(ad[c])), acc[c]);
     }
   }
@@ -621,18 +630,40 @@ inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int6
   }
 }
 
-template <int RN>
-struct TileQ4_0 {
-  static void run(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
-                  int64_t ys) {
-    lane_tile<RN>(nb, w, rm, a, nc, c0, y, ys);
-  }
+template <class Lane>
+struct LaneTile {
+  template <int RN>
+  struct T {
+    static void run(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
+                    int64_t ys) {
+      lane_tile<RN, Lane>(nb, w, rm, a, nc, c0, y, ys);
+    }
+  };
 };
+
+// A 32-element type's lane GEMM (Rows packed by PackRows, Tile<RN>::run per register tile).
+template <class Rows, void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile>
+inline void gemm_lanes32(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
+                         size_t xs, int64_t n_batch, float* y, int64_t ys) {
+  gemm_lanes<LaneActs, lane_pack_acts, Rows, PackRows, Tile, 4>(nb, w, ws, r0, r1, x, xs, n_batch, y, ys,
+                                                                size_t(nb) * (sizeof(Quants32) + 8));
+}
+
+// The table entry of a 32-element lane GEMM: batches of kGemmMinBatch or more in lane order
+// when allowed, everything else (decode, --exact-batches) through Fallback.
+template <class Rows, void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile,
+          MatmulFn Fallback>
+void matmul_lanes32(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                    size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  if (n_batch >= kGemmMinBatch && ::kernels::lane_order())
+    return gemm_lanes32<Rows, PackRows, Tile>(n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1,
+                                              static_cast<const uint8_t*>(xq), xq_stride, n_batch, y, y_stride);
+  Fallback(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+}
 
 inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
                             size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows<>, TileQ4_0, 4>(
-      nb, w, ws, r0, r1, x, xs, n_batch, y, ys, size_t(nb) * (sizeof(Quants32) + 8));
+  gemm_lanes32<LaneRows, lane_pack_rows<>, LaneTile<MaddubsLane>::T>(nb, w, ws, r0, r1, x, xs, n_batch, y, ys);
 }
 
 template <class D, class Dot = MaddubsDot>

@@ -74,60 +74,24 @@ struct DecQ8_0_U : DecQ8_0 {
   static __m256i quants_u(const BlockQ8_0& b) { return _mm256_xor_si256(quants(b), _mm256_set1_epi8(char(0x80))); }
 };
 
-// Lane-order GEMM tile of the 32-element types (Q4_0, Q8_0) with VNNI: the weights as unsigned
-// bytes u = w + U::kOff (Q4_0's nibbles, kOff 8; Q8_0's w + 128) packed 8 rows to a register
-// by lane_pack_rows<U> (gemm_lanes' V[k]); per block and column eight vpdpbusd in two chains
-// (even and odd k), the first from -kOff * sum(a) (LaneActs::off is 8 * sum(a)): exactly
-// the block's int dot (vpdpbusd does not saturate; |sum| < 2^31), then lane_tile's convert,
-// multiply and FMA, so each output is lane_order_q4_0's (Q8_0: its int8 twin) to the bit.
-// Against lane_tile's maddubs / add / madd (Q4_0) and TileCB's sign trick (Q8_0): half the
-// integer instructions.
+// The lane tile's block dot (avx2_tiles.h lane_tile) with VNNI, for the 32-element types as
+// unsigned bytes u = w + U::kOff (Q4_0's nibbles, kOff 8; Q8_0's w + 128) packed by
+// lane_pack_rows<U>: eight vpdpbusd in two chains (even and odd k), the first from -kOff *
+// sum(a) (LaneActs::off is 8 * sum(a)): exactly the block's int dot (vpdpbusd does not
+// saturate; |sum| < 2^31), so each output is the lane-order reference's to the bit. Against
+// MaddubsLane (Q4_0) and TileCB's sign trick (Q8_0): half the integer instructions.
 template <class U>
-struct LaneTileU {
-  template <int RN>
-  struct T {
-    static void run(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
-                    int64_t ys) {
-      __m256 acc[RN];
-      for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
-      const Quants32* __restrict v = w.v.data();
-      const float* __restrict wd = w.d.data();
-      const Quants32* __restrict aq = a.qs.data() + c0;
-      const int32_t* __restrict ao = a.off.data() + c0;
-      const float* __restrict ad = a.d.data() + c0;
-      for (int64_t b = 0; b < nb; ++b, v += 8, wd += 8, aq += nc, ao += nc, ad += nc) {
-        const __m256 dw = _mm256_loadu_ps(wd);
-        __m256i V[8];
-        #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) V[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(v[k].q));
-        #pragma GCC unroll 8
-        for (int c = 0; c < RN; ++c) {
-          const int32_t* q4 = reinterpret_cast<const int32_t*>(aq[c].q);
-          __m256i s[2] = {_mm256_set1_epi32(-ao[c] * (U::kOff / 8)), _mm256_setzero_si256()};
-          #pragma GCC unroll 8
-          for (int k = 0; k < 8; ++k) s[k % 2] = _mm256_dpbusd_epi32(s[k % 2], V[k], _mm256_set1_epi32(q4[k]));
-          const __m256i q = _mm256_add_epi32(s[0], s[1]);
-          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw, _mm256_set1_ps(ad[c])), acc[c]);
-        }
-      }
-      for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
-    }
-  };
-};
-
-// The entry: batches of kGemmMinBatch or more in lane order through LaneTileU when allowed,
-// everything else (decode, --exact-batches) through Fallback.
-template <class U, MatmulFn Fallback>
-void matmul_lanes_u(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
-                    size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  if (n_batch >= kGemmMinBatch && ::kernels::lane_order()) {
-    const int64_t nb = n / kQK;
-    return gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows<U>, LaneTileU<U>::template T, 4>(
-        nb, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride, n_batch, y,
-        y_stride, size_t(nb) * (sizeof(Quants32) + 8));
+struct VnniLane {
+  static __m256i dot(const __m256i* V, const int32_t* q4, int32_t off) {
+    __m256i s[2] = {_mm256_set1_epi32(-off * (U::kOff / 8)), _mm256_setzero_si256()};
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) s[k % 2] = _mm256_dpbusd_epi32(s[k % 2], V[k], _mm256_set1_epi32(q4[k]));
+    return _mm256_add_epi32(s[0], s[1]);
   }
-  Fallback(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
-}
+};
+template <class U, MatmulFn Fallback>
+constexpr MatmulFn matmul_lanes_u =
+    matmul_lanes32<LaneRows, lane_pack_rows<U>, LaneTile<VnniLane<U>>::template T, Fallback>;
 
 // IQ4_NL, MXFP4: vpdpbusd pays in the decode tiles (matrix x vector, batches up to
 // kDecodeTilesMaxBatch); their packed GEMM (ggml's two-accumulator order since issue 31)
