@@ -561,9 +561,8 @@ inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Lane
   }
 }
 
-// The int dot of one block and column in the lane layout: the 8 packed vectors V (unsigned
-// weights u = w + 8), the column's 4-byte groups q4 and LaneActs::off = 8 * sum(a). AVX2:
-// 8 maddubs summed in int16 (<= 8 * 2 * 15 * 127 = 30480), one madd; avx512.cc has a VNNI one.
+// A block's int dot in the lane layout from the 8 packed vectors V (u = w + 8), a column's
+// 4-byte groups q4 and LaneActs::off = 8 * sum(a): 8 maddubs in int16 (<= 30480), one madd.
 struct MaddubsLane {
   static __m256i dot(const __m256i* V, const int32_t* q4, int32_t off) {
     __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
@@ -641,29 +640,24 @@ struct LaneTile {
   };
 };
 
-// A 32-element type's lane GEMM (Rows packed by PackRows, Tile<RN>::run per register tile).
-template <class Rows, void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile>
-inline void gemm_lanes32(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
-                         size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  gemm_lanes<LaneActs, lane_pack_acts, Rows, PackRows, Tile, 4>(nb, w, ws, r0, r1, x, xs, n_batch, y, ys,
-                                                                size_t(nb) * (sizeof(Quants32) + 8));
-}
-
-// The table entry of a 32-element lane GEMM: batches of kGemmMinBatch or more in lane order
-// when allowed, everything else (decode, --exact-batches) through Fallback.
+// The table entry of a 32-element lane GEMM (Rows packed by PackRows, Tile<RN>::run per
+// register tile): batches of kGemmMinBatch or more in lane order when allowed, everything
+// else (decode, --exact-batches) through Fallback.
 template <class Rows, void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile,
           MatmulFn Fallback>
 void matmul_lanes32(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                     size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   if (n_batch >= kGemmMinBatch && ::kernels::lane_order())
-    return gemm_lanes32<Rows, PackRows, Tile>(n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1,
-                                              static_cast<const uint8_t*>(xq), xq_stride, n_batch, y, y_stride);
+    return gemm_lanes<LaneActs, lane_pack_acts, Rows, PackRows, Tile, 4>(
+        n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride,
+        n_batch, y, y_stride, size_t(n / kQK) * (sizeof(Quants32) + 8));
   Fallback(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
 
 inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
                             size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  gemm_lanes32<LaneRows, lane_pack_rows<>, LaneTile<MaddubsLane>::T>(nb, w, ws, r0, r1, x, xs, n_batch, y, ys);
+  gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows<>, LaneTile<MaddubsLane>::T, 4>(
+      nb, w, ws, r0, r1, x, xs, n_batch, y, ys, size_t(nb) * (sizeof(Quants32) + 8));
 }
 
 template <class D, class Dot = MaddubsDot>
