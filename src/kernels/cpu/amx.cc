@@ -32,7 +32,7 @@
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/amx_tiles.h"
-#include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/avx2_lanes32.h"
 #include "kernels/kernels.h"
 #include "tensor/quants.h"
 #include "util/check.h"

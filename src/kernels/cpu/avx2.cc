@@ -14,7 +14,7 @@
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_lowbit_lanes.h"
-#include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/avx2_lanes32.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
 

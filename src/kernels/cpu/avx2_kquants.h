@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/avx2_common.h"
-#include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/avx2_lanes32.h"
 
 namespace kernels::cpu::avx2 {
 // Internal linkage: these are compiled with different -m flags in different files, so

@@ -28,7 +28,7 @@
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lowbit.h"
-#include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/avx2_lanes32.h"
 #include "kernels/cpu/kernel_table.h"
 
 namespace kernels::cpu::avx2 {
