@@ -29,7 +29,7 @@ struct RunConfig {
   int max_batch = 32;    // rows per forward_batch
   KvType kv_type = KvType::kF16;
   AttentionMode attention = AttentionMode::kExact;
-  // Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_NL / MXFP4 (x86: also Q2_K / Q3_K / IQ4_XS) segments of
+  // Q4_0 / Q8_0 / Q4_K / Q6_K / IQ4_NL / MXFP4 / Q2_K / Q3_K / IQ4_XS segments of
   // >= kLaneMinRows rows in lane order (kernels.h); shorter segments (decode rows) always in vec_dot order, so a row's
   // bits depend only on its own segment, never on the other sequences in the batch. false:
   // everything in vec_dot order.
