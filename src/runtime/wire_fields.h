@@ -1,14 +1,15 @@
-// wire_fields.h: the two directions a message's field list runs in (runtime/protocol.cc).
-// Each message's fields are listed once, as a function template over the direction:
-//   template <class IO, class M> util::Status setup_fields(IO& io, M& s) {
+// wire_fields.h: the two directions a message's field list runs in (runtime/protocol.h's
+// M::fields, run by protocol.cc). Each message's fields are listed once, as a function
+// template over the direction:
+//   static util::Status fields(auto& io, auto& s) {
 //     RETURN_IF_ERROR(io.str(s.model_hash, 128));
 //     RETURN_IF_ERROR(io.f64(s.alpha_us, s.beta_gbps)); ...
 // Out (M const) writes every field little-endian with net::Writer; In (M mutable) reads
 // each back with the bounds-checked net::Reader into the same place, refusing what the
 // field cannot hold (an unknown enum value, flag bits beyond the listed ones, a count
 // longer than the bytes left) with "<what> <reason>". So the encoder and the parser cannot
-// drift apart: a new field is one line in one list. Checks of the message as a whole
-// (consistent shapes, ranges) stay in the parse_* functions.
+// drift apart: a new field is one line in one list. What the message must be as a whole
+// (consistent shapes, ranges) ends the list as io.check(condition, reason): only In refuses.
 // Deliberately nothing about any one message here.
 #pragma once
 #include <cstdint>
