@@ -1,8 +1,10 @@
 // avx2_lanes32.h: private to kernels/cpu: the 32-element-block types' prompt batches in
-// lane order (one float per output, summed block by block; Q4_0 here, Q8_0 / IQ4_NL /
-// MXFP4 through the TileCB tiles of avx2_cb_pairs.h and avx512.cc's VNNI lane) and
-// matmul_q, the table entry that picks between the decode tiles, the vec_dot-order GEMM
-// (avx2_tiles.h) and the lane GEMM. Include only from files compiled with AVX2 flags.
+// lane order (one float per output, summed block by block): the 8-row lane tile and GEMM
+// (lane_tile, gemm_lanes: Q4_0 on AVX2; Q4_0 and Q8_0 through avx512.cc's VNNI lane and
+// matmul_lanes32; on AVX2 Q8_0, IQ4_NL and MXFP4 take avx2_lowbit_lanes.h's
+// matmul_cb_lanes) and matmul_q, the table entry that picks between the decode tiles, the
+// vec_dot-order GEMM (avx2_tiles.h) and the lane GEMM. Include only from files compiled
+// with AVX2 flags.
 #pragma once
 #include <type_traits>
 
