@@ -208,50 +208,48 @@ Status check_proof(Connection& c, const HandshakeOptions& opt, const Message& m,
   return util::ok_status();
 }
 
+// Both sides in one place: the hellos, the acceptor naming its caller, the key check, then
+// the proofs (the initiator proves first; the acceptor checks it, proves, and waits for the
+// initiator's kAuthOk), and sealing.
+Expected<PeerInfo> handshake(Connection& c, const HandshakeOptions& opt, bool initiator) {
+  FrameLimitGuard limit(c);
+  const Nonce mine = fresh_nonce();
+  auto hellos = exchange_hellos(c, opt, mine);
+  if (!hellos.ok()) return hellos.status();
+  const Hello& theirs = hellos->theirs;
+  // The acceptor now knows who called: name it by role ("root 10.0.0.1:51234").
+  if (!initiator)
+    if (const std::string addr = c.address(); !addr.empty()) c.set_peer(std::string(role_name(theirs.role)) + " " + addr);
+  RETURN_IF_ERROR(check_key_presence(c.peer(), opt, theirs));
+  PeerInfo info{theirs.role, theirs.software_version};
+  if (opt.cluster_key.empty()) return info;
+
+  const std::string_view my_label = initiator ? kInitiatorLabel : kAcceptorLabel;
+  const std::string_view their_label = initiator ? kAcceptorLabel : kInitiatorLabel;
+  const Proof my_proof = compute_proof(opt.cluster_key, theirs.nonce, mine, my_label);
+  const Proof their_proof = compute_proof(opt.cluster_key, mine, theirs.nonce, their_label);
+  if (initiator) {
+    RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
+    auto m = recv_after_proof(c, MessageType::kAuthProof, opt.timeout_s);
+    if (!m.ok()) return m.status();
+    RETURN_IF_ERROR(check_proof(c, opt, *m, their_proof));
+    RETURN_IF_ERROR(c.send(MessageType::kAuthOk, {}, opt.timeout_s));
+  } else {
+    auto m = c.recv_expect(MessageType::kAuthProof, opt.timeout_s);
+    if (!m.ok()) return m.status();
+    RETURN_IF_ERROR(check_proof(c, opt, *m, their_proof));
+    RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
+    auto ok = recv_after_proof(c, MessageType::kAuthOk, opt.timeout_s);
+    if (!ok.ok()) return ok.status();
+  }
+  info.sealed = start_sealing(c, opt, *hellos, mine, initiator);
+  return info;
+}
+
 }  // namespace
 
-Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& opt) {
-  FrameLimitGuard limit(c);
-  const Nonce mine = fresh_nonce();
-  auto hellos = exchange_hellos(c, opt, mine);
-  if (!hellos.ok()) return hellos.status();
-  const Hello* theirs = &hellos->theirs;
-  RETURN_IF_ERROR(check_key_presence(c.peer(), opt, *theirs));
-  PeerInfo info{theirs->role, theirs->software_version};
-  if (opt.cluster_key.empty()) return info;
+Expected<PeerInfo> handshake_initiator(Connection& c, const HandshakeOptions& opt) { return handshake(c, opt, true); }
 
-  const Proof my_proof = compute_proof(opt.cluster_key, theirs->nonce, mine, kInitiatorLabel);
-  RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
-  auto m = recv_after_proof(c, MessageType::kAuthProof, opt.timeout_s);
-  if (!m.ok()) return m.status();
-  RETURN_IF_ERROR(check_proof(c, opt, *m, compute_proof(opt.cluster_key, mine, theirs->nonce, kAcceptorLabel)));
-  RETURN_IF_ERROR(c.send(MessageType::kAuthOk, {}, opt.timeout_s));
-  info.sealed = start_sealing(c, opt, *hellos, mine, true);
-  return info;
-}
-
-Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt) {
-  FrameLimitGuard limit(c);
-  const Nonce mine = fresh_nonce();
-  auto hellos = exchange_hellos(c, opt, mine);
-  if (!hellos.ok()) return hellos.status();
-  const Hello* theirs = &hellos->theirs;
-  // Now we know who called: name it by role ("root 10.0.0.1:51234").
-  const std::string addr = c.address();
-  if (!addr.empty()) c.set_peer(std::string(role_name(theirs->role)) + " " + addr);
-  RETURN_IF_ERROR(check_key_presence(c.peer(), opt, *theirs));
-  PeerInfo info{theirs->role, theirs->software_version};
-  if (opt.cluster_key.empty()) return info;
-
-  auto m = c.recv_expect(MessageType::kAuthProof, opt.timeout_s);
-  if (!m.ok()) return m.status();
-  RETURN_IF_ERROR(check_proof(c, opt, *m, compute_proof(opt.cluster_key, mine, theirs->nonce, kInitiatorLabel)));
-  const Proof my_proof = compute_proof(opt.cluster_key, theirs->nonce, mine, kAcceptorLabel);
-  RETURN_IF_ERROR(c.send(MessageType::kAuthProof, my_proof, opt.timeout_s));
-  auto ok = recv_after_proof(c, MessageType::kAuthOk, opt.timeout_s);
-  if (!ok.ok()) return ok.status();
-  info.sealed = start_sealing(c, opt, *hellos, mine, false);
-  return info;
-}
+Expected<PeerInfo> handshake_acceptor(Connection& c, const HandshakeOptions& opt) { return handshake(c, opt, false); }
 
 }  // namespace net
