@@ -217,6 +217,10 @@ void Scheduler::finish(Active& a) {
   const int s = a.seq->slot();
   busy_[s] = false;
   last_used_[s] = ++clock_;
+  {  // a client that reads the stats once its job ended sees the slot free
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.slots_in_use = int(std::count(busy_.begin(), busy_.end(), true));
+  }
   if (a.job->on_end) a.job->on_end(a.end);
   a.job.reset();
 }
