@@ -488,7 +488,7 @@ TEST(KernelsLowBitLanes, ColumnChunksEqualLaneOrder) {
   }
 }
 
-// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K) run on their C++ model
+// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q6_K) run on their C++ model
 // of the tile instructions, which checks each tile shape as the CPU would: every output equals
 // lane_order() to the bit, on odd row ranges, block counts (Q4_0's
 // block pairs and tail) and batches (column tails; two column chunks at 4096 x 250). The
@@ -506,7 +506,9 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
                           Shape{Type::Q4_0, 4096, 17, 0, 17, 250}, Shape{Type::Q8_0, 96, 35, 1, 34, 17},
                           Shape{Type::Q8_0, 4096, 17, 0, 17, 250}, Shape{Type::IQ4_NL, 224, 20, 3, 20, 33},
                           Shape{Type::MXFP4, 96, 35, 1, 34, 17}, Shape{Type::Q4_K, 256, 5, 0, 5, 4},
-                          Shape{Type::Q4_K, 768, 35, 2, 33, 37}, Shape{Type::Q4_K, 4096, 17, 0, 17, 250}}) {
+                          Shape{Type::Q4_K, 768, 35, 2, 33, 37}, Shape{Type::Q4_K, 4096, 17, 0, 17, 250},
+                          Shape{Type::Q6_K, 256, 5, 0, 5, 4}, Shape{Type::Q6_K, 768, 35, 2, 33, 37},
+                          Shape{Type::Q6_K, 4096, 17, 0, 17, 250}}) {
     const cpu::MatmulFn gemm = cpu::amx_emulated(sh.t);
     ASSERT_NE(gemm, nullptr) << tensor::type_name(sh.t);
     const size_t ws = tensor::row_bytes(sh.t, sh.n), xs = tensor::row_bytes(act_type(sh.t), sh.n);

@@ -1,20 +1,23 @@
 // amx.cc: the AMX-INT8 prompt GEMMs (Intel Xeon Sapphire Rapids and later; issue 30 item 2)
-// for Q4_0 and Q4_K weights in lane order. Compiled with -mamx-tile -mamx-int8 plus the
-// AVX-512 flags, layered over the AVX-512 table by dispatch.cc only when CPUID reports
-// AMX-TILE/AMX-INT8, the OS enables tile state and grants this process tile permission.
+// for Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K weights in lane order. Compiled with
+// -mamx-tile -mamx-int8 plus the AVX-512 flags, layered over the AVX-512 table by
+// dispatch.cc only when CPUID reports AMX-TILE/AMX-INT8, the OS enables tile state and
+// grants this process tile permission.
 //
 // Arithmetic: lane order (avx2_tiles.h's gemm_lanes_q4_0, avx2_kquants.h's lane_tile_k):
 // per (weight row, activation column) one float, acc = fma(float(isum), dw * da, acc) per
 // block (Q4_K: the int32 sums of scale x sub-block dot and min x bsums first, then its two
-// FMAs per super-block). One TDPBSSD over K = 32 bytes (one block, one Q4_K sub-block)
-// gives exactly those integers for 16 columns x 16 rows, so these GEMMs give gemm_lanes'
+// FMAs per super-block; Q6_K: sum of scale x sub-block dot, one FMA). One TDPBSSD over
+// K = 32 bytes (one block, one Q4_K sub-block; K = 16 for a Q6_K sub-block) gives exactly
+// those integers for 16 columns x 16 rows, so these GEMMs give gemm_lanes'
 // bits (the self-test and kernels_test check it to the bit). Decode-order batches
 // (--exact-batches, decode rows without --fast-batches) and batches under kAmxMinBatch take
 // the AVX-512 entry: AMX never changes what a run computes, only how fast a prompt goes.
 //
-// Tiles: A = 16 activation columns x 32 int8 (a Q8_0 block's or a Q8_K sub-block's quants,
+// Tiles: A = 16 activation columns x K int8 (a Q8_0 block's or a Q8_K sub-block's quants,
 // loaded straight from the activation rows with their stride: no packing), B = one block or
 // sub-block of 16 weight rows in VNNI form (B[k][4m + t] = w[m][4k + t]), C[c][m] = int32.
+// K (bytes per product) is the type's kK; one tile configuration per GEMM.
 //
 // Testing without the hardware: the kernels are templates over their tile operations
 // (amx_tiles.h: HwTiles issues the instructions, EmuTiles models them), so kernels_test runs
@@ -45,17 +48,16 @@ using namespace avx2;
 
 constexpr int kCols = 16;     // activation columns per tile product (A and C rows)
 constexpr int kRows = 16;     // weight rows per tile product (C's int32 columns)
-constexpr int kBlock = 32;    // the K of one product: one Q4_0 / Q8_0 block
-constexpr int kPackedBlock = kBlock * kRows;  // bytes of one block of a packed 16-row tile
 // Batches from this many columns take AMX. A guess (one full A tile), not measured: no
 // session has had a Sapphire Rapids machine since this was written (docs/BENCHMARKS.md).
 constexpr int64_t kAmxMinBatch = 16;
 constexpr size_t kChunkBytes = size_t(1) << 20;  // activation bytes per column chunk (L2)
 
-TileConfig make_config() {
+// K = k bytes per product (32: a 32-element block or sub-block; 16: a Q6_K sub-block).
+TileConfig make_config(int k) {
   TileConfig c;
-  for (int t : {kA0, kA1}) c.rows[t] = kCols, c.colsb[t] = kBlock;
-  for (int t : {kB0, kB1}) c.rows[t] = kBlock / 4, c.colsb[t] = kRows * 4;
+  for (int t : {kA0, kA1}) c.rows[t] = kCols, c.colsb[t] = uint16_t(k);
+  for (int t : {kB0, kB1}) c.rows[t] = uint8_t(k / 4), c.colsb[t] = kRows * 4;
   for (int t : {kC0, kC1}) c.rows[t] = kCols, c.colsb[t] = kRows * 4;
   return c;
 }
@@ -64,17 +66,18 @@ TileConfig make_config() {
 // _mm512_undefined_ps() "may be used uninitialized".
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
 
-// A group of 16 activation columns for the A tiles: the 32 quants of sub-block j of block b
-// of column c at base + b * block + 32 * j + c * stride (the activation rows themselves, or
+// A group of 16 activation columns for the A tiles: the k quants of product j of block b
+// of column c at base + b * block + k * j + c * stride (the activation rows themselves, or
 // a zero-padded copy of a partial group).
 struct Cols {
   const uint8_t* base;
-  size_t block, stride;
-  const uint8_t* at(int64_t b, int j) const { return base + b * block + 32 * j; }
+  size_t block, stride, k;
+  const uint8_t* at(int64_t b, int j) const { return base + b * block + k * j; }
 };
 
-// Packs the 8x8-dword transposes of 16 rows' 32-byte vectors R[0..16) into one B tile:
-// dst[64 k + 4 m + t] = byte 4k + t of R[m].
+// Packs the 8x8-dword transposes of 16 rows' 32-byte vectors R[0..16) into one B tile of
+// K = 32: dst[64 k + 4 m + t] = byte 4k + t of R[m] (its halves, dst and dst + 256, are the
+// B tiles of K = 16 of bytes 0..15 and 16..31).
 inline void pack_b(const __m256i R[kRows], uint8_t* dst) {
   Quants32 lo[8], hi[8];
   transpose_8x8_epi32(R, lo);
@@ -86,16 +89,17 @@ inline void pack_b(const __m256i R[kRows], uint8_t* dst) {
 }
 
 // The tile products of sub-blocks j (and j + 1 if nj == 2) of block b: their int32 sums
-// into sums[j] (and sums[j + 1]), [column][row].
+// into sums[j] (and sums[j + 1]), [column][row]. wq: B tiles of kRows * a.k bytes.
 template <class Ops>
 inline void products(const Cols& a, const uint8_t* wq, int64_t b, int j, int nj, int32_t (*sums)[kCols][kRows],
                      int sub_blocks) {
-  const uint8_t* w0 = wq + (b * sub_blocks + j) * kPackedBlock;
+  const size_t packed = kRows * a.k;
+  const uint8_t* w0 = wq + (b * sub_blocks + j) * packed;
   Ops::template load<kA0>(a.at(b, j), a.stride);
   Ops::template load<kB0>(w0, 64);
   if (nj == 2) {
     Ops::template load<kA1>(a.at(b, j + 1), a.stride);
-    Ops::template load<kB1>(w0 + kPackedBlock, 64);
+    Ops::template load<kB1>(w0 + packed, 64);
   }
   Ops::template zero<kC0>();
   Ops::template dpbssd<kC0, kA0, kB0>();
@@ -119,7 +123,8 @@ template <class D>
 struct Q32 {
   using W = typename D::W;
   using A = BlockQ8_0;
-  static constexpr int kQK = 32, kSub = 1;  // elements and 32-element sub-blocks per block
+  static constexpr int kQK = 32, kSub = 1, kK = 32;  // elements, products, bytes per product
+  static constexpr int kPackedBlock = kK * kRows;
   struct Rows {                 // 16 weight rows (rm real, the rest zeros)
     std::vector<uint8_t> q;     // [b]: B tile (nibble - 8)
     std::vector<float> d;       // [b * 16 + m]
@@ -191,7 +196,8 @@ struct Q32 {
 struct Q4_K {
   using W = BlockQ4_K;
   using A = BlockQ8_K;
-  static constexpr int kQK = 256, kSub = 8;
+  static constexpr int kQK = 256, kSub = 8, kK = 32;
+  static constexpr int kPackedBlock = kK * kRows;
   struct Rows {
     std::vector<uint8_t> q;      // [b * 8 + j]: B tile of sub-block j (quants 0..15)
     std::vector<int32_t> sc;     // [(b * 8 + j) * 16 + m]: 6-bit scale
@@ -279,6 +285,72 @@ struct Q4_K {
   }
 };
 
+// ---- Q6_K x Q8_K: sixteen products of K = 16 per super-block (one per sub-block) ----------
+// Lane order as gemm_lanes' lane_tile_q6: per super-block sumi = sum_s sc_s * (dot of the
+// unsigned quants) - 32 * sum_s sc_s * bsums_s, exact int32, then acc = fma(float(sumi),
+// d * da, acc). The tiles take the quants less 32 (-32..31, signed x signed), whose dots
+// are those same integers: sumi = sum_s sc_s * isum_s (vpmulld), no bias term.
+struct Q6_K {
+  using W = BlockQ6_K;
+  using A = BlockQ8_K;
+  static constexpr int kQK = 256, kSub = 16, kK = 16;
+  static constexpr int kPackedBlock = kK * kRows;
+  struct Rows {
+    std::vector<uint8_t> q;   // [b * 16 + s]: B tile of sub-block s
+    std::vector<int32_t> sc;  // [(b * 16 + s) * 16 + m]: int8 scale
+    std::vector<float> d;     // [b * 16 + m]
+  };
+  struct Acts {
+    std::vector<float> d;     // [b * ncp + c]
+  };
+  static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
+    p.q.resize(size_t(nb) * kSub * kPackedBlock);
+    p.sc.resize(size_t(nb) * kSub * kRows);
+    p.d.resize(size_t(nb) * kRows);
+    const __m256i bias = _mm256_set1_epi8(32);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i q[8][kRows];  // [32-element chunk j][m]: quants - 32
+      for (int m = 0; m < kRows; ++m) {
+        const bool real = m < rm;
+        const W& blk = reinterpret_cast<const W*>(w + (real ? m : 0) * ws)[b];
+        __m256i u[8];
+        for (int h = 0; h < 2; ++h) q6_k_quants(blk, h, u + 4 * h);
+        for (int j = 0; j < 8; ++j) q[j][m] = real ? _mm256_sub_epi8(u[j], bias) : _mm256_setzero_si256();
+        for (int s = 0; s < kSub; ++s) p.sc[size_t((b * kSub + s) * kRows + m)] = real ? blk.scales[s] : 0;
+        p.d[size_t(b * kRows + m)] = real ? fp16(blk.d) : 0.0f;
+      }
+      for (int j = 0; j < 8; ++j) pack_b(q[j], p.q.data() + (b * kSub + 2 * j) * kPackedBlock);
+    }
+  }
+  static void pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, int64_t ncp, Acts& p) {
+    p.d.assign(size_t(nb * ncp), 0.0f);
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t b = 0; b < nb; ++b) p.d[size_t(b * ncp + c)] = reinterpret_cast<const A*>(x + c * xs)[b].d;
+  }
+  template <class Ops>
+  static void tile(int64_t nb, const Cols& a, const Rows& w, const Acts& acts, int64_t c0, int64_t ncp, int cn, int rm,
+                   float* y, int64_t ys) {
+    alignas(64) int32_t sums[kSub][kCols][kRows];
+    __m512 acc[kCols];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int s = 0; s < kSub; s += 2) products<Ops>(a, w.q.data(), b, s, 2, sums, kSub);
+      const int32_t* sc = w.sc.data() + b * kSub * kRows;
+      const __m512 d = _mm512_loadu_ps(w.d.data() + b * kRows);
+      const float* da = acts.d.data() + b * ncp + c0;
+      for (int c = 0; c < kCols; ++c) {
+        __m512i sumi = _mm512_mullo_epi32(_mm512_loadu_si512(sc), _mm512_load_si512(sums[0][c]));
+        #pragma GCC unroll 16
+        for (int s = 1; s < kSub; ++s)
+          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_loadu_si512(sc + s * kRows),
+                                                           _mm512_load_si512(sums[s][c])));
+        acc[c] = _mm512_fmadd_ps(to_float(sumi), _mm512_mul_ps(d, _mm512_set1_ps(da[c])), acc[c]);
+      }
+    }
+    store_rows(acc, cn, rm, y, ys);
+  }
+};
+
 // Rows [r0, r1) x n_batch columns in lane order: activation columns in chunks of about
 // kChunkBytes (L2), each 16-row tile packed once per chunk, 16-column groups inner; a
 // chunk's last partial group reads a zero-padded copy of its quants.
@@ -292,7 +364,7 @@ void gemm(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const voi
   thread_local typename K::Rows rows;
   thread_local typename K::Acts acts;
   thread_local std::vector<uint8_t> stage;
-  static const TileConfig cfg = make_config();
+  static const TileConfig cfg = make_config(K::kK);
   const int64_t chunk = std::max<int64_t>(kCols, int64_t(kChunkBytes / (size_t(nb) * sizeof(A))) / kCols * kCols);
   Ops::config(cfg);
   for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
@@ -313,11 +385,11 @@ void gemm(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const voi
       K::pack_rows(nb, w + r * ws, ws, rm, rows);
       float* yr = y + c0 * ys + r;
       for (int64_t c = 0; c < full; c += kCols)
-        K::template tile<Ops>(nb, Cols{xc + c * xs + offsetof(A, qs), sizeof(A), xs}, rows, acts, c, ncp, kCols, rm,
-                              yr + c * ys, ys);
+        K::template tile<Ops>(nb, Cols{xc + c * xs + offsetof(A, qs), sizeof(A), xs, K::kK}, rows, acts, c, ncp,
+                              kCols, rm, yr + c * ys, ys);
       if (rem)
-        K::template tile<Ops>(nb, Cols{stage.data(), size_t(kCols) * K::kQK, size_t(K::kQK)}, rows, acts, full, ncp,
-                              rem, rm, yr + full * ys, ys);
+        K::template tile<Ops>(nb, Cols{stage.data(), size_t(kCols) * K::kQK, size_t(K::kQK), K::kK}, rows, acts,
+                              full, ncp, rem, rm, yr + full * ys, ys);
     }
   }
   Ops::release();
@@ -341,6 +413,7 @@ const KernelTable& amx_table() {
     t.matmul[slot(tensor::Type::IQ4_NL)] = amx::matmul<amx::Q32<avx2::DecIQ4_NL>, tensor::Type::IQ4_NL>;
     t.matmul[slot(tensor::Type::MXFP4)] = amx::matmul<amx::Q32<avx2::DecMXFP4>, tensor::Type::MXFP4>;
     t.matmul[slot(tensor::Type::Q4_K)] = amx::matmul<amx::Q4_K, tensor::Type::Q4_K>;
+    t.matmul[slot(tensor::Type::Q6_K)] = amx::matmul<amx::Q6_K, tensor::Type::Q6_K>;
     return t;
   }();
   return table;
@@ -357,6 +430,7 @@ MatmulFn gemm_of(tensor::Type t) {
     case Type::IQ4_NL: return gemm<Ops, Q32<avx2::DecIQ4_NL>>;
     case Type::MXFP4: return gemm<Ops, Q32<avx2::DecMXFP4>>;
     case Type::Q4_K: return gemm<Ops, Q4_K>;
+    case Type::Q6_K: return gemm<Ops, Q6_K>;
     default: return nullptr;
   }
 }
@@ -368,7 +442,7 @@ MatmulFn amx_emulated(tensor::Type t) { return amx::gemm_of<amx::EmuTiles>(t); }
 std::string amx_self_test(bool emulated) {
   using tensor::Type;
   // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 blocks of
-  // the 32-element types (block pairs and a tail), 3 Q4_K super-blocks; gaussian values
+  // the 32-element types (block pairs and a tail), 3 Q4_K / Q6_K super-blocks; gaussian values
   // through the quantizers. The reference: the AVX-512 table's lane-order GEMM of the type.
   constexpr int64_t kR = 35, kB = 37;
   struct LaneOrderOn {  // the reference must sum in lane order even under a caller's veto
@@ -378,8 +452,8 @@ std::string amx_self_test(bool emulated) {
   } lane_order_on;
   std::mt19937 rng(30);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (Type t : {Type::Q4_0, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K}) {
-    const int64_t n = t == Type::Q4_K ? 3 * 256 : 7 * 32;
+  for (Type t : {Type::Q4_0, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K, Type::Q6_K}) {
+    const int64_t n = tensor::traits(t).block_size == 256 ? 3 * 256 : 7 * 32;
     const Type at = tensor::traits(t).vec_dot_type;
     const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);
     std::vector<uint8_t> w(ws * kR), x(xs * kB);
