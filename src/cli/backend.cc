@@ -88,7 +88,7 @@ std::string kv_pool_options(const model::Config& c, const RunOptions& o, int ctx
   if (std::string e = slots_unfit(c, o, ctx, n_slots, &kv_blocks); !e.empty()) return e;
   out->run.kv_blocks = kv_blocks;
   // None where prefixes are never shared (sliding-window rings per slot: Cluster::no_prefix_sharing),
-  // so no node counts it; a Vulkan node (known once the cluster forms) keeps none but is counted.
+  // so no node counts it. A Vulkan node keeps its entries in host memory as a CPU node does.
   out->run.kv_host_blocks = c.n_swa > 0 ? 0 : host_cache_blocks(c, o, ctx, n_slots, kv_blocks, weight_bytes);
   return "";
 }

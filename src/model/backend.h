@@ -45,7 +45,7 @@ class Backend {
   // slot, position and rope table; the batch's per-segment matmul order.
   virtual void begin(const Segment* segs, int n_segs, int n, const float* x) = 0;
   // A paged KV cache (kv_cache.h): slot's block table from entry `from` on, and whether it
-  // covers positions [0, end). A backend with contiguous slots (Vulkan) ignores the tables.
+  // covers positions [0, end). Both backends read their caches through these tables.
   virtual void set_blocks(int /*slot*/, int /*from*/, std::span<const int32_t> /*blocks*/) {}
   virtual bool kv_covers(int /*slot*/, int /*end*/) const { return true; }
   // The host KV cache (kv_cache.h's KvCopy); false: not done (no host cache here, or the

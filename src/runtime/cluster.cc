@@ -94,9 +94,8 @@ bool Cluster::keep_own(Sequence& seq, int n) {
 }
 
 std::string Cluster::no_prefix_sharing() const {
+  // (A Vulkan node reads its cache through the same block tables as a CPU node.)
   if (m_.config.n_swa > 0) return "sliding-window layers keep their rows per slot";
-  for (const NodeStats& n : nodes_)
-    if (n.device.rfind("Vulkan", 0) == 0) return "a Vulkan node keeps contiguous per-slot caches";
   return "";
 }
 

@@ -186,7 +186,7 @@ class Cluster {
            model::kKvBlockRows;
   }
   // Why blocks cannot be shared here ("" when they can): sliding-window layers (their
-  // rings are per slot), a Vulkan node (contiguous per-slot caches).
+  // rings are per slot).
   std::string no_prefix_sharing() const;
   // The batch-order policy every node runs (model::lane_ordered's flags).
   bool lane_order() const { return o_.run.lane_order; }

@@ -43,15 +43,39 @@ int decode_chunks(int n_positions) {
 
 int group_of(const AttentionShape& a) { return a.group > 0 ? a.group : a.n_heads / a.n_kv_heads; }
 
-void check_attention(const AttentionShape& a, const Buffer& k, const Buffer& v) {
+// The rows of one KV head's plane, after checking a paged cache's table covers positions
+// [0, end).
+int plane_rows(const KvPages* pages, int n_ctx, int end) {
+  if (!pages) return n_ctx;
+  CHECK(pages->table && pages->block_rows > 0 && pages->block_rows % kDecodeChunk == 0 && pages->table0 >= 0);
+  CHECK(pages->n_rows % pages->block_rows == 0);
+  const int blocks = (end + pages->block_rows - 1) / pages->block_rows;
+  CHECK(pages->table->bytes() >= size_t(pages->table0 + blocks) * 4);
+  return pages->n_rows;
+}
+
+// The shaders' (n_rows, block_rows, table0) and the table's binding (the cache when not paged).
+struct Paging {
+  uint32_t n_rows, block_rows, table0;
+  const Buffer* table;
+};
+Paging paging(const KvPages* pages, int n_ctx, int end, const Buffer& cache) {
+  const int rows = plane_rows(pages, n_ctx, end);
+  if (!pages) return {uint32_t(rows), 0, 0, &cache};
+  return {uint32_t(rows), uint32_t(pages->block_rows), uint32_t(pages->table0), pages->table};
+}
+
+Paging check_attention(const AttentionShape& a, const Buffer& k, const Buffer& v, const KvPages* pages) {
   CHECK(a.head_dim % 2 == 0 && a.head_dim <= kMaxHeadDim);
   CHECK(a.n_kv_heads >= 1);
   const int group = group_of(a);
   CHECK(group >= 1 && a.head_offset >= 0 && a.head_offset < group);
   CHECK((a.n_heads - 1 + a.head_offset) / group < a.n_kv_heads);  // every head's KV head is here
   CHECK(a.pos0 + a.n_q <= a.n_ctx);
-  const size_t cache_bytes = size_t(a.n_kv_heads) * a.n_ctx * a.head_dim * 2;
+  const Paging pg = paging(pages, a.n_ctx, a.pos0 + a.n_q, k);
+  const size_t cache_bytes = size_t(a.n_kv_heads) * pg.n_rows * a.head_dim * 2;
   CHECK(k.bytes() >= cache_bytes && v.bytes() >= cache_bytes);
+  return pg;
 }
 
 }  // namespace
@@ -298,39 +322,47 @@ void Commands::rope(Buffer& x, const Buffer& cache, int64_t n_tokens, int n_head
 }
 
 void Commands::kv_store(Buffer& cache, const Buffer& x, int64_t n_tokens, int pos0, int n_kv_heads, int head_dim,
-                        int n_ctx) {
+                        int n_ctx, const KvPages* pages) {
   CHECK(head_dim % 2 == 0 && pos0 + n_tokens <= n_ctx);
-  CHECK(cache.bytes() >= size_t(n_kv_heads) * n_ctx * head_dim * 2 &&
+  const Paging pg = paging(pages, n_ctx, int(pos0 + n_tokens), cache);
+  CHECK(cache.bytes() >= size_t(n_kv_heads) * pg.n_rows * head_dim * 2 &&
         x.bytes() >= size_t(n_tokens * n_kv_heads * head_dim) * 4);
-  struct { uint32_t n_tokens, pos0, n_kv_heads, head_dim, n_ctx; } push{uint32_t(n_tokens), uint32_t(pos0),
-                                                                        uint32_t(n_kv_heads), uint32_t(head_dim),
-                                                                        uint32_t(n_ctx)};
-  impl_->dispatch("kv_store", {&cache, &x}, push, groups(n_tokens * n_kv_heads * head_dim / 2, 64));
+  struct { uint32_t n_tokens, pos0, n_kv_heads, head_dim, n_rows, block_rows, table0; } push{
+      uint32_t(n_tokens), uint32_t(pos0), uint32_t(n_kv_heads), uint32_t(head_dim), pg.n_rows, pg.block_rows,
+      pg.table0};
+  impl_->dispatch("kv_store", {&cache, &x, pg.table}, push, groups(n_tokens * n_kv_heads * head_dim / 2, 64));
 }
 
 void Commands::flash_attention(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
-                               Buffer& out) {
-  check_attention(a, k, v);
+                               Buffer& out, const KvPages* pages) {
+  const Paging pg = check_attention(a, k, v, pages);
   const size_t q_bytes = size_t(a.n_q) * a.n_heads * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes);
   CHECK((a.n_q + kPrefillRows - 1) / kPrefillRows <= int(kMaxGroups));
-  struct { uint32_t n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; uint32_t window; } push{
-      uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset),
-      uint32_t(a.head_dim), uint32_t(a.n_ctx), a.scale, uint32_t(a.window)};
-  impl_->dispatch("flash_attention", {&q, &k, &v, &out}, push, groups(a.n_q, kPrefillRows), uint32_t(a.n_heads));
+  struct {
+    uint32_t n_q, pos0, n_heads, group, head_offset, head_dim, n_rows;
+    float scale;
+    uint32_t window, block_rows, table0;
+  } push{uint32_t(a.n_q), uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset),
+         uint32_t(a.head_dim), pg.n_rows, a.scale, uint32_t(a.window), pg.block_rows, pg.table0};
+  impl_->dispatch("flash_attention", {&q, &k, &v, &out, pg.table}, push, groups(a.n_q, kPrefillRows),
+                  uint32_t(a.n_heads));
 }
 
 void Commands::flash_decode(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
-                            Buffer& scratch, Buffer& out) {
-  check_attention(a, k, v);
+                            Buffer& scratch, Buffer& out, const KvPages* pages) {
+  const Paging pg = check_attention(a, k, v, pages);
   CHECK(a.n_q == 1);
   const size_t q_bytes = size_t(a.n_heads) * a.head_dim * 4;
   CHECK(q.bytes() >= q_bytes && out.bytes() >= q_bytes && scratch.bytes() >= flash_decode_scratch_bytes(a));
   const int n_chunks = decode_chunks(a.pos0 + 1);
-  struct { uint32_t pos0, n_heads, group, head_offset, head_dim, n_ctx, n_chunks; float scale; uint32_t window; } push{
-      uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset), uint32_t(a.head_dim),
-      uint32_t(a.n_ctx), uint32_t(n_chunks), a.scale, uint32_t(a.window)};
-  impl_->dispatch("flash_decode", {&q, &k, &v, &scratch}, push, uint32_t(n_chunks), uint32_t(a.n_heads));
+  struct {
+    uint32_t pos0, n_heads, group, head_offset, head_dim, n_rows, n_chunks;
+    float scale;
+    uint32_t window, block_rows, table0;
+  } push{uint32_t(a.pos0), uint32_t(a.n_heads), uint32_t(group_of(a)), uint32_t(a.head_offset), uint32_t(a.head_dim),
+         pg.n_rows, uint32_t(n_chunks), a.scale, uint32_t(a.window), pg.block_rows, pg.table0};
+  impl_->dispatch("flash_decode", {&q, &k, &v, &scratch, pg.table}, push, uint32_t(n_chunks), uint32_t(a.n_heads));
   struct { uint32_t head_dim, n_chunks; } combine{uint32_t(a.head_dim), uint32_t(n_chunks)};
   impl_->dispatch("flash_decode_combine", {&scratch, &out}, combine, uint32_t(a.n_heads));
 }

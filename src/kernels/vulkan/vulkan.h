@@ -114,7 +114,8 @@ class Device {
 bool supports_weight_type(tensor::Type t);
 
 // Shapes of the attention kernels. Queries and outputs are F32 [n_q][n_heads][head_dim];
-// the K and V caches are F16 [n_kv_heads][n_ctx][head_dim] (one buffer each); query head h
+// the K and V caches are F16 [n_kv_heads][n_ctx][head_dim] (one buffer each; or paged,
+// KvPages); query head h
 // reads KV head h / (n_heads / n_kv_heads). Query t is at position pos0 + t and attends
 // causally to positions 0 .. pos0 + t, all already stored in the cache.
 struct AttentionShape {
@@ -133,6 +134,17 @@ struct AttentionShape {
   int head_offset = 0;
 };
 constexpr int kMaxHeadDim = 256;
+// A paged cache (model/kv_cache.h, issue 32): each KV head's plane holds n_rows rows in
+// blocks of block_rows (a multiple of 64, flash_decode's chunk); a sequence's position j is
+// row table[table0 + j / block_rows] * block_rows + j % block_rows, table an int32 buffer
+// of block ids. The kernels read and sum the same values in the same order as from a
+// contiguous cache: only the addresses of whole runs of rows change.
+struct KvPages {
+  const Buffer* table = nullptr;
+  int table0 = 0;
+  int block_rows = 64;
+  int n_rows = 0;
+};
 // Scratch bytes flash_decode needs for a shape (its per-chunk partial results).
 size_t flash_decode_scratch_bytes(const AttentionShape& a);
 
@@ -175,14 +187,17 @@ class Commands {
   void rope(Buffer& x, const Buffer& cache, int64_t n_tokens, int n_heads, int head_dim, int n_rot,
             bool neox);
   // Writes F32 rows x [n_tokens][n_kv_heads][head_dim] (new K or V) into an F16 cache
-  // [n_kv_heads][n_ctx][head_dim] at positions pos0 .. pos0 + n_tokens - 1.
-  void kv_store(Buffer& cache, const Buffer& x, int64_t n_tokens, int pos0, int n_kv_heads, int head_dim, int n_ctx);
-  // Tiled causal attention with an online softmax over KV tiles (prefill).
+  // [n_kv_heads][n_ctx][head_dim] at positions pos0 .. pos0 + n_tokens - 1 (pages: a paged
+  // cache [n_kv_heads][pages->n_rows][head_dim], positions < n_ctx through its table).
+  void kv_store(Buffer& cache, const Buffer& x, int64_t n_tokens, int pos0, int n_kv_heads, int head_dim, int n_ctx,
+                const KvPages* pages = nullptr);
+  // Tiled causal attention with an online softmax over KV tiles (prefill). pages: k and v
+  // are paged caches (a.n_ctx still bounds the positions).
   void flash_attention(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
-                       Buffer& out);
+                       Buffer& out, const KvPages* pages = nullptr);
   // n_q == 1: the context split in chunks, a partial softmax per chunk, then a combine.
   void flash_decode(const AttentionShape& a, const Buffer& q, const Buffer& k, const Buffer& v,
-                    Buffer& scratch, Buffer& out);
+                    Buffer& scratch, Buffer& out, const KvPages* pages = nullptr);
 
   // dst[dst_offset ..) = src[src_offset ..), bytes of them (vkCmdCopyBuffer; the backend's
   // gathers of a batch's rows, which the ops above read from offset 0).

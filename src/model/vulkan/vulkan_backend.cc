@@ -102,6 +102,11 @@ class VulkanBackend : public Backend {
   // Folded into attention's scale (AttentionShape::scale = q_scale): the same bits as the
   // CPU's scaled q for a power-of-two scale.
   void scale_queries(float, int) override {}
+  void set_blocks(int slot, int from, std::span<const int32_t> blocks) override;
+  bool kv_covers(int slot, int end) const override {
+    return int64_t(tables_[size_t(slot)].size()) * kKvBlockRows >= end;
+  }
+  bool kv_copy(const KvCopy& c) override;
   void kv_store(int layer, const Segment* segs, int n_segs) override;
   void attention(int layer, const Segment* segs, int n_segs) override;
   void glu(Activation act, int n) override {
@@ -127,6 +132,21 @@ class VulkanBackend : public Backend {
  private:
   class Local;  // LocalLinear on the device
   util::Status upload_weights();
+  bool paged(int layer) const { return !cfg_.is_swa(layer); }
+  // Layer l's K or V cache for slot, and the paging it is read through (null: a window
+  // layer's contiguous per-slot cache).
+  vk::Buffer& cache(bool v, int slot, int l) {
+    std::vector<vk::Buffer>& c = v ? v_cache_ : k_cache_;
+    return paged(l) ? c[size_t(l)] : c[size_t(cfg_.n_layers) * (1 + slot) + l];
+  }
+  const vk::KvPages* pages(int slot, int l) {
+    if (!paged(l)) return nullptr;
+    pages_.table = &table_dev_;
+    pages_.table0 = slot * per_slot_;
+    pages_.block_rows = kKvBlockRows;
+    pages_.n_rows = n_blocks_ * kKvBlockRows;
+    return &pages_;
+  }
   vk::Buffer& buf(Act a);
   int heads(Act a) const { return a == Act::kQ ? part_.n_heads : part_.n_kv_heads; }  // of kQ or kK
   const vk::Buffer& mat(const Matrix& m) const { return weights_.at(m.data); }
@@ -148,7 +168,18 @@ class VulkanBackend : public Backend {
   vk::Commands cmd_;
   int q_dim_, kv_dim_;
   std::unordered_map<const void*, vk::Buffer> weights_;  // by the host data they copy
-  std::vector<vk::Buffer> k_cache_, v_cache_;  // [slot * n_layers + layer]: F16 [n_kv_heads][ctx][head_dim]
+  // The KV cache, F16 (model/kv_cache.h's paged layout, issue 32): a full-attention layer l's
+  // rows in [l]: [n_kv_heads][n_blocks * kKvBlockRows][head_dim], position p of a slot at row
+  // table[p / kKvBlockRows] * kKvBlockRows + p % kKvBlockRows; a sliding-window layer keeps
+  // a whole context per slot in [(1 + slot) * n_layers + l]: [n_kv_heads][ctx][head_dim].
+  std::vector<vk::Buffer> k_cache_, v_cache_;
+  int n_blocks_ = 0, per_slot_ = 0;          // the pool's blocks; table entries per slot
+  std::vector<std::vector<int32_t>> tables_;  // [slot] block ids (the root's, set_blocks)
+  std::vector<int32_t> table_host_;           // [slot][per_slot_] as uploaded to table_dev_
+  vk::Buffer table_dev_;
+  bool tables_dirty_ = true;
+  vk::KvPages pages_;
+  std::unordered_map<int32_t, std::vector<uint8_t>> host_;  // the host cache's entries (kv_copy)
   // Activations, B = max_batch rows.
   vk::Buffer x_, xn_, proj_;          // [B][dim]
   vk::Buffer q_, att_, seg_q_, seg_out_;  // [B][q_dim]; seg_*: one segment's rows (batches of several)
@@ -166,13 +197,24 @@ class VulkanBackend : public Backend {
 util::Status VulkanBackend::init() {
   const size_t B = max_batch(rc_), D = cfg_.dim, F = std::max(1, part_.n_ff), f = sizeof(float);
   RETURN_IF_ERROR(upload_weights());
-  const size_t cache_bytes = size_t(std::max(1, part_.n_kv_heads)) * rc_.ctx * cfg_.head_dim * 2;
-  for (int s = 0; s < rc_.n_slots; ++s)
-    for (int l = 0; l < cfg_.n_layers; ++l) {
-      k_cache_.emplace_back();
-      v_cache_.emplace_back();
-      RETURN_IF_ERROR(alloc(&k_cache_.back(), cache_bytes, "KV cache"));
-      RETURN_IF_ERROR(alloc(&v_cache_.back(), cache_bytes, "KV cache"));
+  // The pool and identity tables as model::KvCache's (slot s owns blocks [s * per_slot,
+  // (s + 1) * per_slot) when the pool holds every slot's whole context).
+  per_slot_ = kv_blocks_for(rc_.ctx);
+  n_blocks_ = rc_.kv_blocks > 0 ? rc_.kv_blocks : rc_.n_slots * per_slot_;
+  tables_.resize(size_t(rc_.n_slots));
+  if (n_blocks_ >= rc_.n_slots * per_slot_)
+    for (int s = 0; s < rc_.n_slots; ++s)
+      for (int b = 0; b < per_slot_; ++b) tables_[size_t(s)].push_back(s * per_slot_ + b);
+  table_host_.assign(size_t(rc_.n_slots) * per_slot_, 0);
+  RETURN_IF_ERROR(alloc(&table_dev_, table_host_.size() * sizeof(int32_t), "KV block tables"));
+  const size_t row_bytes = size_t(cfg_.head_dim) * 2, heads = size_t(std::max(1, part_.n_kv_heads));
+  k_cache_.resize(size_t(cfg_.n_layers) * (1 + rc_.n_slots));
+  v_cache_.resize(k_cache_.size());
+  for (int l = 0; l < cfg_.n_layers; ++l)
+    for (int s = 0; s < (paged(l) ? 1 : rc_.n_slots); ++s) {
+      const size_t bytes = heads * row_bytes * (paged(l) ? size_t(n_blocks_) * kKvBlockRows : size_t(rc_.ctx));
+      RETURN_IF_ERROR(alloc(&cache(false, s, l), bytes, "KV cache"));
+      RETURN_IF_ERROR(alloc(&cache(true, s, l), bytes, "KV cache"));
     }
   const size_t qd = std::max(1, q_dim_), kd = std::max(1, kv_dim_);
   for (vk::Buffer* b : {&x_, &xn_, &proj_, &red_out_, &logits_in_}) RETURN_IF_ERROR(alloc(b, B * D * f, "activations"));
@@ -247,6 +289,15 @@ void VulkanBackend::begin(const Segment* segs, int n_segs, int n, const float* x
   // Nothing is in flight between batches (end_batch waits), so these copies are safe; a
   // failure is returned by the batch's next reduce point or end_batch.
   upload_st_ = dev_->upload(x_, x, sizeof(float) * n * c.dim);
+  if (upload_st_.ok() && tables_dirty_) {  // the block tables, when set_blocks changed one
+    for (size_t s = 0; s < tables_.size(); ++s) {
+      const std::vector<int32_t>& t = tables_[s];
+      std::copy(t.begin(), t.begin() + std::min<size_t>(t.size(), size_t(per_slot_)),
+                table_host_.begin() + s * per_slot_);
+    }
+    upload_st_ = dev_->upload(table_dev_, table_host_.data(), sizeof(int32_t) * table_host_.size());
+    tables_dirty_ = !upload_st_.ok();
+  }
   if (upload_st_.ok()) upload_st_ = dev_->upload(rope_, rope.data(), sizeof(float) * rope.size());
   if (upload_st_.ok() && !rope_swa.empty())
     upload_st_ = dev_->upload(rope_swa_, rope_swa.data(), sizeof(float) * rope_swa.size());
@@ -265,8 +316,8 @@ void VulkanBackend::kv_store(int l, const Segment* segs, int n_segs) {
       cmd_.copy(seg_k_, 0, k_, row * kb, g.n * kb);
       cmd_.copy(seg_v_, 0, v_, row * kb, g.n * kb);
     }
-    cmd_.kv_store(k_cache_[size_t(g.slot) * c.n_layers + l], k, g.n, g.pos, nkv, hd, rc_.ctx);
-    cmd_.kv_store(v_cache_[size_t(g.slot) * c.n_layers + l], v, g.n, g.pos, nkv, hd, rc_.ctx);
+    cmd_.kv_store(cache(false, g.slot, l), k, g.n, g.pos, nkv, hd, rc_.ctx, pages(g.slot, l));
+    cmd_.kv_store(cache(true, g.slot, l), v, g.n, g.pos, nkv, hd, rc_.ctx, pages(g.slot, l));
   }
 }
 
@@ -281,8 +332,8 @@ void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
     vk::Buffer& q = alone ? q_ : seg_q_;
     vk::Buffer& out = alone ? att_ : seg_out_;
     if (!alone) cmd_.copy(seg_q_, 0, q_, row * qb, g.n * qb);
-    vk::Buffer& kc = k_cache_[size_t(g.slot) * c.n_layers + l];
-    vk::Buffer& vc = v_cache_[size_t(g.slot) * c.n_layers + l];
+    vk::Buffer& kc = cache(false, g.slot, l);
+    vk::Buffer& vc = cache(true, g.slot, l);
     vk::AttentionShape a;
     a.n_q = g.n;
     a.pos0 = g.pos;
@@ -297,11 +348,65 @@ void VulkanBackend::attention(int l, const Segment* segs, int n_segs) {
     a.group = c.n_heads / c.n_kv_heads;  // a slice may start or end inside a KV group
     a.head_offset = part_.head_begin - part_.kv_begin * a.group;
     if (g.n == 1)
-      cmd_.flash_decode(a, q, kc, vc, decode_scratch_, out);
+      cmd_.flash_decode(a, q, kc, vc, decode_scratch_, out, pages(g.slot, l));
     else
-      cmd_.flash_attention(a, q, kc, vc, out);
+      cmd_.flash_attention(a, q, kc, vc, out, pages(g.slot, l));
     if (!alone) cmd_.copy(att_, row * qb, seg_out_, 0, g.n * qb);
   }
+}
+
+void VulkanBackend::set_blocks(int slot, int from, std::span<const int32_t> blocks) {
+  CHECK(slot >= 0 && slot < rc_.n_slots && from >= 0);
+  std::vector<int32_t>& t = tables_[size_t(slot)];
+  t.resize(size_t(from), 0);
+  for (int32_t b : blocks) {
+    CHECK(b >= 0 && b < n_blocks_);
+    t.push_back(b);
+  }
+  tables_dirty_ = true;  // (entries past ctx / 64 are never read: begin uploads per_slot_ of each)
+}
+
+// As KvCache::copy: an entry holds the block's run of each full layer's KV head plane, K
+// then V, copied between the device and host memory (nothing is in flight between steps).
+bool VulkanBackend::kv_copy(const KvCopy& c) {
+  const size_t run = size_t(kKvBlockRows) * cfg_.head_dim * 2, heads = size_t(std::max(1, part_.n_kv_heads));
+  size_t n = 0;
+  for (int l = 0; l < cfg_.n_layers; ++l) n += paged(l) ? heads * run : 0;
+  auto it = host_.find(c.entry);
+  // Each (layer, head) run of the block: fn(K or V buffer, its offset, the entry's offset).
+  const auto each_run = [&](auto&& fn) {
+    util::Status st = util::ok_status();
+    size_t e = 0;
+    for (int l = 0; l < cfg_.n_layers && st.ok(); ++l) {
+      if (!paged(l)) continue;
+      for (size_t h = 0; h < heads && st.ok(); ++h, e += run) {
+        const size_t o = (h * size_t(n_blocks_) + size_t(c.block)) * run;
+        st = fn(k_cache_[size_t(l)], o, e);
+        if (st.ok()) st = fn(v_cache_[size_t(l)], o, n + e);
+      }
+    }
+    return st.ok();
+  };
+  switch (c.kind) {
+    case KvCopy::Kind::kSave: {
+      if (it != host_.end() || c.block < 0 || c.block >= n_blocks_) return false;
+      std::vector<uint8_t>& entry = host_[c.entry];
+      entry.resize(2 * n);
+      return each_run([&](vk::Buffer& b, size_t o, size_t at) { return dev_->download(b, entry.data() + at, run, o); });
+    }
+    case KvCopy::Kind::kRestore: {
+      if (it == host_.end() || c.block < 0 || c.block >= n_blocks_) return false;
+      const bool ok = each_run(
+          [&](vk::Buffer& b, size_t o, size_t at) { return dev_->upload(b, it->second.data() + at, run, o); });
+      host_.erase(it);
+      return ok;
+    }
+    case KvCopy::Kind::kForget:
+      if (it == host_.end()) return false;
+      host_.erase(it);
+      return true;
+  }
+  return false;
 }
 
 // The Collective's products of this node: x and y in host memory, the product on the device.
@@ -391,8 +496,13 @@ util::Expected<std::unique_ptr<Backend>> make_vulkan_backend(int index, const Co
   // buffers (the widest ones: activations of every kind, logits).
   uint64_t weights = 0;
   for_each_matrix(w, [&](const Matrix& m) { weights += m.bytes(); });
-  const uint64_t kv = uint64_t(KvCache::bytes_per_position(cfg.n_layers, part.n_kv_heads, cfg.head_dim, KvType::kF16)) *
-                      rc.ctx * rc.n_slots;
+  // The KV cache: the pool's blocks of the full-attention layers, a whole context per slot
+  // of the sliding-window ones (VulkanBackend::k_cache_).
+  const int n_blocks = rc.kv_blocks > 0 ? rc.kv_blocks : rc.n_slots * kv_blocks_for(rc.ctx);
+  uint64_t kv = 0;
+  for (int l = 0; l < cfg.n_layers; ++l)
+    kv += uint64_t(KvCache::bytes_per_position(1, part.n_kv_heads, cfg.head_dim, KvType::kF16)) *
+          (cfg.is_swa(l) ? uint64_t(rc.ctx) * rc.n_slots : uint64_t(n_blocks) * kKvBlockRows);
   const uint64_t acts = uint64_t(max_batch(rc)) * sizeof(float) *
                         (8 * uint64_t(cfg.dim) + 4 * uint64_t(cfg.n_heads) * cfg.head_dim + 2 * uint64_t(cfg.n_ff) +
                          uint64_t(w.output.rows));

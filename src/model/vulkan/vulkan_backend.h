@@ -2,8 +2,11 @@
 // over the kernel layer kernels/vulkan/vulkan.h. Built only with SHARDLM_VULKAN (library
 // shardlm_model_vulkan), so model/ itself never depends on Vulkan.
 // The backend owns the device, the weights uploaded once in their GGUF types (one Buffer
-// per matrix, norms as F32, biases tiled to a batch of rows), an F16 KV cache per (slot,
-// layer) on the device, and the batch's activations there. Ops are recorded into one
+// per matrix, norms as F32, biases tiled to a batch of rows), an F16 KV cache on the device
+// paged as model::KvCache's (a pool of blocks per full-attention layer read through the
+// root's block tables; a whole context per slot for sliding-window layers), its host KV
+// cache's entries (kv_copy: device <-> host copies between steps), and the batch's
+// activations there. Ops are recorded into one
 // command buffer, submitted once per step on one node; with a Collective, at each reduce
 // point the input rows cross to host memory, the Collective works there (its local
 // products upload x, multiply on the device and download y) and the sum is uploaded.

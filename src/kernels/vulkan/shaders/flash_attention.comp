@@ -5,6 +5,10 @@
 // exp(m_old - m_new) (online softmax), so the score matrix is never stored beyond one
 // 8 x 16 tile. Q is rounded to F16 first, as the CPU does for an F16 cache (its
 // prepare_q_row); scores and sums are F32.
+// The cache's rows: position j at row j of its KV head's plane (n_rows rows), or through a
+// block table (block_rows > 0, a multiple of BC; model/kv_cache.h's paged cache) at row
+// table[table0 + j / block_rows] * block_rows + j % block_rows: a tile is one run of rows
+// either way, read and summed in the same order.
 #version 450
 #include "f16.glsl"
 
@@ -14,12 +18,19 @@
 #define NT 128    // invocations
 layout(local_size_x = NT) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };      // [n_q][n_heads][head_dim]
-layout(std430, binding = 1) readonly buffer K { uint k[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
-layout(std430, binding = 2) readonly buffer V { uint v[]; };       // f16 [n_kv_heads][n_ctx][head_dim]
+layout(std430, binding = 1) readonly buffer K { uint k[]; };       // f16 [n_kv_heads][n_rows][head_dim]
+layout(std430, binding = 2) readonly buffer V { uint v[]; };       // f16 [n_kv_heads][n_rows][head_dim]
 layout(std430, binding = 3) writeonly buffer Out { float out_[]; };  // [n_q][n_heads][head_dim]
+layout(std430, binding = 4) readonly buffer Table { int table[]; };  // block ids (block_rows > 0)
 // Query head h reads KV head (h + head_offset) / group (vulkan.h AttentionShape).
 // window > 0: the query at position P sees positions P - window + 1 .. P only (sliding window).
-layout(push_constant) uniform Push { uint n_q, pos0, n_heads, group, head_offset, head_dim, n_ctx; float scale; uint window; } p;
+layout(push_constant) uniform Push {
+  uint n_q, pos0, n_heads, group, head_offset, head_dim, n_rows;
+  float scale;
+  uint window, block_rows, table0;
+} p;
+
+uint row(uint j) { return p.block_rows == 0u ? j : uint(table[p.table0 + j / p.block_rows]) * p.block_rows + j % p.block_rows; }
 
 #define NEG_INF uintBitsToFloat(0xFF800000u)
 shared float qs[BR][DMAX];
@@ -32,7 +43,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, hd = p.head_dim;
   const uint t0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y;
   const uint kvh = (h + p.head_offset) / p.group;
-  const uint kv_base = kvh * p.n_ctx * (hd / 2u);  // in uints (f16 pairs)
+  const uint kv_base = kvh * p.n_rows * (hd / 2u);  // in uints (f16 pairs)
   for (uint e = tid; e < BR * hd; e += NT) {
     const uint r = e / hd, t = t0 + r;
     qs[r][e % hd] = t < p.n_q ? f16_round_signed(q[(t * p.n_heads + h) * hd + e % hd]) : 0.0;
@@ -47,10 +58,11 @@ void main() {
   // the first tile the tile's first row sees (a window skips the tiles before it)
   const uint kv_begin = p.window > 0u && p.pos0 + t0 >= p.window ? (p.pos0 + t0 + 1u - p.window) / BC * BC : 0u;
   for (uint j0 = kv_begin; j0 < kv_end; j0 += BC) {
+    const uint r0 = row(j0);  // the tile's first row (its rows follow)
     for (uint e = tid; e < BC * hd / 2u; e += NT) {
       const uint jj = e / (hd / 2u), d2 = e % (hd / 2u), j = j0 + jj;
-      ks[jj][d2] = j < kv_end ? k[kv_base + j * (hd / 2u) + d2] : 0u;
-      vs[jj][d2] = j < kv_end ? v[kv_base + j * (hd / 2u) + d2] : 0u;
+      ks[jj][d2] = j < kv_end ? k[kv_base + (r0 + jj) * (hd / 2u) + d2] : 0u;
+      vs[jj][d2] = j < kv_end ? v[kv_base + (r0 + jj) * (hd / 2u) + d2] : 0u;
     }
     barrier();
     for (uint e = tid; e < BR * BC; e += NT) {
