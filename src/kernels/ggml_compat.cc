@@ -2,7 +2,9 @@
 // our activations round to the same int8 values as llama.cpp's and greedy tokens match:
 // SiLU/SwiGLU with ggml_v_expf, GeGLU from ggml's F16 table of gelu, softmax with its 8-lane sums in double, and the F16 dot
 // products of attention (4 accumulators of 8 lanes, fused multiply-add, ggml's reduction
-// tree). Each op has an AVX2 version (target attributes, chosen at run time) and a scalar
+// tree). Each op has an AVX2 version (target attributes, chosen at run time), a NEON one
+// (AArch64's neon / dotprod / i8mm tables: the AVX2 version's 8 lanes as two float32x4, the
+// same operations and reduction tree, so an ARM node's bits are x86's; issue 29) and a scalar
 // one that performs the same IEEE operations with std::fma. Not here: anything that is
 // already exact regardless of order (rmsnorm, rope, adds live in ops.cc).
 #include <algorithm>
@@ -17,6 +19,9 @@
 #include <immintrin.h>
 #define SHARDLM_AVX2 __attribute__((target("avx2,fma,f16c")))
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 namespace kernels {
 
@@ -24,6 +29,9 @@ namespace {
 
 #if defined(__x86_64__)
 bool use_avx2() { return runs_avx2(active_isa()); }
+#endif
+#if defined(__aarch64__)
+bool use_neon() { return active_isa() != Isa::kScalar; }  // every AArch64 table is NEON
 #endif
 
 uint32_t bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
@@ -174,6 +182,114 @@ SHARDLM_AVX2 void weighted_rows_avx2(const uint16_t* v, size_t stride, const uin
 }
 #endif
 
+
+#if defined(__aarch64__)
+// 4 lanes of v_expf above (ggml_v_expf), operation for operation.
+float32x4_t v_expf(float32x4_t x) {
+  const float32x4_t r = vdupq_n_f32(0x1.8p23f);
+  const float32x4_t z = vfmaq_f32(r, x, vdupq_n_f32(0x1.715476p+0f));
+  const float32x4_t n = vsubq_f32(z, r);
+  const float32x4_t b = vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+  const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23);
+  const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vreinterpretq_u32_f32(vdupq_n_f32(1))));
+  const uint32x4_t c = vcagtq_f32(n, vdupq_n_f32(126));
+  const float32x4_t u = vmulq_f32(b, b);
+  const float32x4_t j =
+      vfmaq_f32(vmulq_f32(vdupq_n_f32(0x1.ffffecp-1f), b),
+                vfmaq_f32(vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b),
+                          vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b), u),
+                u);
+  if (!vmaxvq_u32(c)) return vfmaq_f32(k, j, k);
+  const uint32x4_t g = vandq_u32(vclezq_f32(n), vdupq_n_u32(0x82000000u));
+  const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
+  const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
+  const uint32x4_t d = vcagtq_f32(n, vdupq_n_f32(192));
+  return vbslq_f32(d, vmulq_f32(s1, s1), vbslq_f32(c, vmulq_f32(vfmaq_f32(s2, s2, j), s1), vfmaq_f32(k, k, j)));
+}
+
+// AVX2's sum of 8 lanes (lo, hi): ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+float hsum8(float32x4_t lo, float32x4_t hi) {
+  const float32x4_t a = vaddq_f32(hi, lo);
+  return vpadds_f32(vadd_f32(vget_low_f32(a), vget_high_f32(a)));
+}
+
+// AVX2's reduction of 4 accumulators of 8 lanes (s[j][0] lanes 0-3, s[j][1] lanes 4-7).
+float reduce_4x8(float32x4_t (*s)[2]) {
+  float32x4_t t[2];
+  for (int h = 0; h < 2; ++h) t[h] = vaddq_f32(vaddq_f32(s[0][h], s[2][h]), vaddq_f32(s[1][h], s[3][h]));
+  const float32x4_t t0 = vaddq_f32(t[0], t[1]);
+  const float32x4_t p = vpaddq_f32(t0, t0);
+  return vpadds_f32(vget_low_f32(p));
+}
+
+float32x4_t load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
+int64_t swiglu_neon(float* out, const float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  for (; i + 7 < n; i += 8)
+    for (int h = 0; h < 8; h += 4) {
+      const float32x4_t x = vld1q_f32(gate + i + h);
+      const float32x4_t silu = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1), v_expf(vsubq_f32(vdupq_n_f32(0), x))));
+      vst1q_f32(out + i + h, vmulq_f32(silu, vld1q_f32(up + i + h)));
+    }
+  return i;
+}
+
+// sum += exp(x - max) over whole groups of 8 (each group's lanes summed in float); store:
+// x = exp(x - max) too (softmax).
+template <bool kStore>
+int64_t sum_exp_neon(float* x, int64_t n, float max, double* sum) {
+  int64_t i = 0;
+  const float32x4_t m = vdupq_n_f32(max);
+  for (; i + 7 < n; i += 8) {
+    const float32x4_t lo = v_expf(vsubq_f32(vld1q_f32(x + i), m)), hi = v_expf(vsubq_f32(vld1q_f32(x + i + 4), m));
+    if constexpr (kStore) {
+      vst1q_f32(x + i, lo);
+      vst1q_f32(x + i + 4, hi);
+    }
+    *sum += static_cast<double>(hsum8(lo, hi));
+  }
+  return i;
+}
+
+float dot_f16_neon(const uint16_t* x, const uint16_t* y, int64_t n) {
+  const int64_t np = n & ~int64_t(31);
+  float32x4_t s[4][2];
+  for (auto& a : s) a[0] = a[1] = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int h = 0; h < 2; ++h)
+        s[j][h] = vfmaq_f32(s[j][h], load_f16(x + i + 8 * j + 4 * h), load_f16(y + i + 8 * j + 4 * h));
+  double sum = reduce_4x8(s);
+  for (int64_t i = np; i < n; ++i) sum += double(util::fp16_to_f32(x[i]) * util::fp16_to_f32(y[i]));
+  return static_cast<float>(sum);
+}
+
+float dot_f32_neon(const float* x, const float* y, int64_t n) {
+  const int64_t np = n & ~int64_t(31);
+  float32x4_t s[4][2];
+  for (auto& a : s) a[0] = a[1] = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int h = 0; h < 2; ++h)
+        s[j][h] = vfmaq_f32(s[j][h], vld1q_f32(x + i + 8 * j + 4 * h), vld1q_f32(y + i + 8 * j + 4 * h));
+  float sum = reduce_4x8(s);
+  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
+}
+
+// weighted_rows_avx2, 4 lanes at a time (hd % 8 == 0 as there, so the same rows skip).
+void weighted_rows_neon(const uint16_t* v, size_t stride, const uint16_t* p, int64_t n, int hd, float* acc) {
+  for (int64_t t = 0; t < n; ++t) {
+    if (p[t] == 0) continue;  // fma(v, +0, acc) == acc for finite v
+    const float32x4_t pt = vdupq_n_f32(util::fp16_to_f32(p[t]));
+    float* a = acc + (t % 32) * hd;
+    const uint16_t* vr = v + t * stride;
+    for (int i = 0; i < hd; i += 4) vst1q_f32(a + i, vfmaq_f32(vld1q_f32(a + i), load_f16(vr + i), pt));
+  }
+}
+#endif
+
 }  // namespace
 
 float ggml_expf(float x) { return expf_lane(x); }
@@ -182,6 +298,9 @@ void swiglu(float* out, const float* gate, const float* up, int64_t n) {
   int64_t i = 0;
 #if defined(__x86_64__)
   if (use_avx2()) i = swiglu_avx2(out, gate, up, n);
+#endif
+#if defined(__aarch64__)
+  if (use_neon()) i = swiglu_neon(out, gate, up, n);
 #endif
   if (i == 0) {  // scalar: the same lane operations
     for (; i + 7 < n; i += 8)
@@ -243,6 +362,9 @@ void softmax(float* x, int64_t n, const float* sink) {
 #if defined(__x86_64__)
   if (use_avx2()) i = softmax_sum_avx2(x, n, max, &sum);
 #endif
+#if defined(__aarch64__)
+  if (use_neon()) i = sum_exp_neon<true>(x, n, max, &sum);
+#endif
   if (i == 0) {
     for (; i + 7 < n; i += 8) {
       float v[8];
@@ -270,6 +392,9 @@ float log_sum_exp(const float* x, int64_t n) {
 #if defined(__x86_64__)
   if (use_avx2()) i = sum_exp_avx2(x, n, max, &sum);
 #endif
+#if defined(__aarch64__)
+  if (use_neon()) i = sum_exp_neon<false>(const_cast<float*>(x), n, max, &sum);
+#endif
   if (i == 0) {
     for (; i + 7 < n; i += 8) {
       float v[8];
@@ -287,6 +412,9 @@ float dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {
 #if defined(__x86_64__)
   if (use_avx2()) return dot_f16_avx2(x, y, n);
 #endif
+#if defined(__aarch64__)
+  if (use_neon()) return dot_f16_neon(x, y, n);
+#endif
   const int64_t np = n & ~int64_t(31);
   float s[32] = {};
   for (int64_t i = 0; i < np; ++i) s[i % 32] = std::fma(util::fp16_to_f32(x[i]), util::fp16_to_f32(y[i]), s[i % 32]);
@@ -298,6 +426,9 @@ float dot_f16(const uint16_t* x, const uint16_t* y, int64_t n) {
 float dot_f32(const float* x, const float* y, int64_t n) {
 #if defined(__x86_64__)
   if (use_avx2()) return dot_f32_avx2(x, y, n);
+#endif
+#if defined(__aarch64__)
+  if (use_neon()) return dot_f32_neon(x, y, n);
 #endif
   const int64_t np = n & ~int64_t(31);
   float s[32] = {};
@@ -315,6 +446,12 @@ void weighted_sum_f16(const uint16_t* v, size_t stride, const uint16_t* p, int64
 #if defined(__x86_64__)
   if (use_avx2() && hd % 8 == 0) {
     weighted_rows_avx2(v, stride, p, n, hd, acc.data());
+    done = true;
+  }
+#endif
+#if defined(__aarch64__)
+  if (use_neon() && hd % 8 == 0) {
+    weighted_rows_neon(v, stride, p, n, hd, acc.data());
     done = true;
   }
 #endif

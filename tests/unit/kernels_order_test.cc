@@ -364,6 +364,71 @@ TEST(KernelsOrderAttention, FlashAttentionBitsEqualX86Avx2) {
   set_isa(saved);
 }
 
+// ggml_compat.cc's float ops (SwiGLU, softmax, log_sum_exp, the F16 / F32 dots of the exact
+// attention path, the V x p sums): each SIMD table's version (AVX2; NEON at every level)
+// equals the scalar one, which performs the AVX2 operations lane by lane, to the bit. Odd
+// sizes (tails past the groups of 8 / 32) and exponents past ggml_v_expf's fast range.
+TEST(KernelsOrderFloatOps, SimdEqualsScalarBitwise) {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm})
+    if (isa_supported(isa)) isas.push_back(isa);
+  if (isas.empty()) GTEST_SKIP() << "no AVX2 or NEON table on this CPU";
+  std::mt19937 rng(29);
+  auto bits_of = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * 4);
+    return b;
+  };
+  // All the ops' outputs for one table, as one vector of floats.
+  auto run = [](Isa isa, const std::vector<float>& x, const std::vector<float>& y, const std::vector<uint16_t>& h,
+                const std::vector<uint16_t>& p, int64_t n) {
+    set_isa(isa);
+    std::vector<float> out(static_cast<size_t>(n)), all;
+    swiglu(out.data(), x.data(), y.data(), n);
+    all.insert(all.end(), out.begin(), out.end());
+    for (const std::vector<float>* v : {&x, &y}) {  // y: no dominant term, so every lane sum shows
+      std::vector<float> sm(*v);
+      softmax(sm.data(), n);
+      all.insert(all.end(), sm.begin(), sm.end());
+      const float sink = 3.0f;
+      sm = *v;
+      softmax(sm.data(), n, &sink);
+      all.insert(all.end(), sm.begin(), sm.end());
+      all.push_back(log_sum_exp(v->data(), n));
+    }
+    all.push_back(dot_f32(x.data(), y.data(), n));
+    all.push_back(dot_f16(h.data(), h.data() + n, n));
+    for (int hd : {8, 64, 12}) {  // 12: no SIMD path on either architecture
+      std::vector<float> o(static_cast<size_t>(hd));
+      weighted_sum_f16(h.data(), size_t(hd), p.data(), n * 2 / hd, hd, o.data());
+      all.insert(all.end(), o.begin(), o.end());
+    }
+    return all;
+  };
+  const Isa saved = active_isa();
+  for (int64_t n : {1, 7, 8, 31, 32, 33, 100, 257, 1000}) {
+    std::uniform_real_distribution<float> wide(-150.0f, 150.0f), narrow(-4.0f, 4.0f);
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      x[size_t(i)] = i % 3 == 0 ? wide(rng) : narrow(rng);  // exp(-150) .. exp(150): ggml_v_expf's slow lanes
+      y[size_t(i)] = narrow(rng);
+    }
+    std::vector<uint16_t> h(static_cast<size_t>(2 * n)), p(static_cast<size_t>(2 * n));
+    for (size_t i = 0; i < h.size(); ++i) {
+      h[i] = util::f32_to_fp16(narrow(rng));
+      p[i] = i % 5 == 0 ? 0 : util::f32_to_fp16(std::fabs(narrow(rng)) / 4);  // some zero probabilities
+    }
+    const std::vector<uint32_t> want = bits_of(run(Isa::kScalar, x, y, h, p, n));
+    for (Isa isa : isas) {
+      const std::vector<uint32_t> got = bits_of(run(isa, x, y, h, p, n));
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "isa=" << isa_name(isa) << " n=" << n << " output " << i;
+    }
+  }
+  set_isa(saved);
+}
+
 INSTANTIATE_TEST_SUITE_P(SimdTypes, KernelsOrder,
                          ::testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0,
                                            Type::Q5_1, Type::Q8_0, Type::Q4_K, Type::Q5_K, Type::Q6_K,
