@@ -3,7 +3,7 @@
 # inner loops (tools/mca/neon_loops.cc, the dotprod tiles) beside ggml's NEON vec_dots
 # (llama.cpp's ggml/src/ggml-cpu/arch/arm/quants.c, LLAMA_CPP=/work/llama.cpp), both compiled
 # by g++/gcc-aarch64-linux-gnu -O3 -march=armv8.2-a+dotprod (our build's flags for
-# neon_dotprod.cc). The loop of each function holding its sdot instructions is cut from the
+# neon_dotprod.cc; ours with the AArch64 build's -ffp-contract=off, ggml's as llama.cpp builds it). The loop of each function holding its sdot instructions is cut from the
 # assembly (from the label a backward branch returns to) and given to llvm-mca-14 -mtriple=aarch64 -mcpu=CPU
 # (default cortex-a76); cycles per iteration are scaled by the weights one iteration eats.
 set -euo pipefail
@@ -14,9 +14,10 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 mca="${LLVM_MCA:-llvm-mca-14}"
 flags=(-O3 -march=armv8.2-a+dotprod -S -o-)
+ours=(-ffp-contract=off)  # the AArch64 build's (CMakeLists.txt; -std=c++20 implies it in GCC 12 too)
 i8mm=(-O3 -march=armv8.2-a+dotprod+i8mm -S -o-)  # neon_i8mm.cc's flags
-aarch64-linux-gnu-g++ -std=c++20 "${flags[@]}" -I"$root/src" "$root/tools/mca/neon_loops.cc" >"$tmp/ours.s"
-aarch64-linux-gnu-g++ -std=c++20 "${i8mm[@]}" -I"$root/src" "$root/tools/mca/neon_loops.cc" >"$tmp/ours_i8mm.s"
+aarch64-linux-gnu-g++ -std=c++20 "${flags[@]}" "${ours[@]}" -I"$root/src" "$root/tools/mca/neon_loops.cc" >"$tmp/ours.s"
+aarch64-linux-gnu-g++ -std=c++20 "${i8mm[@]}" "${ours[@]}" -I"$root/src" "$root/tools/mca/neon_loops.cc" >"$tmp/ours_i8mm.s"
 g="$llama/ggml"
 aarch64-linux-gnu-gcc -std=gnu11 "${flags[@]}" -D_GNU_SOURCE -DNDEBUG -I"$g/include" -I"$g/src" -I"$g/src/ggml-cpu" \
   "$g/src/ggml-cpu/arch/arm/quants.c" >"$tmp/ggml.s"
@@ -91,6 +92,9 @@ row Q4_0 mca_q4_0 128 ggml_vec_dot_q4_0_q8_0 "${GGML_Q4_0_W:-64}"
 row Q8_0 mca_q8_0 128 ggml_vec_dot_q8_0_q8_0 "${GGML_Q8_0_W:-64}"
 row Q4_K mca_q4_k 256 ggml_vec_dot_q4_K_q8_K 256
 row Q6_K mca_q6_k 256 ggml_vec_dot_q6_K_q8_K 256
+row Q2_K mca_q2_k 256 ggml_vec_dot_q2_K_q8_K 256
+row Q3_K mca_q3_k 256 ggml_vec_dot_q3_K_q8_K 256
+row IQ4_XS mca_iq4_xs 256 ggml_vec_dot_iq4_xs_q8_K 256
 
 # The GEMMs (prompt batches): cycles per 256 multiply-adds (weights x tokens); an sdot does
 # 16, an smmla 32 (2 rows x 2 columns x 8), for ggml's inline assembly too.
@@ -111,11 +115,12 @@ gemm_row "Q6_K before (lane-order decode tile)" ours.s mca_old_gemm_q6_k ggml.s 
 gemm_row "Q4_0 sdot" ours.s mca_gemm_q4_0 ggml.s ggml_gemm_q4_0_4x4_q8_0
 gemm_row "Q4_K sdot" ours.s mca_gemm_q4_k ggml.s ggml_gemm_q4_K_8x4_q8_K
 gemm_row "Q6_K sdot" ours.s mca_gemm_q6_k ggml.s ggml_gemm_q6_K_8x4_q8_K
-gemm_row "Q8_0 sdot (vec_dot order)" ours.s mca_gemm_q8_0 ggml.s ggml_gemm_q8_0_4x4_q8_0
+gemm_row "Q8_0 before (vec_dot order)" ours.s mca_old_gemm_q8_0 ggml.s ggml_gemm_q8_0_4x4_q8_0
+gemm_row "Q8_0 sdot" ours.s mca_gemm_q8_0 ggml.s ggml_gemm_q8_0_4x4_q8_0
 gemm_row "Q4_0 i8mm" ours_i8mm.s mca_mmla_q4_0 ggml_i8mm.s ggml_gemm_q4_0_4x8_q8_0
 gemm_row "Q4_K i8mm" ours_i8mm.s mca_mmla_q4_k ggml_i8mm.s ggml_gemm_q4_K_8x8_q8_K
 gemm_row "Q6_K i8mm" ours_i8mm.s mca_mmla_q6_k ggml_i8mm.s ggml_gemm_q6_K_8x8_q8_K
-gemm_row "Q8_0 i8mm (vec_dot order: sdot)" ours.s mca_gemm_q8_0 ggml_i8mm.s ggml_gemm_q8_0_4x8_q8_0
+gemm_row "Q8_0 i8mm" ours_i8mm.s mca_mmla_q8_0 ggml_i8mm.s ggml_gemm_q8_0_4x8_q8_0
 # Q2_K, Q3_K, IQ4_XS (neon_lowbit_lanes.h): ggml has no repacked GEMM for them on ARM, so
 # llama.cpp's prompt runs its vec_dot per column (the column, beside ours).
 gemm_row "Q2_K before (vec_dot-order row_k)" ours.s mca_old_gemm_q2_k ggml.s ggml_vec_dot_q2_K_q8_K

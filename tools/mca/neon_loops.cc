@@ -2,10 +2,9 @@
 // each calls the tile the shipped tables run, so the loop body compiled here is the shipped
 // one. mca_q4_0 .. mca_q6_k: matrix x vector (n_batch = 1; 32-element types: a 4-row tile,
 // K-quants: one row), the dotprod table's. mca_gemm_*: prompt batches of 4+ in lane order,
-// the packed GEMM tiles of neon_gemm.h (sdot: 8 rows x 4 columns for Q4_0, x 2 for the
-// K-quants); mca_mmla_*: the i8mm table's smmla tiles (compiled with +i8mm only); mca_gemm_q8_0:
-// Q8_0 batches, which keep vec_dot order (tile_q8_0_4rows, 4 rows x 2 columns; mca_q8_0 is
-// its 4 x 1 form).
+// the packed GEMM tiles of neon_gemm.h (sdot: 8 rows x 4 columns for Q4_0 / Q8_0, x 2 for the
+// K-quants); mca_mmla_*: the i8mm table's smmla tiles (compiled with +i8mm only);
+// mca_old_gemm_*: what batches ran before those tiles.
 #include "kernels/cpu/neon_gemm.h"
 #include "kernels/cpu/neon_kquants.h"
 #include "kernels/cpu/neon_lowbit_lanes.h"
@@ -22,8 +21,16 @@ void mca_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* 
 }
 void mca_q4_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ4, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
 void mca_q6_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ6, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
-void mca_gemm_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y) {
+void mca_q2_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ2, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
+void mca_q3_k(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KQ3, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
+void mca_iq4_xs(int64_t nb, const uint8_t* w, const uint8_t* x, float* y) { row_k<KIQ4XS, SdotDot, 1, false>(nb, w, x, 0, y, 0); }
+// Q8_0 batches in vec_dot order (tile_q8_0_4rows, 4 rows x 2 columns) until 2026-12-05; since
+// then in lane order through SdotQ8_0 / MmlaQ8_0 as Q4_0.
+void mca_old_gemm_q8_0(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y) {
   tile_q8_0_4rows<SdotDot, 2>(nb, w, ws, x, xs, y, 4);
+}
+void mca_gemm_q8_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  SdotQ8_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_gemm_q4_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   SdotQ4_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
@@ -57,13 +64,13 @@ void mca_old_gemm_iq4_xs(int64_t nb, const uint8_t* w, const uint8_t* x, size_t 
   row_k<KIQ4XS, SdotDot, 2, false>(nb, w, x, xs, y, 1);
 }
 void mca_gemm_q2_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
-  SdotLow<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+  SdotK<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_gemm_q3_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
-  SdotLow<GQ3_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+  SdotK<GQ3_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_gemm_iq4_xs(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
-  SdotLow<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+  SdotK<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 }  // extern "C"
 
@@ -103,16 +110,19 @@ SHARDLM_MCA_BATCH2(iq4_xs, KIQ4XS)
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 void mca_mmla_q2_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
-  MmlaLow<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+  MmlaK<GQ2_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_mmla_q3_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
-  MmlaLow<GQ3_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+  MmlaK<GQ3_K>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_mmla_iq4_xs(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
-  MmlaLow<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+  MmlaK<GIQ4_XS>::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_mmla_q4_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   MmlaQ4_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
+}
+void mca_mmla_q8_0(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
+  MmlaQ8_0::run<4>(nb, w, a, as, x, xs, da, 4, y, 8, 8);
 }
 void mca_mmla_q4_k(int64_t nb, const GemmRows& w, const int8x16_t* a, size_t as, const uint8_t* x, size_t xs, const float* da, float* y) {
   MmlaQ4_K::run<2>(nb, w, a, as, x, xs, da, 4, y, 8, 8);

@@ -24,9 +24,9 @@ const KernelTable& neon_dotprod_table() {
     t.matmul[slot(Type::MXFP4)] = matmul_lanes<SdotQ32<GQ32<DecMXFP4>>, false, matmul_q<DecMXFP4, SdotDot>>;
     t.matmul[slot(Type::Q4_K)] = matmul_lanes<SdotQ4_K, false, matmul_k<KQ4, SdotDot>>;
     t.matmul[slot(Type::Q6_K)] = matmul_lanes<SdotQ6_K, false, matmul_k<KQ6, SdotDot>>;
-    t.matmul[slot(Type::Q2_K)] = matmul_lanes<SdotLow<GQ2_K>, false, matmul_k<KQ2, SdotDot>>;
-    t.matmul[slot(Type::Q3_K)] = matmul_lanes<SdotLow<GQ3_K>, false, matmul_k<KQ3, SdotDot>>;
-    t.matmul[slot(Type::IQ4_XS)] = matmul_lanes<SdotLow<GIQ4_XS>, false, matmul_k<KIQ4XS, SdotDot>>;
+    t.matmul[slot(Type::Q2_K)] = matmul_lanes<SdotK<GQ2_K>, false, matmul_k<KQ2, SdotDot>>;
+    t.matmul[slot(Type::Q3_K)] = matmul_lanes<SdotK<GQ3_K>, false, matmul_k<KQ3, SdotDot>>;
+    t.matmul[slot(Type::IQ4_XS)] = matmul_lanes<SdotK<GIQ4_XS>, false, matmul_k<KIQ4XS, SdotDot>>;
     return t;
   }();
   return table;

@@ -65,10 +65,23 @@ struct GQ32 {
 };
 using GQ4_0 = GQ32<DecQ4_0>;
 using GQ8_0 = GQ32<DecQ8_0>;
+// The Q4_K min sums of column a for rows 4h..4h+3: lane k = sum_j m_j(row 4h + k) cs_j.
+inline int32x4_t mins_half(const int16_t* mn, int h, const BlockQ8_K& a) {
+  const int16x8_t cs = vpaddq_s16(vld1q_s16(a.bsums), vld1q_s16(a.bsums + 8));  // lane j: bsums_2j + bsums_2j+1
+  int32x4_t summ = vdupq_n_s32(0);
+  unroll<8>([&](auto jc) {
+    constexpr int j = decltype(jc)::value;
+    summ = vmlal_laneq_s16(summ, vld1_s16(mn + 8 * j + 4 * h), cs, j);
+  });
+  return summ;
+}
+
 struct GQ4_K {
   using W = BlockQ4_K;
   using A = BlockQ8_K;
   static constexpr int kNV = 16, kSub = 8, kElems = kQK_K;
+  static constexpr bool kMins = true;
+  static int32x4_t mins(const GemmRows& w, int64_t b, int h, const A& a) { return mins_half(&w.mn[size_t(b) * 64], h, a); }
   static void decode(const W& b, int8x16_t* v) {  // sub-block 2c: low nibbles, 2c + 1: high
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     for (int c = 0; c < 4; ++c) {
@@ -94,6 +107,7 @@ struct GQ6_K {
   using W = BlockQ6_K;
   using A = BlockQ8_K;
   static constexpr int kNV = 16, kSub = 16, kElems = kQK_K;
+  static constexpr bool kMins = false;
   static void decode(const W& b, int8x16_t* out) {  // vector e = 8h + 2k + v (KQ6::ints' q[k]), minus 32
     const uint8x16_t m15 = vdupq_n_u8(15), m3 = vdupq_n_u8(3);
     const int8x16_t bias = vdupq_n_s8(32);
@@ -248,20 +262,14 @@ struct SdotQ32 {
 using SdotQ4_0 = SdotQ32<GQ4_0>;
 using SdotQ8_0 = SdotQ32<GQ8_0>;
 
-// The Q4_K min sums of column a for rows 4h..4h+3: lane k = sum_j m_j(row 4h + k) cs_j.
-inline int32x4_t mins_half(const int16_t* mn, int h, const BlockQ8_K& a) {
-  const int16x8_t cs = vpaddq_s16(vld1q_s16(a.bsums), vld1q_s16(a.bsums + 8));  // lane j: bsums_2j + bsums_2j+1
-  int32x4_t summ = vdupq_n_s32(0);
-  unroll<8>([&](auto jc) {
-    constexpr int j = decltype(jc)::value;
-    summ = vmlal_laneq_s16(summ, vld1_s16(mn + 8 * j + 4 * h), cs, j);
-  });
-  return summ;
-}
-
-struct SdotQ4_K {
-  using G = GQ4_K;
-  static constexpr int kCols = 4;
+// The K-quant sdot tile (Q4_K, Q6_K; Q2_K, Q3_K, IQ4_XS in neon_lowbit_lanes.h): per
+// super-block, sumi = sum over the kSub sub-blocks s (kV vectors each) of sc_s * (their exact
+// int dot), then acc = fma(float(sumi), d * da, acc) and, for a type with mins (G::kMins:
+// Q4_K, Q2_K), acc = fma(float(summ), -(dmin * da), acc), summ = G::mins (the min sums).
+template <class G_>
+struct SdotK {
+  using G = G_;
+  static constexpr int kCols = 4, kV = G::kNV / G::kSub;
   template <int RN>
   static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t* x, size_t xs,
                   const float*, int64_t, float* y, int64_t ys, int rm) {
@@ -273,67 +281,36 @@ struct SdotQ4_K {
         const int8x16_t* q = &w.q[size_t(b) * 128 + 64 * h];
         int32x4_t sumi[RN];
         for (int c = 0; c < RN; ++c) sumi[c] = vdupq_n_s32(0);
-        #pragma GCC unroll 8  // one loop per super-block (also what llvm-mca sees, tools/mca_neon.sh)
-        for (int j = 0; j < 8; ++j) {
-          int8x16_t a0[RN], a1[RN];
-          int32x4_t s[RN];
-          for (int c = 0; c < RN; ++c) {
-            a0[c] = ap[b * as + 16 * c + 2 * j];
-            a1[c] = ap[b * as + 16 * c + 2 * j + 1];
-            s[c] = vdupq_n_s32(0);
+        #pragma GCC unroll 16  // one loop per super-block (also what llvm-mca sees, tools/mca_neon.sh)
+        for (int s = 0; s < G::kSub; ++s) {
+          int32x4_t t[RN];
+          for (int c = 0; c < RN; ++c) t[c] = vdupq_n_s32(0);
+          #pragma GCC unroll 2
+          for (int v = 0; v < kV; ++v) {
+            int8x16_t a[RN];
+            for (int c = 0; c < RN; ++c) a[c] = ap[b * as + 16 * c + kV * s + v];
+            sdot_vector<RN>(q, kV * s + v, a, t);
           }
-          sdot_vector<RN>(q, 2 * j, a0, s);
-          sdot_vector<RN>(q, 2 * j + 1, a1, s);
-          const int32x4_t sc = vld1q_s32(&w.sc[size_t(b * 8 + j) * 8 + 4 * h]);
-          for (int c = 0; c < RN; ++c) sumi[c] = vmlaq_s32(sumi[c], s[c], sc);
+          const int32x4_t sc = vld1q_s32(&w.sc[size_t(b * G::kSub + s) * 8 + 4 * h]);
+          for (int c = 0; c < RN; ++c) sumi[c] = vmlaq_s32(sumi[c], t[c], sc);
         }
         const float32x4_t d = vld1q_f32(&w.d[size_t(b) * 8 + 4 * h]);
-        const float32x4_t dm = vld1q_f32(&w.dmin[size_t(b) * 8 + 4 * h]);
         for (int c = 0; c < RN; ++c) {
-          const int32x4_t summ = mins_half(&w.mn[size_t(b) * 64], h, xc.x[c][b]);
           const float da = xc.x[c][b].d;
           acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(sumi[c]), vmulq_n_f32(d, da));
-          acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(summ), vnegq_f32(vmulq_n_f32(dm, da)));
-        }
-      }
-      for (int c = 0; c < RN; ++c) store_rows(acc[c], std::min(4, rm - 4 * h), y + c * ys + 4 * h);
-    }
-  }
-};
-
-struct SdotQ6_K {
-  using G = GQ6_K;
-  static constexpr int kCols = 4;
-  template <int RN>
-  static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t* x, size_t xs,
-                  const float*, int64_t, float* y, int64_t ys, int rm) {
-    const Cols<BlockQ8_K, RN> xc(x, xs);
-    for (int h = 0; 4 * h < rm; ++h) {
-      float32x4_t acc[RN];
-      for (int c = 0; c < RN; ++c) acc[c] = vdupq_n_f32(0.0f);
-      for (int64_t b = 0; b < nb; ++b) {
-        const int8x16_t* q = &w.q[size_t(b) * 128 + 64 * h];
-        int32x4_t sumi[RN];
-        for (int c = 0; c < RN; ++c) sumi[c] = vdupq_n_s32(0);
-        #pragma GCC unroll 16
-        for (int e = 0; e < 16; ++e) {  // sub-block e: elements 16e..16e+15
-          int8x16_t a[RN];
-          int32x4_t s[RN];
-          for (int c = 0; c < RN; ++c) {
-            a[c] = ap[b * as + 16 * c + e];
-            s[c] = vdupq_n_s32(0);
+          if constexpr (G::kMins) {
+            const float32x4_t dm = vld1q_f32(&w.dmin[size_t(b) * 8 + 4 * h]);
+            const int32x4_t summ = G::mins(w, b, h, xc.x[c][b]);
+            acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(summ), vnegq_f32(vmulq_n_f32(dm, da)));
           }
-          sdot_vector<RN>(q, e, a, s);
-          const int32x4_t sc = vld1q_s32(&w.sc[size_t(b * 16 + e) * 8 + 4 * h]);
-          for (int c = 0; c < RN; ++c) sumi[c] = vmlaq_s32(sumi[c], s[c], sc);
         }
-        const float32x4_t d = vld1q_f32(&w.d[size_t(b) * 8 + 4 * h]);
-        for (int c = 0; c < RN; ++c) acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(sumi[c]), vmulq_n_f32(d, xc.x[c][b].d));
       }
       for (int c = 0; c < RN; ++c) store_rows(acc[c], std::min(4, rm - 4 * h), y + c * ys + 4 * h);
     }
   }
 };
+using SdotQ4_K = SdotK<GQ4_K>;
+using SdotQ6_K = SdotK<GQ6_K>;
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 // ---- smmla tiles: rows 4h..4h+3 (row pairs p = 2h + i, i = 0, 1) x RN columns (column
@@ -431,57 +408,12 @@ struct MmlaQ32 {
 using MmlaQ4_0 = MmlaQ32<GQ4_0>;
 using MmlaQ8_0 = MmlaQ32<GQ8_0>;
 
-struct MmlaQ4_K {
-  using G = GQ4_K;
-  static constexpr int kCols = 4;
-  template <int RN>
-  static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t* x, size_t xs,
-                  const float*, int64_t, float* y, int64_t ys, int rm) {
-    constexpr int NP = (RN + 1) / 2;
-    const ColPairs<BlockQ8_K, RN> xc(x, xs);
-    for (int h = 0; 4 * h < rm; ++h) {
-      float32x4_t acc[2][NP];
-      for (int i = 0; i < 2; ++i)
-        for (int t = 0; t < NP; ++t) acc[i][t] = vdupq_n_f32(0.0f);
-      for (int64_t b = 0; b < nb; ++b) {
-        const int8x16_t* q = &w.q[size_t(b) * 128 + 64 * h];
-        int32x4_t sumi[2][NP];
-        for (int i = 0; i < 2; ++i)
-          for (int t = 0; t < NP; ++t) sumi[i][t] = vdupq_n_s32(0);
-        #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          int32x4_t s[2][NP];
-          for (int i = 0; i < 2; ++i)
-            for (int t = 0; t < NP; ++t) s[i][t] = vdupq_n_s32(0);
-          mmla_vector<NP, 16>(q, ap + b * as, 2 * j, s);
-          mmla_vector<NP, 16>(q, ap + b * as, 2 * j + 1, s);
-          int32x4_t sc[2];
-          row_pairs(&w.sc[size_t(b * 8 + j) * 8 + 4 * h], sc);
-          for (int i = 0; i < 2; ++i)
-            for (int t = 0; t < NP; ++t) sumi[i][t] = vmlaq_s32(sumi[i][t], s[i][t], sc[i]);
-        }
-        float32x4_t d[2], dm[2];
-        row_pairs(&w.d[size_t(b) * 8 + 4 * h], d);
-        row_pairs(&w.dmin[size_t(b) * 8 + 4 * h], dm);
-        for (int t = 0; t < NP; ++t) {
-          const int32x4_t ma = mins_half(&w.mn[size_t(b) * 64], h, xc.x[2 * t][b]);
-          const int32x4_t mb = mins_half(&w.mn[size_t(b) * 64], h, xc.x[2 * t + 1][b]);
-          const int32x4_t summ[2] = {vzip1q_s32(ma, mb), vzip2q_s32(ma, mb)};
-          const float32x4_t da = xc.da(b, t);
-          for (int i = 0; i < 2; ++i) {
-            acc[i][t] = vfmaq_f32(acc[i][t], vcvtq_f32_s32(sumi[i][t]), vmulq_f32(d[i], da));
-            acc[i][t] = vfmaq_f32(acc[i][t], vcvtq_f32_s32(summ[i]), vnegq_f32(vmulq_f32(dm[i], da)));
-          }
-        }
-      }
-      store_pairs<RN>(acc, h, rm, y, ys);
-    }
-  }
-};
-
-struct MmlaQ6_K {
-  using G = GQ6_K;
-  static constexpr int kCols = 4;
+// The K-quant smmla tile (rows 4h..4h+3 as row pairs x RN columns as column pairs): SdotK's
+// steps, per 2 x 2 block.
+template <class G_>
+struct MmlaK {
+  using G = G_;
+  static constexpr int kCols = 4, kV = G::kNV / G::kSub;
   template <int RN>
   static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t* x, size_t xs,
                   const float*, int64_t, float* y, int64_t ys, int rm) {
@@ -497,27 +429,37 @@ struct MmlaQ6_K {
         for (int i = 0; i < 2; ++i)
           for (int t = 0; t < NP; ++t) sumi[i][t] = vdupq_n_s32(0);
         #pragma GCC unroll 16
-        for (int e = 0; e < 16; ++e) {
-          int32x4_t s[2][NP];
+        for (int s = 0; s < G::kSub; ++s) {
+          int32x4_t p[2][NP];
           for (int i = 0; i < 2; ++i)
-            for (int t = 0; t < NP; ++t) s[i][t] = vdupq_n_s32(0);
-          mmla_vector<NP, 16>(q, ap + b * as, e, s);
+            for (int t = 0; t < NP; ++t) p[i][t] = vdupq_n_s32(0);
+          #pragma GCC unroll 2
+          for (int v = 0; v < kV; ++v) mmla_vector<NP, 16>(q, ap + b * as, kV * s + v, p);
           int32x4_t sc[2];
-          row_pairs(&w.sc[size_t(b * 16 + e) * 8 + 4 * h], sc);
+          row_pairs(&w.sc[size_t(b * G::kSub + s) * 8 + 4 * h], sc);
           for (int i = 0; i < 2; ++i)
-            for (int t = 0; t < NP; ++t) sumi[i][t] = vmlaq_s32(sumi[i][t], s[i][t], sc[i]);
+            for (int t = 0; t < NP; ++t) sumi[i][t] = vmlaq_s32(sumi[i][t], p[i][t], sc[i]);
         }
-        float32x4_t d[2];
+        float32x4_t d[2], dm[2];
         row_pairs(&w.d[size_t(b) * 8 + 4 * h], d);
+        if constexpr (G::kMins) row_pairs(&w.dmin[size_t(b) * 8 + 4 * h], dm);
         for (int t = 0; t < NP; ++t) {
           const float32x4_t da = xc.da(b, t);
           for (int i = 0; i < 2; ++i) acc[i][t] = vfmaq_f32(acc[i][t], vcvtq_f32_s32(sumi[i][t]), vmulq_f32(d[i], da));
+          if constexpr (G::kMins) {
+            const int32x4_t ma = G::mins(w, b, h, xc.x[2 * t][b]), mb = G::mins(w, b, h, xc.x[2 * t + 1][b]);
+            const int32x4_t summ[2] = {vzip1q_s32(ma, mb), vzip2q_s32(ma, mb)};
+            for (int i = 0; i < 2; ++i)
+              acc[i][t] = vfmaq_f32(acc[i][t], vcvtq_f32_s32(summ[i]), vnegq_f32(vmulq_f32(dm[i], da)));
+          }
         }
       }
       store_pairs<RN>(acc, h, rm, y, ys);
     }
   }
 };
+using MmlaQ4_K = MmlaK<GQ4_K>;
+using MmlaQ6_K = MmlaK<GQ6_K>;
 #endif  // __ARM_FEATURE_MATMUL_INT8
 
 // The chunk's activations for the tiles: sdot: a[(b * nc + c) * kNV + e] = column c's

@@ -26,9 +26,9 @@ const KernelTable& neon_i8mm_table() {
     t.matmul[slot(Type::MXFP4)] = matmul_lanes<MmlaQ32<GQ32<DecMXFP4>>, true, matmul_q<DecMXFP4, SdotDot>>;
     t.matmul[slot(Type::Q4_K)] = matmul_lanes<MmlaQ4_K, true, matmul_k<KQ4, SdotDot>>;
     t.matmul[slot(Type::Q6_K)] = matmul_lanes<MmlaQ6_K, true, matmul_k<KQ6, SdotDot>>;
-    t.matmul[slot(Type::Q2_K)] = matmul_lanes<MmlaLow<GQ2_K>, true, matmul_k<KQ2, SdotDot>>;
-    t.matmul[slot(Type::Q3_K)] = matmul_lanes<MmlaLow<GQ3_K>, true, matmul_k<KQ3, SdotDot>>;
-    t.matmul[slot(Type::IQ4_XS)] = matmul_lanes<MmlaLow<GIQ4_XS>, true, matmul_k<KIQ4XS, SdotDot>>;
+    t.matmul[slot(Type::Q2_K)] = matmul_lanes<MmlaK<GQ2_K>, true, matmul_k<KQ2, SdotDot>>;
+    t.matmul[slot(Type::Q3_K)] = matmul_lanes<MmlaK<GQ3_K>, true, matmul_k<KQ3, SdotDot>>;
+    t.matmul[slot(Type::IQ4_XS)] = matmul_lanes<MmlaK<GIQ4_XS>, true, matmul_k<KIQ4XS, SdotDot>>;
     return t;
   }();
   return table;
