@@ -170,9 +170,10 @@ void report(const RunOptions& o, const BenchOptions& b, const model::LoadedModel
     std::printf("]}\n");
     return;
   }
+  const std::string isa = kernels::isa_name(kernels::active_isa()) + kernels::kquant_width_note();
   std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s, KV %s, attention %s\n", o.model.c_str(),
-              cfg.arch_name.c_str(), weight_gb, o.threads, kernels::isa_name(kernels::active_isa()),
-              model::kv_type_name(o.run.kv_type), model::attention_mode_name(o.run.attention));
+              cfg.arch_name.c_str(), weight_gb, o.threads, isa.c_str(), model::kv_type_name(o.run.kv_type),
+              model::attention_mode_name(o.run.attention));
   std::printf("device: %s\n", cluster.root_device().c_str());
   if (!me.pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", b.n_prompt, spp.mean, spp.sd);
   if (!me.tg.empty())

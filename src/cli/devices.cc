@@ -41,7 +41,8 @@ Command add_devices(CLI::App& app) {
     // leave a lower one than the best the CPU has).
     const kernels::Isa active = kernels::active_isa(), best = kernels::detected_isa();
     const char* why = kernels::isa_supported(best) ? " (SHARDLM_ISA; best here: " : " (failed its self-test: ";
-    std::printf("cpu  %s kernels%s%s%s, %u hardware threads\n", kernels::isa_name(active), active != best ? why : "",
+    std::printf("cpu  %s kernels%s%s%s%s, %u hardware threads\n", kernels::isa_name(active),
+                kernels::kquant_width_note().c_str(), active != best ? why : "",
                 active != best ? kernels::isa_name(best) : "", active != best ? ")" : "",
                 std::thread::hardware_concurrency());
     print_vulkan();

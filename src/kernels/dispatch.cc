@@ -302,6 +302,24 @@ void set_isa(Isa isa) {
   s.active = &s.tables[static_cast<int>(isa)];
 }
 
+std::string kquant_width_note() {
+  const Isa isa = active_isa();
+  std::string label;
+#if defined(__x86_64__) || defined(_M_X64)
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) {
+    double speedup = 0.0;
+    const int bits = cpu::avx512_kquant_width(&speedup);
+    char buf[96];
+    if (speedup > 0.0)
+      std::snprintf(buf, sizeof buf, " (K-quant decode %d-bit; 512-bit measured %.2fx)", bits, speedup);
+    else
+      std::snprintf(buf, sizeof buf, " (K-quant decode %d-bit; SHARDLM_AVX512_WIDTH)", bits);
+    label = buf;
+  }
+#endif
+  return label;
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";

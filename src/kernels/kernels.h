@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tensor/types.h"
 
@@ -24,6 +25,10 @@ Isa active_isa();         // what dispatch uses now
 bool isa_supported(Isa isa);  // this CPU can run that table and it passed its start-up self-test
 void set_isa(Isa isa);    // tests and benchmarks: force a path (CHECKs it is supported)
 const char* isa_name(Isa isa);
+// On the avx512 / amx tables, the width their K-quant matrix x vector takes on this CPU and
+// why, for `devices` and `bench`: " (K-quant decode 256-bit; 512-bit measured 0.86x)" or
+// " (K-quant decode 512-bit; SHARDLM_AVX512_WIDTH)"; "" on other tables.
+std::string kquant_width_note();
 
 // Activations: bytes needed for n values as `t` (a vec_dot_type), and the quantizer.
 size_t activation_bytes(tensor::Type t, int64_t n);

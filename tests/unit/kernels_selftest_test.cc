@@ -59,6 +59,20 @@ bool cpu_has_amx() {
          syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
 }
 
+// SHARDLM_AVX512_WIDTH other than 256 or 512: a message naming the choices, exit 2 (read
+// when the avx512 table is built, so in a fresh process).
+TEST(KernelsSelfTest, UnknownAvx512WidthIsRefused) {
+  if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: avx512 table not tested";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("SHARDLM_AVX512_WIDTH", "300", 1);
+        std::fprintf(stderr, "active=%s\n", kernels::isa_name(kernels::active_isa()));
+        std::exit(0);
+      },
+      testing::ExitedWithCode(2), "SHARDLM_AVX512_WIDTH=300: .* set 256 or 512");
+}
+
 TEST(KernelsSelfTest, FailingAmxTableIsDisabledWithAWarning) {
   if (!cpu_has_amx()) GTEST_SKIP() << "this CPU has no AMX-INT8: amx table not tested";
   expect_disabled("amx", nullptr, 0,

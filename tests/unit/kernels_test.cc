@@ -536,6 +536,52 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
 }
 #endif
 
+// The 512-bit K-quant matrix x vector (kernels/cpu/avx512_wide.h) against the 256-bit one
+// of the same table, to the bit: vec_dot, matrix x vector on odd row ranges (four rows'
+// reduction and the tail) and a small batch, for 1, 3 and 17 super-blocks, with extreme
+// activations (127 / -127 blocks) among gaussian ones. Whichever width this CPU measured
+// faster is the one in use; both must give the same bits.
+#if defined(__x86_64__)
+TEST(KernelsAvx512, WideKQuantFormsEqualNarrow) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512: the 512-bit K-quant forms not run";
+  const cpu::KernelTable& narrow = cpu::avx512_table_of_width(256);
+  const cpu::KernelTable& wide = cpu::avx512_table_of_width(512);
+  std::mt19937 rng(512);
+  for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K})
+    for (int64_t n : {256, 768, 17 * 256}) {
+      const int64_t rows = 11, batch = 3;
+      const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(act_type(t), n);
+      std::vector<uint8_t> W, X;
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto row = quantized_row(rng, t, n, false);
+        W.insert(W.end(), row.begin(), row.end());
+      }
+      for (int64_t b = 0; b < batch; ++b) {
+        std::vector<float> v(static_cast<size_t>(n));
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (int64_t i = 0; i < n; ++i) v[size_t(i)] = b == 2 && i < 256 ? (i % 2 ? 3.0f : -3.0f) : nd(rng);
+        std::vector<uint8_t> row(xs);
+        ref::quantize_activation(act_type(t), v.data(), row.data(), n);
+        X.insert(X.end(), row.begin(), row.end());
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t b = 0; b < batch; ++b) {
+          const float a = narrow.vec_dot[cpu::slot(t)](n, &W[r * ws], &X[b * xs]);
+          const float c = wide.vec_dot[cpu::slot(t)](n, &W[r * ws], &X[b * xs]);
+          ASSERT_EQ(std::memcmp(&a, &c, sizeof a), 0) << tensor::type_name(t) << " n=" << n << " r=" << r << " b=" << b
+                                                       << ": " << a << " vs " << c;
+        }
+      for (int64_t nb : {int64_t(1), batch}) {
+        std::vector<float> ya(size_t(nb * rows), -7.0f), yc(size_t(nb * rows), -7.0f);
+        narrow.matmul[cpu::slot(t)](n, W.data(), ws, 1, rows, X.data(), xs, nb, ya.data(), rows);
+        wide.matmul[cpu::slot(t)](n, W.data(), ws, 1, rows, X.data(), xs, nb, yc.data(), rows);
+        ASSERT_EQ(std::memcmp(ya.data(), yc.data(), ya.size() * sizeof(float)), 0)
+            << tensor::type_name(t) << " n=" << n << " batch " << nb;
+      }
+    }
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsPerType, ::testing::ValuesIn(kWeightTypes),
                          [](const auto& info) { return std::string(tensor::type_name(info.param)); });
 

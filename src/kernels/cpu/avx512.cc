@@ -11,8 +11,11 @@
 // fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
 // 32 ymm registers and spills less (measured on Zen 4, BENCHMARKS.md). The lane-order prompt
 // GEMMs of these five types (avx2_lowbit_lanes.h) take VnniDot / VnniScale here. Entries
-// left null here (float types, quantizers) fall back to the AVX2 table. No 512-bit-wide forms: a 512-bit Q4_K matrix x
-// vector measured 20% slower on Zen 4, which issues 512-bit operations as two halves.
+// left null here (float types, quantizers) fall back to the AVX2 table. The K-quant matrix x
+// vector (Q4_K, Q5_K, Q6_K) has a 512-bit form too (avx512_wide.h, the same bits): a core
+// that issues 512-bit operations as two halves (Zen 4) measured it 20% slower, one that
+// issues them whole should not, so the width is chosen per CPU at start by a short
+// measurement of both (avx512_kquant_width; SHARDLM_AVX512_WIDTH=256|512 forces one).
 #if defined(__x86_64__) || defined(_M_X64)
 #include "kernels/cpu/kernel_table.h"
 
@@ -23,6 +26,14 @@
 #include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_lowbit_lanes.h"
 #include "kernels/cpu/avx2_lanes32.h"
+#include "kernels/cpu/avx512_wide.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace kernels::cpu {
 namespace avx512 {
@@ -110,8 +121,9 @@ void matmul_codebook(int64_t n, const void* W, size_t row_stride, int64_t r0, in
 }  // namespace
 }  // namespace avx512
 
-const KernelTable& avx512_table() {
-  static const KernelTable table = [] {
+namespace avx512 {
+namespace {
+KernelTable make_table(bool wide) {
     using namespace avx2;
     using avx512::VnniDot;
     using avx512::VnniScale;
@@ -125,9 +137,15 @@ const KernelTable& avx512_table() {
     set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, avx512::matmul_lanes_u<avx512::DecQ8_0_U, matmul_q<DecQ8_0, VnniDot>>);
-    set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_cols<FusedQ4K, VnniScale>);
-    set(Type::Q5_K, vec_dot_fused<FusedQ5K, VnniScale>, matmul_cols<FusedQ5K, VnniScale>);
-    set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
+    if (wide) {
+      set(Type::Q4_K, vec_dot_fused<WideQ45K<FusedQ4K>, VnniScale>, matmul_cols<WideQ45K<FusedQ4K>, VnniScale>);
+      set(Type::Q5_K, vec_dot_fused<WideQ45K<FusedQ5K>, VnniScale>, matmul_cols<WideQ45K<FusedQ5K>, VnniScale>);
+      set(Type::Q6_K, vec_dot_fused<WideQ6K, VnniScale>, matmul_cols<WideQ6K, VnniScale>);
+    } else {
+      set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_cols<FusedQ4K, VnniScale>);
+      set(Type::Q5_K, vec_dot_fused<FusedQ5K, VnniScale>, matmul_cols<FusedQ5K, VnniScale>);
+      set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
+    }
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
         matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
     set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
@@ -139,9 +157,77 @@ const KernelTable& avx512_table() {
     set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>,  // AVX-512 registers, AVX2 integers; batches with vpdpwssd
         matmul_low_lanes<DecIQ4_XS, VnniScale, matmul_k<DecIQ4_XS>>);
     return t;
-  }();
-  return table;
 }
+
+// 64 rows x 4096 of Q4_K (147 KB: in L2, so the arithmetic is timed, not the memory) times
+// one activation row, through each form, alternately, 5 rounds of 4 products: the best
+// time of each. Weights and activations are a byte pattern with unit scales (no
+// subnormals). About 0.3 ms on Zen 4, once per process.
+double measure_wide_speedup(const KernelTable& narrow, const KernelTable& wide) {
+  constexpr int64_t kN = 4096, kR = 64, kNb = kN / 256;
+  std::vector<BlockQ4_K> w(size_t(kR * kNb));
+  for (size_t i = 0; i < w.size(); ++i) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&w[i]);
+    for (size_t k = 0; k < sizeof(BlockQ4_K); ++k) bytes[k] = uint8_t((i * 131 + k * 37) % 251);
+    w[i].d = 0x3C00;     // 1.0
+    w[i].dmin = 0x3800;  // 0.5
+  }
+  std::vector<BlockQ8_K> x(static_cast<size_t>(kNb));
+  for (size_t i = 0; i < x.size(); ++i) {
+    for (int k = 0; k < 256; ++k) x[i].qs[k] = int8_t((int(i) * 7 + k * 13) % 255 - 127);
+    for (int k = 0; k < 16; ++k) x[i].bsums[k] = int16_t(k * 5 - 40);
+    x[i].d = 1.0f;
+  }
+  std::vector<float> y(static_cast<size_t>(kR));
+  const size_t ws = size_t(kNb) * sizeof(BlockQ4_K);
+  double best[2] = {1e30, 1e30};
+  for (int round = 0; round < 5; ++round)
+    for (int k = 0; k < 2; ++k) {
+      const MatmulFn f = (k ? wide : narrow).matmul[slot(Type::Q4_K)];
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < 4; ++it) f(kN, w.data(), ws, 0, kR, x.data(), 0, 1, y.data(), kR);
+      best[k] = std::min(best[k], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return best[0] / best[1];
+}
+
+struct Width {
+  int bits = 256;
+  double speedup = 0.0;  // measured 512-bit / 256-bit speed; 0 when forced
+};
+
+const Width& width() {
+  static const Width w = [] {
+    Width r;
+    if (const char* env = std::getenv("SHARDLM_AVX512_WIDTH"); env && *env) {
+      if (std::strcmp(env, "256") != 0 && std::strcmp(env, "512") != 0) {
+        std::fprintf(stderr, "shardlm: SHARDLM_AVX512_WIDTH=%s: the AVX-512 K-quant kernels come in 256 and 512 "
+                             "bits wide; set 256 or 512, or unset it to measure at start\n", env);
+        std::exit(2);
+      }
+      r.bits = std::atoi(env);
+      return r;
+    }
+    r.speedup = measure_wide_speedup(avx512_table_of_width(256), avx512_table_of_width(512));
+    r.bits = r.speedup > 1.03 ? 512 : 256;  // 512 only where clearly faster
+    return r;
+  }();
+  return w;
+}
+}  // namespace
+}  // namespace avx512
+
+const KernelTable& avx512_table_of_width(int bits) {
+  static const KernelTable narrow = avx512::make_table(false), wide = avx512::make_table(true);
+  return bits == 512 ? wide : narrow;
+}
+
+int avx512_kquant_width(double* speedup) {
+  if (speedup) *speedup = avx512::width().speedup;
+  return avx512::width().bits;
+}
+
+const KernelTable& avx512_table() { return avx512_table_of_width(avx512_kquant_width(nullptr)); }
 
 }  // namespace kernels::cpu
 
@@ -150,6 +236,11 @@ namespace kernels::cpu {
 const KernelTable& avx512_table() {
   static const KernelTable table;
   return table;
+}
+const KernelTable& avx512_table_of_width(int) { return avx512_table(); }
+int avx512_kquant_width(double* speedup) {
+  if (speedup) *speedup = 0.0;
+  return 0;
 }
 }  // namespace kernels::cpu
 #endif

@@ -47,7 +47,15 @@ std::string self_test(const KernelTable& t, const KernelTable& ref, bool bitwise
 
 #if defined(__x86_64__) || defined(_M_X64)
 const KernelTable& avx2_table();
-const KernelTable& avx512_table();
+const KernelTable& avx512_table();  // with the K-quant matrix x vector of avx512_kquant_width()
+// The AVX-512 table with its K-quant matrix x vector (Q4_K, Q5_K, Q6_K) 256 or 512 bits
+// wide: the same bits (avx512_wide.h). kernels_test checks one against the other.
+const KernelTable& avx512_table_of_width(int bits);
+// The width avx512_table() uses: SHARDLM_AVX512_WIDTH (256 or 512; anything else: a message
+// and exit 2), else measured once, at first use, on this CPU (512 where its Q4_K matrix x
+// vector runs more than 3% faster than the 256-bit form's). *speedup (if given): the measured
+// 512 / 256 speed, 0 when forced. 0 if built without AVX-512.
+int avx512_kquant_width(double* speedup);
 const KernelTable& amx_table();  // AMX-INT8 entries over avx512 (amx.cc; empty if built without)
 // amx.cc's lane-order GEMMs (Q4_0, Q4_K) against AVX2's gemm_lanes on one odd shape each, to
 // the bit: "" or what differed. emulated: on the C++ model of the tile instructions (any
