@@ -436,7 +436,9 @@ TEST(VulkanPaged, SharedPrefixAndHostCacheJobsEqualEachAlone) {
     ASSERT_EQ(together.logprobs[j].size(), 3u);
     for (size_t i = 0; i < 3; ++i)
       EXPECT_NEAR(together.logprobs[j][i], alone[j].logprobs[0][i], 1e-4 * std::max(1.0f, std::fabs(alone[j].logprobs[0][i])));
-    if (j > 0) EXPECT_GE(together.ends[j].cached_tokens, 64);
+    if (j > 0) {
+      EXPECT_GE(together.ends[j].cached_tokens, 64);
+    }
   }
   // At once: the first job's single token holds the scheduler until the wave is queued
   // (the gate), so either all three are admitted together (two attach the first
