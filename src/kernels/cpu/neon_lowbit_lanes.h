@@ -1,6 +1,7 @@
 // neon_lowbit_lanes.h: private to kernels/cpu, included by neon_dotprod.cc and neon_i8mm.cc:
-// the NEON prompt GEMMs of Q2_K, Q3_K and IQ4_XS in x86's lane order (avx2_lowbit_lanes.h,
-// kernels.h; issue 29), on neon_gemm.h's packing (GemmRows, pack_rows, gemm_lanes): per
+// the weight types of the NEON prompt GEMMs of Q2_K, Q3_K and IQ4_XS in x86's lane order
+// (avx2_lowbit_lanes.h, kernels.h; issue 29), for neon_gemm.h's packing (GemmRows, pack_rows,
+// gemm_lanes) and K-quant tiles (SdotK, MmlaK, as Q4_K and Q6_K): per
 // output one float, per super-block acc = fma(float(sumi), d * da, acc), sumi = sum over the
 // sub-blocks s (16 elements: Q2_K, Q3_K; 32: IQ4_XS) of sc_s * (exact int dot of s); Q2_K then
 // acc = fma(float(summ), -(dmin * da), acc), summ = sum_s min_s * bsums_s. Weights are decoded
