@@ -303,10 +303,9 @@ void set_isa(Isa isa) {
 }
 
 std::string kquant_width_note() {
-  const Isa isa = active_isa();
   std::string label;
 #if defined(__x86_64__) || defined(_M_X64)
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) {
+  if (const Isa isa = active_isa(); isa == Isa::kAvx512 || isa == Isa::kAmx) {
     double speedup = 0.0;
     const int bits = cpu::avx512_kquant_width(&speedup);
     char buf[96];
