@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,10 +35,30 @@ bool in_storage(const model::Storage& st, const uint8_t* p) {
   return false;
 }
 
+bool huge_pages_off() {
+  const char* e = std::getenv("SHARDLM_HUGE_PAGES");
+  return e && std::string(e) == "0";
+}
+
 }  // namespace
 
+HugePageArena::Piece HugePageArena::take(size_t n) {
+  constexpr size_t kCapacity = 128 * kHugePage;
+  const size_t at = open_ ? (open_->size() + 63) / 64 * 64 : 0;
+  if (!open_ || at + n > open_->capacity()) {
+    open_ = std::make_shared<std::vector<uint8_t>>();
+    open_->reserve(std::max(kCapacity, n));  // a fresh mmap at this size: not yet touched
+    const auto lo = (uintptr_t(open_->data()) + kHugePage - 1) / kHugePage * kHugePage;
+    const auto hi = (uintptr_t(open_->data()) + open_->capacity()) / kHugePage * kHugePage;
+    if (hi > lo && !huge_pages_off()) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice only
+    return take(n);
+  }
+  open_->resize(at + n);  // within the capacity: no reallocation, earlier pieces stay put
+  return {open_->data() + at, open_};
+}
+
 std::unique_ptr<PlacedWeights> place_in_huge_pages(const model::Config& cfg, const NodeModel& slice) {
-  if (const char* e = std::getenv("SHARDLM_HUGE_PAGES"); e && std::string(e) == "0") return nullptr;
+  if (huge_pages_off()) return nullptr;
   auto out = std::make_unique<PlacedWeights>();
   out->model = slice;
   // Matrices to move, by their first byte (a view shared by two matrices is copied once).

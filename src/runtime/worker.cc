@@ -6,11 +6,13 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "model/cpu_backend.h"
 #include "model/loader.h"
 #include "net/tcp_transport.h"
+#include "runtime/huge_pages.h"
 #include "runtime/node.h"
 #include "runtime/protocol.h"
 #include "runtime/slicer.h"
@@ -36,8 +38,8 @@ struct HeldSlice {
 
 struct Received {
   tensor::Type type = tensor::Type::F32;
-  uint64_t rows = 0, cols = 0, got = 0;
-  std::shared_ptr<std::vector<uint8_t>> buf;
+  uint64_t rows = 0, cols = 0, got = 0, size = 0;
+  HugePageArena::Piece buf;  // the matrices are streamed every token: 2 MiB pages
 };
 
 class Worker {
@@ -78,6 +80,7 @@ class Worker {
 Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, const Setup& s) {
   const std::string root = t.peer_name(0);
   std::map<std::string, Received> got;
+  HugePageArena arena;
   for (;;) {
     auto m = t.recv(0, 60.0);
     if (!m) return m.status();
@@ -93,13 +96,15 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
     auto c = parse_message<TensorChunk>(m->payload, root);
     if (!c) return c.status();
     Received& r = got[c->name];
-    if (!r.buf) {
-      r.type = c->type; r.rows = c->rows; r.cols = c->cols;
-      r.buf = std::make_shared<std::vector<uint8_t>>(c->total_bytes);
+    if (!r.buf.data) {
+      r.type = c->type; r.rows = c->rows; r.cols = c->cols; r.size = c->total_bytes;
+      r.buf = arena.take(c->total_bytes);
     }
-    if (r.buf->size() != c->total_bytes || c->offset != r.got)
+    if (r.size != c->total_bytes || c->offset != r.got)
       return Status::error(root + " sent tensor '" + c->name + "' out of order");
-    std::copy(c->bytes.begin(), c->bytes.end(), r.buf->begin() + c->offset);
+    if (c->bytes.size() > r.size - r.got)
+      return Status::error(root + " sent tensor '" + c->name + "' past its " + std::to_string(r.size) + " bytes");
+    std::copy(c->bytes.begin(), c->bytes.end(), r.buf.data + c->offset);
     r.got += c->bytes.size();
   }
   auto h = std::make_shared<HeldSlice>();
@@ -108,26 +113,27 @@ Expected<std::shared_ptr<HeldSlice>> Worker::receive_slice(net::Transport& t, co
   h->node.part = partition_of(s.slice);
   model::Weights& w = h->node.weights;
   w.layers.resize(s.config.n_layers);
+  std::set<const void*> owners;  // the arena's buffers, each kept once
   TensorVisitor v;
   v.matrix = [&](const std::string& name, model::Matrix* m) -> Status {
     auto it = got.find(name);
-    if (it == got.end() || it->second.got != it->second.buf->size())
+    if (it == got.end() || it->second.got != it->second.size)
       return Status::error(root + " did not send tensor '" + name + "' whole");
     const Received& r = it->second;
     m->type = r.type; m->rows = int64_t(r.rows); m->cols = int64_t(r.cols);
     m->row_bytes = tensor::row_bytes(r.type, m->cols);
-    m->data = r.buf->data();
-    w.storage.push_back(r.buf);
+    m->data = r.buf.data;
+    if (owners.insert(r.buf.owner.get()).second) w.storage.push_back(r.buf.owner);
     return util::ok_status();
   };
   v.vector = [&](const std::string& name, model::Vector* out) -> Status {
     auto it = got.find(name);
     if (it == got.end()) return util::ok_status();  // absent (no bias, no q_norm...)
     const Received& r = it->second;
-    if (r.type != tensor::Type::F32 || r.rows != 1 || r.got != r.buf->size())
+    if (r.type != tensor::Type::F32 || r.rows != 1 || r.got != r.size)
       return Status::error(root + " sent vector '" + name + "' malformed");
     out->resize(r.cols);
-    tensor::dequantize_row(tensor::Type::F32, r.buf->data(), out->data(), int64_t(r.cols));
+    tensor::dequantize_row(tensor::Type::F32, r.buf.data, out->data(), int64_t(r.cols));
     return util::ok_status();
   };
   RETURN_IF_ERROR(visit_tensors(w, s.config.n_layers, v));
