@@ -44,15 +44,20 @@ bool huge_pages_off() {
 
 HugePageArena::Piece HugePageArena::take(size_t n) {
   constexpr size_t kCapacity = 128 * kHugePage;
-  const size_t at = open_ ? (open_->size() + 63) / 64 * 64 : 0;
-  if (!open_ || at + n > open_->capacity()) {
+  const auto next = [&] {  // the offset of the next 64-byte aligned address (malloc aligns to 16)
+    const uintptr_t base = uintptr_t(open_->data());
+    return size_t((base + open_->size() + 63) / 64 * 64 - base);
+  };
+  if (!open_ || next() + n > open_->capacity()) {
     open_ = std::make_shared<std::vector<uint8_t>>();
-    open_->reserve(std::max(kCapacity, n));  // a fresh mmap at this size: not yet touched
+    // A fresh mmap at this size: not yet touched. (An impossible n throws, as a vector of n would.)
+    open_->reserve(std::max(kCapacity, n > SIZE_MAX - 64 ? n : n + 64));
     const auto lo = (uintptr_t(open_->data()) + kHugePage - 1) / kHugePage * kHugePage;
     const auto hi = (uintptr_t(open_->data()) + open_->capacity()) / kHugePage * kHugePage;
     if (hi > lo && !huge_pages_off()) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);  // advice only
     return take(n);
   }
+  const size_t at = next();
   open_->resize(at + n);  // within the capacity: no reallocation, earlier pieces stay put
   return {open_->data() + at, open_};
 }
