@@ -111,6 +111,17 @@ inline void products(const Cols& a, const uint8_t* wq, int64_t b, int j, int nj,
   if (nj == 2) Ops::template store<kC1>(sums[j + 1], 64);
 }
 
+// The K-quants' exact int32 sum over a super-block's nj products for column c: sum_j of
+// sc[j * 16 + m] x sums[j][c][m] (vpmulld, vpaddd), per weight row m.
+template <int nj>
+inline __m512i scaled_sum(const int32_t* sc, const int32_t (*sums)[kCols][kRows], int c) {
+  __m512i s = _mm512_mullo_epi32(_mm512_loadu_si512(sc), _mm512_load_si512(sums[0][c]));
+  #pragma GCC unroll 16
+  for (int j = 1; j < nj; ++j)
+    s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_loadu_si512(sc + j * kRows), _mm512_load_si512(sums[j][c])));
+  return s;
+}
+
 inline void store_rows(const __m512* acc, int cn, int rm, float* y, int64_t ys) {
   const __mmask16 mask = rm == kRows ? __mmask16(0xFFFF) : __mmask16((1u << rm) - 1);
   for (int c = 0; c < cn; ++c) _mm512_mask_storeu_ps(y + c * ys, mask, acc[c]);
@@ -265,11 +276,7 @@ struct Q4_K {
       const float* da = acts.d.data() + b * ncp + c0;
       const int32_t* bs2 = acts.bs2.data() + b * 4 * ncp + c0;
       for (int c = 0; c < kCols; ++c) {
-        __m512i sumi = _mm512_mullo_epi32(_mm512_loadu_si512(sc), _mm512_load_si512(sums[0][c]));
-        #pragma GCC unroll 8
-        for (int j = 1; j < kSub; ++j)
-          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_loadu_si512(sc + j * kRows),
-                                                           _mm512_load_si512(sums[j][c])));
+        const __m512i sumi = scaled_sum<kSub>(sc, sums, c);
         __m512i summ = _mm512_madd_epi16(_mm512_loadu_si512(mn), _mm512_set1_epi32(bs2[c]));
         #pragma GCC unroll 4
         for (int t = 1; t < 4; ++t)
@@ -339,11 +346,7 @@ struct Q6_K {
       const __m512 d = _mm512_loadu_ps(w.d.data() + b * kRows);
       const float* da = acts.d.data() + b * ncp + c0;
       for (int c = 0; c < kCols; ++c) {
-        __m512i sumi = _mm512_mullo_epi32(_mm512_loadu_si512(sc), _mm512_load_si512(sums[0][c]));
-        #pragma GCC unroll 16
-        for (int s = 1; s < kSub; ++s)
-          sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_loadu_si512(sc + s * kRows),
-                                                           _mm512_load_si512(sums[s][c])));
+        const __m512i sumi = scaled_sum<kSub>(sc, sums, c);
         acc[c] = _mm512_fmadd_ps(to_float(sumi), _mm512_mul_ps(d, _mm512_set1_ps(da[c])), acc[c]);
       }
     }
