@@ -75,8 +75,12 @@ inline void tile_cb_pairs(int64_t nb, const uint8_t* w, size_t ws, const CbPairA
     for (int c = 0; c < RN; ++c) X[r][c] = Y[r][c] = _mm256_setzero_ps();
   const __m256i table = D::table_u(), m4 = _mm256_set1_epi8(0x0f);
   const CbPairActs::Pair* ap = a.p.data() + c0 * np;
-  // Prefetch as tile_q: the tile after next, spread evenly over this tile's pairs.
-  const char* pf = reinterpret_cast<const char*>(w) + 2 * RM * ws;
+  // Prefetch the next tile (RM * ws bytes from w + RM * ws), spread evenly over this tile's
+  // pairs. Not tile_q's tile after next: on the Llama 3 8B shape (4096- and 14336-wide rows,
+  // weights in 2 MiB pages) IQ4_NL decode gave 3.32 / 3.74 tokens/s with the tile after
+  // next, 4.56 / 4.27 with the next one (1 thread, Zen 4, BENCHMARKS.md issue 28); one row
+  // at a time with the hardware prefetcher alone, 2.82 / 3.00.
+  const char* pf = reinterpret_cast<const char*>(w) + RM * ws;
   const size_t pf_total = RM * ws;
   size_t pf_done = 0;
   for (int64_t p = 0; p < np; ++p) {
