@@ -26,19 +26,14 @@
 #include "runtime/cluster.h"
 #include "runtime/scheduler.h"
 #include "runtime/worker.h"
+#include "scheduler_waves.h"
 #include "scratch.h"
 
 namespace {
 
 constexpr int kChunk = 48, kSlots = 4, kCtx = 320, kGen = 8;
 
-struct Outcome {
-  std::vector<std::vector<int32_t>> tokens;
-  std::vector<std::vector<float>> logprobs;
-  std::vector<runtime::JobEnd> ends;
-  runtime::SchedulerStats stats;
-  int held = 0, used = 0, shared = 0;  // the pool at the end: table entries, blocks in use, shared
-};
+using Outcome = shardlm_test::WaveOutcome;
 
 struct RunSetup {
   std::string path;
@@ -75,52 +70,12 @@ Outcome run(const RunSetup& r, const std::vector<std::vector<int32_t>>& prompts,
     o.transport = std::shared_ptr<net::Transport>(std::move(t[0]));
     o.exact = true;
   }
-  Outcome out;
-  out.tokens.resize(prompts.size());
-  out.logprobs.resize(prompts.size());
-  out.ends.resize(prompts.size());
+  Outcome out(prompts.size());
   {
     auto cl = runtime::Cluster::start(**m, r.path, o, pool);
     EXPECT_TRUE(cl.ok()) << cl.error();
     if (!cl.ok()) return out;
-    {
-      runtime::Scheduler sched(**cl, kChunk);
-      for (const std::vector<size_t>& wave : waves) {
-        std::vector<std::promise<runtime::JobEnd>> ends(prompts.size());
-        // A wave's first token waits until the whole wave is queued (the jobs are not
-        // admitted one by one as a loaded machine happens to run this loop).
-        std::promise<void> queued;
-        std::shared_future<void> gate = queued.get_future().share();
-        for (size_t j : wave) {
-          auto job = std::make_shared<runtime::Job>();
-          job->prompt = prompts[j];
-          job->params.temperature = 0;
-          job->params.top_logprobs = 2;
-          job->max_tokens = r.max_tokens;
-          job->on_token = [&out, j, gate](int32_t tok, const sampler::Logprobs* lp) {
-            gate.wait();
-            out.tokens[j].push_back(tok);
-            if (lp) {
-              out.logprobs[j].push_back(lp->logprob);
-              for (const auto& x : lp->top) out.logprobs[j].push_back(x.logprob + float(x.id));
-            }
-            return true;
-          };
-          job->on_end = [&ends, j](const runtime::JobEnd& e) { ends[j].set_value(e); };
-          sched.submit(job);
-        }
-        queued.set_value();
-        for (size_t j : wave) {
-          out.ends[j] = ends[j].get_future().get();
-          EXPECT_TRUE(out.ends[j].status.ok()) << out.ends[j].status.message();
-        }
-      }
-      out.stats = sched.stats();
-    }
-    const runtime::BlockPool& p = (*cl)->kv_pool();
-    for (int s = 0; s < r.slots; ++s) out.held += p.held(s);
-    out.used = p.used_blocks();
-    out.shared = p.shared_blocks();
+    out = shardlm_test::run_waves(**cl, kChunk, r.slots, r.max_tokens, prompts, waves);
   }
   for (auto& w : workers) w.join();
   return out;

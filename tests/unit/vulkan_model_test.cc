@@ -25,6 +25,7 @@
 #include "model/vulkan/vulkan_backend.h"
 #include "runtime/cluster.h"
 #include "runtime/scheduler.h"
+#include "scheduler_waves.h"
 #include "scratch.h"
 #include "tokenizer/tokenizer.h"
 
@@ -326,13 +327,7 @@ TEST(VulkanPaged, ScatteredBlocksGiveTheBitsOfIdentityTables) {
 
 // The scheduler on a one-node cluster whose node is the Vulkan device (kv_pool_test's setup):
 // jobs in waves (each wave at once, the next once it has ended), greedy, 2 top log-probs.
-struct VkOutcome {
-  std::vector<std::vector<int32_t>> tokens;
-  std::vector<std::vector<float>> logprobs;
-  std::vector<runtime::JobEnd> ends;
-  runtime::SchedulerStats stats;
-  int held = 0, used = 0, shared = 0;  // the pool at the end: table entries, blocks in use, shared
-};
+using VkOutcome = shardlm_test::WaveOutcome;
 
 VkOutcome vk_run(const std::string& path, int slots, int kv_blocks, int host_blocks, int max_tokens,
                  const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::vector<size_t>>& waves) {
@@ -350,51 +345,11 @@ VkOutcome vk_run(const std::string& path, int slots, int kv_blocks, int host_blo
   o.progress = false;
   o.backend = [](const model::Config& c, const model::Weights& w, util::ThreadPool&, const model::RunConfig& rc,
                  const model::Partition& part) { return model::make_vulkan_backend(0, c, w, rc, part); };
-  VkOutcome out;
-  out.tokens.resize(prompts.size());
-  out.logprobs.resize(prompts.size());
-  out.ends.resize(prompts.size());
   auto cl = runtime::Cluster::start(**m, path, o, pool);
   EXPECT_TRUE(cl.ok()) << cl.error();
-  if (!cl.ok()) return out;
+  if (!cl.ok()) return VkOutcome(prompts.size());
   EXPECT_EQ((*cl)->no_prefix_sharing(), "");
-  {
-    runtime::Scheduler sched(**cl, kChunk);
-    for (const std::vector<size_t>& wave : waves) {
-      std::vector<std::promise<runtime::JobEnd>> ends(prompts.size());
-      std::promise<void> queued;  // a wave's first token waits until the whole wave is queued
-      std::shared_future<void> gate = queued.get_future().share();
-      for (size_t j : wave) {
-        auto job = std::make_shared<runtime::Job>();
-        job->prompt = prompts[j];
-        job->params.temperature = 0;
-        job->params.top_logprobs = 2;
-        job->max_tokens = max_tokens;
-        job->on_token = [&out, j, gate](int32_t tok, const sampler::Logprobs* lp) {
-          gate.wait();
-          out.tokens[j].push_back(tok);
-          if (lp) {
-            out.logprobs[j].push_back(lp->logprob);
-            for (const auto& x : lp->top) out.logprobs[j].push_back(x.logprob + float(x.id));
-          }
-          return true;
-        };
-        job->on_end = [&ends, j](const runtime::JobEnd& e) { ends[j].set_value(e); };
-        sched.submit(job);
-      }
-      queued.set_value();
-      for (size_t j : wave) {
-        out.ends[j] = ends[j].get_future().get();
-        EXPECT_TRUE(out.ends[j].status.ok()) << out.ends[j].status.message();
-      }
-    }
-    out.stats = sched.stats();
-  }
-  const runtime::BlockPool& p = (*cl)->kv_pool();
-  for (int s = 0; s < slots; ++s) out.held += p.held(s);
-  out.used = p.used_blocks();
-  out.shared = p.shared_blocks();
-  return out;
+  return shardlm_test::run_waves(**cl, kChunk, slots, max_tokens, prompts, waves);
 }
 
 // Shared prefixes on a Vulkan node (issue 32): a first conversation with an 86-token system
