@@ -38,9 +38,10 @@ TEST(HugePageArena, PiecesAreZeroedAlignedDisjointAndStay) {
   std::set<const void*> owners;
   for (const Got& g : got) owners.insert(g.p.owner.get());
   EXPECT_EQ(got[0].p.owner, got[1].p.owner);  // small pieces share a buffer
-  EXPECT_LE(got[6].p.owner->size(), sizes[6] + 64);  // larger than a buffer: one of its own
+  // Larger than a buffer: one of its own, sized for it (a small next piece may still fit
+  // in its 64 bytes of slack, depending on the allocator's alignment: ASan's differs).
   EXPECT_NE(got[6].p.owner, got[5].p.owner);
-  EXPECT_NE(got[6].p.owner, got[7].p.owner);
+  EXPECT_LE(got[6].p.owner->capacity(), sizes[6] + 64);
   EXPECT_LT(owners.size(), got.size());
 }
 
