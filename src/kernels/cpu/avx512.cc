@@ -124,39 +124,39 @@ void matmul_codebook(int64_t n, const void* W, size_t row_stride, int64_t r0, in
 namespace avx512 {
 namespace {
 KernelTable make_table(bool wide) {
-    using namespace avx2;
-    using avx512::VnniDot;
-    using avx512::VnniScale;
-    KernelTable t;
-    auto set = [&t](Type type, VecDotFn v, MatmulFn m) {
-      t.vec_dot[slot(type)] = v;
-      t.matmul[slot(type)] = m;
-    };
-    set(Type::Q4_0, vec_dot_q<DecQ4_0, VnniDot>, avx512::matmul_lanes_u<DecQ4_0, matmul_q<DecQ4_0, VnniDot>>);
-    set(Type::Q4_1, vec_dot_q<DecQ4_1, VnniDot>, matmul_q<DecQ4_1, VnniDot>);
-    set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
-    set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
-    set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, avx512::matmul_lanes_u<avx512::DecQ8_0_U, matmul_q<DecQ8_0, VnniDot>>);
-    if (wide) {
-      set(Type::Q4_K, vec_dot_fused<WideQ45K<FusedQ4K>, VnniScale>, matmul_cols<WideQ45K<FusedQ4K>, VnniScale>);
-      set(Type::Q5_K, vec_dot_fused<WideQ45K<FusedQ5K>, VnniScale>, matmul_cols<WideQ45K<FusedQ5K>, VnniScale>);
-      set(Type::Q6_K, vec_dot_fused<WideQ6K, VnniScale>, matmul_cols<WideQ6K, VnniScale>);
-    } else {
-      set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_cols<FusedQ4K, VnniScale>);
-      set(Type::Q5_K, vec_dot_fused<FusedQ5K, VnniScale>, matmul_cols<FusedQ5K, VnniScale>);
-      set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
-    }
-    set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
-        matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
-    set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
-        matmul_cb_lanes<DecMXFP4, VnniDot, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>>);
-    set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>,
-        matmul_low_lanes<DecQ2_K, VnniScale, matmul_fused<FusedQ2K, VnniScale>>);
-    set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>,
-        matmul_low_lanes<DecQ3_K, VnniScale, matmul_fused<FusedQ3K, VnniScale>>);
-    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>,  // AVX-512 registers, AVX2 integers; batches with vpdpwssd
-        matmul_low_lanes<DecIQ4_XS, VnniScale, matmul_k<DecIQ4_XS>>);
-    return t;
+  using namespace avx2;
+  using avx512::VnniDot;
+  using avx512::VnniScale;
+  KernelTable t;
+  auto set = [&t](Type type, VecDotFn v, MatmulFn m) {
+    t.vec_dot[slot(type)] = v;
+    t.matmul[slot(type)] = m;
+  };
+  set(Type::Q4_0, vec_dot_q<DecQ4_0, VnniDot>, avx512::matmul_lanes_u<DecQ4_0, matmul_q<DecQ4_0, VnniDot>>);
+  set(Type::Q4_1, vec_dot_q<DecQ4_1, VnniDot>, matmul_q<DecQ4_1, VnniDot>);
+  set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
+  set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
+  set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, avx512::matmul_lanes_u<avx512::DecQ8_0_U, matmul_q<DecQ8_0, VnniDot>>);
+  if (wide) {
+    set(Type::Q4_K, vec_dot_fused<WideQ45K<FusedQ4K>, VnniScale>, matmul_cols<WideQ45K<FusedQ4K>, VnniScale>);
+    set(Type::Q5_K, vec_dot_fused<WideQ45K<FusedQ5K>, VnniScale>, matmul_cols<WideQ45K<FusedQ5K>, VnniScale>);
+    set(Type::Q6_K, vec_dot_fused<WideQ6K, VnniScale>, matmul_cols<WideQ6K, VnniScale>);
+  } else {
+    set(Type::Q4_K, vec_dot_fused<FusedQ4K, VnniScale>, matmul_cols<FusedQ4K, VnniScale>);
+    set(Type::Q5_K, vec_dot_fused<FusedQ5K, VnniScale>, matmul_cols<FusedQ5K, VnniScale>);
+    set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
+  }
+  set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
+      matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
+  set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
+      matmul_cb_lanes<DecMXFP4, VnniDot, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>>);
+  set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>,
+      matmul_low_lanes<DecQ2_K, VnniScale, matmul_fused<FusedQ2K, VnniScale>>);
+  set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>,
+      matmul_low_lanes<DecQ3_K, VnniScale, matmul_fused<FusedQ3K, VnniScale>>);
+  set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>,  // AVX-512 registers, AVX2 integers; batches with vpdpwssd
+      matmul_low_lanes<DecIQ4_XS, VnniScale, matmul_k<DecIQ4_XS>>);
+  return t;
 }
 
 // 64 rows x 4096 of Q4_K (147 KB: in L2, so the arithmetic is timed, not the memory) times
