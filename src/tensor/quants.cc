@@ -61,21 +61,25 @@ MinMax min_max(const float* x, int n) {
   return r;
 }
 
+// Q4_0 and Q5_0's block of kBits: d = max / -2^(kBits-1) (max: the signed value of largest
+// magnitude), q = min(2^kBits - 1, trunc(x / d + 2^(kBits-1) + 0.5)); returns d in fp16.
+template <int kBits>
+uint16_t symmetric_block(const float* x, uint8_t* q) {
+  constexpr int kHalf = 1 << (kBits - 1);
+  const detail::AbsMax a = detail::abs_max(x, kQK);
+  const float d = a.max / -kHalf;
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kQK; ++j) q[j] = std::min<int>(2 * kHalf - 1, static_cast<int8_t>(x[j] * id + (kHalf + 0.5f)));
+  return f32_to_fp16(d);
+}
+
 // ---- Q4_0: x = d * (q - 8), q in [0, 15], d = max / -8 ----
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const detail::AbsMax a = detail::abs_max(x, kQK);
-    const float d = a.max / -8;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_fp16(d);
-    for (int j = 0; j < kQK / 2; ++j) {
-      const float x0 = x[j] * id;
-      const float x1 = x[kQK / 2 + j] * id;
-      const uint8_t q0 = std::min<int>(15, static_cast<int8_t>(x0 + 8.5f));
-      const uint8_t q1 = std::min<int>(15, static_cast<int8_t>(x1 + 8.5f));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+    uint8_t q[kQK];
+    y[i].d = symmetric_block<4>(x, q);
+    detail::pack_nibbles(q, y[i].qs, kQK);
   }
 }
 
@@ -98,13 +102,9 @@ void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t n) {
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);
     y[i].m = f32_to_fp16(mm.min);
-    for (int j = 0; j < kQK / 2; ++j) {
-      const float x0 = (x[j] - mm.min) * id;
-      const float x1 = (x[kQK / 2 + j] - mm.min) * id;
-      const uint8_t q0 = std::min<int>(15, static_cast<int8_t>(x0 + 0.5f));
-      const uint8_t q1 = std::min<int>(15, static_cast<int8_t>(x1 + 0.5f));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j) q[j] = std::min<int>(15, static_cast<int8_t>((x[j] - mm.min) * id + 0.5f));
+    detail::pack_nibbles(q, y[i].qs, kQK);
   }
 }
 
@@ -124,9 +124,9 @@ void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t n) {
 // ---- Q5_0 and Q5_1's 5-bit layout: q[j]'s low nibble as Q4's, bit 4 in bit j of qh ----
 
 void pack_q5(const uint8_t* q, uint8_t* qs, uint8_t* qh_bytes) {
+  detail::pack_nibbles(q, qs, kQK);
   uint32_t qh = 0;
   for (int j = 0; j < kQK / 2; ++j) {
-    qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[j + kQK / 2] & 0x0F) << 4));
     qh |= ((q[j] & 0x10u) >> 4) << j;
     qh |= ((q[j + kQK / 2] & 0x10u) >> 4) << (j + kQK / 2);
   }
@@ -146,12 +146,8 @@ void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, int* q) {
 
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const detail::AbsMax a = detail::abs_max(x, kQK);
-    const float d = a.max / -16;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_fp16(d);
     uint8_t q[kQK];
-    for (int j = 0; j < kQK; ++j) q[j] = std::min<int>(31, static_cast<int8_t>(x[j] * id + 16.5f));
+    y[i].d = symmetric_block<5>(x, q);
     pack_q5(q, y[i].qs, y[i].qh);
   }
 }

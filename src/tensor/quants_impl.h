@@ -24,6 +24,15 @@ inline AbsMax abs_max(const float* x, int n) {
   return r;
 }
 
+// The 4-bit layout of every 32-element block (Q4_0, Q4_1, Q5_*'s low bits, IQ4_NL, IQ4_XS,
+// MXFP4): qs[16 i + j] = low nibble of L[32 i + j] | low nibble of L[32 i + 16 + j] << 4,
+// for n / 32 sub-blocks.
+inline void pack_nibbles(const uint8_t* L, uint8_t* qs, int n) {
+  for (int i = 0; i < n / 32; ++i)
+    for (int j = 0; j < 16; ++j)
+      qs[16 * i + j] = static_cast<uint8_t>((L[32 * i + j] & 0x0F) | ((L[32 * i + 16 + j] & 0x0F) << 4));
+}
+
 // ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it quantizes to zeros.
 inline constexpr float kGroupMaxEps = 1e-15f;
 

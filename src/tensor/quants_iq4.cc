@@ -83,12 +83,6 @@ float fit_block(const float* xb, uint8_t* Lb) {
   return d;
 }
 
-// qs[16 i + j] = L[32 i + j] | L[32 i + 16 + j] << 4 for n / 32 sub-blocks.
-void pack_nibbles(const uint8_t* L, uint8_t* qs, int n) {
-  for (int i = 0; i < n / 32; ++i)
-    for (int j = 0; j < 16; ++j) qs[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
-}
-
 }  // namespace
 
 // ---- IQ4_NL ----
@@ -180,9 +174,7 @@ int best_index_mxfp4(float x, float e) {
 
 void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float amax = 0.0f;
-    for (int j = 0; j < kQK; ++j)
-      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+    const float amax = abs_max(x, kQK).amax;
     // ggml casts the float straight to uint8_t; through int as x86 does (a block below
     // 2^-125 wraps as llama-quantize's does), an infinite block gets the NaN code 255.
     uint8_t e = 0;
@@ -190,11 +182,9 @@ void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t n) {
     else if (amax > 0.0f) e = static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2 + 127));
     y[i].e = e;
     const float d = e8m0_to_fp32_half(e);
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int x0 = best_index_mxfp4(x[j], d);
-      const int x1 = best_index_mxfp4(x[kQK / 2 + j], d);
-      y[i].qs[j] = static_cast<uint8_t>(x0 | (x1 << 4));
-    }
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j) q[j] = static_cast<uint8_t>(best_index_mxfp4(x[j], d));
+    pack_nibbles(q, y[i].qs, kQK);
   }
 }
 

@@ -295,17 +295,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t n) {
   int8_t L[kQK_K];
   float scales[kQK_K / 16];
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    float max_scale = 0;
-    float max_abs_scale = 0;
-    for (int ib = 0; ib < kQK_K / 16; ++ib) {
-      const float scale = make_qx_quants_rmse1(16, 32, x + 16 * ib, L + 16 * ib);
-      scales[ib] = scale;
-      const float abs_scale = std::fabs(scale);
-      if (abs_scale > max_abs_scale) {
-        max_abs_scale = abs_scale;
-        max_scale = scale;
-      }
-    }
+    for (int ib = 0; ib < kQK_K / 16; ++ib) scales[ib] = make_qx_quants_rmse1(16, 32, x + 16 * ib, L + 16 * ib);
+    const auto [max_abs_scale, max_scale] = abs_max(scales, kQK_K / 16);
     if (max_abs_scale < kGroupMaxEps) {
       std::memset(&y[i], 0, sizeof(BlockQ6_K));
       continue;
@@ -365,12 +356,7 @@ void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t n) {
 
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    float max = 0;
-    float amax = 0;
-    for (int j = 0; j < kQK_K; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) { amax = ax; max = x[j]; }
-    }
+    const auto [amax, max] = abs_max(x, kQK_K);
     if (!amax) {
       // ggml leaves bsums unwritten here; we zero them (their true value).
       std::memset(&y[i], 0, sizeof(BlockQ8_K));

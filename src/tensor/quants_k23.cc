@@ -161,13 +161,8 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t n) {
   int8_t L[kQK_K];
   float scales[kQK_K / 16];
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    float max_scale = 0;
-    float amax = 0;
-    for (int j = 0; j < kQK_K / 16; ++j) {
-      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-      const float scale = std::fabs(scales[j]);
-      if (scale > amax) { amax = scale; max_scale = scales[j]; }
-    }
+    for (int j = 0; j < kQK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = abs_max(scales, kQK_K / 16).max;
     std::memset(y[i].scales, 0, kKScaleSize);
     if (max_scale) {
       const float iscale = -32.f / max_scale;
