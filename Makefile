@@ -18,7 +18,7 @@ CMAKE_FLAGS ?=
 PROMPT ?= The three most useful things to know about the Moon are
 N ?= 64
 
-.PHONY: arm64 test-arm64 demo test deps apt-deps py-deps model gemma3 vocab build build-demo build-asan build-fuzz fuzz clean
+.PHONY: arm64 test-arm64 demo test deps apt-deps py-deps model gemma3 vocab ggml-ref build build-demo build-asan build-fuzz fuzz clean
 
 demo: deps model build-demo
 	tools/demo.sh $(MODEL) "$(PROMPT)" $(N)
@@ -28,7 +28,7 @@ demo: deps model build-demo
 # waits for it, then runs the text tests (ARM binary = x86 binary; x86 root + ARM worker).
 # Without the ARM packages it says so in one line and skips. ARM64_CI=0 leaves it out.
 ARM64_CI ?= 1
-test: deps model gemma3 vocab build build-asan
+test: deps model gemma3 vocab ggml-ref build build-asan
 	@if [ "$(ARM64_CI)" = 1 ]; then CMAKE_FLAGS="$(CMAKE_FLAGS)" tools/arm64_ci.sh start; fi
 	ctest --preset release -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
@@ -67,6 +67,11 @@ $(VOCAB_DIR)/ggml-vocab-llama-spm.gguf:
 	python3 -m pip download --quiet --no-deps --no-binary :all: -d .deps/sdist llama-cpp-python==$(LLAMA_CPP_PY)
 	tar -xzf .deps/sdist/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz -C $(VOCAB_DIR) --strip-components=4 \
 	  --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*'
+
+# ggml's reference quantizers and AVX2 vec_dot from the same sdist, for the cross-checks
+# test_quants.py and VecDotVsGgml (tools/ggml_ref.sh: about a minute, once).
+ggml-ref: vocab
+	tools/ggml_ref.sh .deps/sdist/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz
 
 # Cross-compiles shardlm and the kernel tests for 64-bit ARM Linux (cmake/aarch64-linux-gnu.cmake)
 # into build/arm64, installing the cross compiler, qemu-user and the arm64 multiarch -dev

@@ -1,14 +1,9 @@
 // vec_dot_vs_ggml.cc: our matrix x vector (and vec_dot-order batches) against ggml-cpu's own
 // vec_dot, bit for bit, per weight type, on random rows quantized by ggml itself (issue 28:
 // greedy text equal to llama.cpp's decode needs every dot product equal to its AVX2 one).
-// Not built by CMake (it links a llama.cpp build); build and run it from the repository root
-// after building the release preset:
-//
-//   L=/work/llama.cpp; B=build/release
-//   g++ -std=c++20 -O2 -march=native -I src -I $L/ggml/include tools/vec_dot_vs_ggml.cc \
-//       $B/libshardlm_kernels.a $B/libshardlm_tensor.a $B/libshardlm_util.a \
-//       -L$L/build/bin -lggml-cpu -lggml-base -Wl,-rpath,$L/build/bin -lpthread -o /tmp/vec_dot_vs_ggml
-//   SHARDLM_ISA=avx2 /tmp/vec_dot_vs_ggml     # (and avx512; $L/build is llama.cpp's AVX2 build)
+// Built and run by ctest as VecDotVsGgml.avx2 / .native (tests/golden/CMakeLists.txt) when
+// tools/ggml_ref.sh has built ggml's AVX2 CPU library from the llama-cpp-python sdist into
+// .deps/ggml (`make test` does); by hand: `SHARDLM_ISA=avx2 build/release/tests/golden/vec_dot_vs_ggml`.
 //
 // Per type: how many of the rows differ from ggml (activations quantized by both must be
 // byte-equal too), at batch 1 and in vec_dot-order batches of 2 and 3. Exit status 1 if any.

@@ -8,10 +8,11 @@ numpy implementation of ggml's formats), through tests/tools/quant_tool.
       with odd numbers of blocks, quantized by us == gguf.quants.quantize, byte for byte;
   (c) random blocks of every type we decode: our dequantize == gguf's (Q8_1 and Q8_K,
       which gguf cannot decode, against their one-line formula), extreme scales included;
-  (d) the types gguf cannot quantize (Q2_K, Q3_K, IQ4_NL, IQ4_XS; MXFP4 too): our bytes ==
+  (d) the types gguf cannot quantize (Q2_K..Q6_K, IQ4_NL, IQ4_XS; MXFP4 too): our bytes ==
       ggml's own ggml_quantize_chunk without an importance matrix (what llama-quantize
       writes), called through ctypes from llama.cpp's libggml-base.so (SHARDLM_GGML_LIB,
-      default /work/llama.cpp/build/bin/libggml-base.so; skipped, and says so, without it).
+      default .deps/ggml/libggml-base.so, built from the sdist by tools/ggml_ref.sh, which
+      `make test` runs; skipped, and says so, without it). K-quants included.
 
 Not here: the error bounds and edge cases of the round trip (tests/unit/tensor_test.cc).
 Environment: SHARDLM_BUILD_DIR (finds quant_tool), SHARDLM_MODEL (the GGUF file; when it
@@ -32,8 +33,9 @@ MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 QUANTIZABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4"]
 DECODABLE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
              "IQ4_NL", "IQ4_XS", "MXFP4"]
-GGML_QUANTIZABLE = ["Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "MXFP4"]
-GGML_LIB_DEFAULT = "/work/llama.cpp/build/bin/libggml-base.so"
+GGML_QUANTIZABLE = ["Q4_K", "Q5_K", "Q6_K", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "MXFP4"]
+GGML_LIB_DEFAULT = os.path.join(os.environ.get("SHARDLM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+                                ".deps", "ggml", "libggml-base.so")
 
 # gguf's GGML_QUANT_SIZES still lists Q8_1 as 40 bytes (the old f32 d and s layout);
 # ggml-common.h's block_q8_1 is two fp16 and 32 int8 = 36 bytes, as is ours.
