@@ -1,6 +1,8 @@
 // attention_bench.cc: Google Benchmark for the attention kernels on one Llama-3-8B-shaped
 // layer (32 query heads, 8 KV heads, head_dim 128): decode (n_q = 1) at context 128 and
-// 4096, and a 512-token prefill, per KV format and thread count. Reports the K+V bytes read
+// 4096, and a 512- and 2048-token prefill, per KV format and thread count, for an F16 cache
+// also with the opt-in BF16 kernels (bf16:1, --attn-bf16; an error line where the CPU lacks
+// AVX512_BF16). Reports the K+V bytes read
 // per second for decode (to compare with the machine's bandwidth and the weights' bytes)
 // and GFLOP/s (4 * head_dim flops per query-head-position) for prefill. Not a test: no
 // assertions on timing.
@@ -104,12 +106,17 @@ void BM_DecodeRef(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(2.0 * kKvHeads * n_ctx * layer.row_bytes) * state.iterations());
 }
 
-// args: format, prompt length, threads
+// args: format, prompt length, threads, bf16 (the opt-in BF16 kernels, --attn-bf16)
 void BM_Prefill(benchmark::State& state) {
   const auto f = KvFormat(state.range(0));
   const int n_q = int(state.range(1));
+  if (state.range(3) && !kernels::attention_bf16_available()) {
+    state.SkipWithError("this CPU lacks AVX512_BF16");
+    return;
+  }
   Layer layer(f, n_q, n_q);
-  const AttentionArgs a = layer.args(n_q, 0);
+  AttentionArgs a = layer.args(n_q, 0);
+  a.bf16 = state.range(3) != 0;
   util::ThreadPool& p = pool(int(state.range(2)));
   for (auto _ : state) {
     kernels::flash_attention(a, p);
@@ -129,8 +136,9 @@ BENCHMARK(BM_Decode)
     ->UseRealTime();
 BENCHMARK(BM_DecodeRef)->ArgNames({"fmt", "ctx"})->Args({kF16, 4096})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)
-    ->ArgNames({"fmt", "n", "threads"})
-    ->ArgsProduct({{kF16, kQ8}, {512}, {1, 2}})
+    ->ArgNames({"fmt", "n", "threads", "bf16"})
+    ->ArgsProduct({{kQ8}, {512}, {1, 2}, {0}})
+    ->ArgsProduct({{kF16}, {512, 2048}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -55,7 +55,7 @@ void prepare_q_row(const TileKernels& tk, KvFormat f, const float* x, uint8_t* d
       break;
     case KvFormat::kF16:
       std::memcpy(dst, x, size_t(head_dim) * sizeof(float));
-      tk.round_f16(reinterpret_cast<float*>(dst), head_dim);
+      tk.round_q(reinterpret_cast<float*>(dst), head_dim);
       break;
     case KvFormat::kQ8_0:
       quantize_activation(tensor::Type::Q8_0, x, dst, head_dim);
@@ -131,6 +131,12 @@ const TileKernels kScalarKernels = {scores_scalar, accumulate_v_scalar, scale_ma
                                     exp_sum_scalar, round_f16_scalar};
 
 const TileKernels& pick_kernels(const AttentionArgs& a) {
+  if (a.bf16 && a.kv[0].format == KvFormat::kF16 && a.head_dim % 32 == 0 && a.head_dim <= 256 &&
+      attention_bf16_available()) {
+    static const TileKernels bf16 =
+        attention_internal::avx512bf16_tile_kernels(*attention_internal::avx2_tile_kernels());
+    return bf16;
+  }
   const TileKernels* k = attention_internal::avx2_tile_kernels();
   if (!k) k = attention_internal::neon_tile_kernels();
   return (k && a.head_dim % 16 == 0) ? *k : kScalarKernels;
@@ -353,6 +359,16 @@ void run_unit(const AttentionArgs& a, const TileKernels& tk, int kv, const int* 
 namespace attention_internal {
 const TileKernels& scalar_tile_kernels() { return kScalarKernels; }
 }  // namespace attention_internal
+
+bool attention_bf16_available() {
+#if defined(__x86_64__) || defined(_M_X64)
+  static const bool cpu = __builtin_cpu_supports("avx512bf16");
+  const Isa isa = active_isa();
+  return cpu && (isa == Isa::kAvx512 || isa == Isa::kAmx);
+#else
+  return false;
+#endif
+}
 
 // ---- KV rows --------------------------------------------------------------------------------
 

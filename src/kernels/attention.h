@@ -59,7 +59,17 @@ struct AttentionArgs {
   const float* sinks = nullptr;
   // > 0: a sliding window: the query at position p attends to max(0, p - window + 1) .. p.
   int window = 0;
+  // Opt-in (`--attn-bf16`, model::RunConfig::attn_bf16): with an F16 cache, head_dim a
+  // multiple of 32 and attention_bf16_available(), Q, K, V and the softmax numerators P are
+  // rounded to BF16 and both products run on vdpbf16ps into F32 (cpu/attention_avx512bf16.cc);
+  // otherwise ignored. Changes the numbers (about 3 significant digits per operand), not the
+  // batch/thread/node invariance. attention_ref ignores it.
+  bool bf16 = false;
 };
+
+// Whether this CPU has AVX512_BF16 and the active ISA is an AVX-512 one (SHARDLM_ISA=avx2
+// turns the BF16 path off too).
+bool attention_bf16_available();
 
 // Naive causal attention: query t attends to positions 0 .. pos0 + t (within the window, if
 // one is set). Single thread.
@@ -99,8 +109,9 @@ struct TileKernels {
   float (*scale_max)(float* x, int n, float scale);
   // x[i] = exp(x[i] - m) (exactly 0 for x[i] = -inf); returns the sum.
   float (*exp_sum)(float* x, int n, float m);
-  // x[i] = x[i] rounded to F16 (nearest even) and back, for the queries against an F16 cache.
-  void (*round_f16)(float* x, int n);
+  // The queries against an F16 cache: x[i] rounded to F16 (nearest even) and back; the BF16
+  // kernels instead pack x to BF16 pairs in place (its first 2n bytes), which their scores read.
+  void (*round_q)(float* x, int n);
 };
 
 const TileKernels& scalar_tile_kernels();
@@ -111,6 +122,10 @@ const TileKernels* avx2_tile_kernels();
 // x86 nodes attend alike), or nullptr when not compiled in (non-AArch64) or when
 // kernels::active_isa() is not a NEON table. Also head_dim % 16 == 0 only.
 const TileKernels* neon_tile_kernels();
+// `base` with the BF16 scores, P.V and query packing (cpu/attention_avx512bf16.cc; F16 cache,
+// head_dim % 32 == 0, head_dim <= 256); only called when attention_bf16_available(). `base`
+// itself where the compiler lacks -mavx512bf16 or the target is not x86-64.
+TileKernels avx512bf16_tile_kernels(const TileKernels& base);
 
 }  // namespace attention_internal
 }  // namespace kernels
