@@ -55,16 +55,6 @@ inline void cb_pack_acts(int64_t np, const uint8_t* x, size_t xs, int64_t n_batc
   }
 }
 
-// Whether tile_cb_pairs prefetches the next tile (tile_bytes = RM rows x row stride) into L1
-// (_MM_HINT_T0) or only into L2 (_MM_HINT_T1). Measured from memory (weights in 2 MiB pages,
-// 1 thread, Zen 4 with a 48 KiB L1D, IQ4_NL, BENCHMARKS.md issue 28): the 8B shape's
-// 14336-wide rows (32 KiB tiles) streamed at 11-12 GB/s into L1, 21-22 into L2; 6144-wide
-// (13.8 KiB) 13.4 against 21.5; 5120-wide (11.5 KiB) 17 against 17-21; 4096-wide (9 KiB)
-// 21 against 20; 2048-wide (4.5 KiB, the 1B shape) 22.5 against 14.8. Prefetch only: the
-// hint changes no result.
-constexpr size_t kCbPrefetchL1Bytes = 10 * 1024;
-inline bool cb_prefetch_to_l1(size_t tile_bytes) { return tile_bytes <= kCbPrefetchL1Bytes; }
-
 // Lanes 0..3 = lane R of v's low half, 4..7 = lane R of its high half.
 template <int R>
 inline __m256 lane_bcast(__m256 v) { return _mm256_permute_ps(v, R * 0x55); }
@@ -90,17 +80,13 @@ inline void tile_cb_pairs(int64_t nb, const uint8_t* w, size_t ws, const CbPairA
   // weights in 2 MiB pages) IQ4_NL decode gave 3.32 / 3.74 tokens/s with the tile after
   // next, 4.56 / 4.27 with the next one (1 thread, Zen 4, BENCHMARKS.md issue 28); one row
   // at a time with the hardware prefetcher alone, 2.82 / 3.00. Into L1 for tiles of up to
-  // kCbPrefetchL1Bytes, into L2 beyond (cb_prefetch_to_l1).
+  // kPrefetchL1TileBytes, into L2 beyond (avx2_tiles.h prefetch_lines).
   const char* pf = reinterpret_cast<const char*>(w) + RM * ws;
   const size_t pf_total = RM * ws;
-  const bool to_l1 = cb_prefetch_to_l1(pf_total);
+  const bool pf_l1 = pf_total <= kPrefetchL1TileBytes;
   size_t pf_done = 0;
   for (int64_t p = 0; p < np; ++p) {
-    const size_t pf_to = pf_total * size_t(p + 1) / size_t(np);
-    if (to_l1)
-      for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T0);
-    else
-      for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T1);
+    prefetch_lines(pf, pf_done, pf_total * size_t(p + 1) / size_t(np), pf_l1);
     const int64_t b = 2 * p;
     const __m256 dw = pair_scales(static_cast<const W* const*>(wr), b, Rows());  // lane r: row r's block b, 4 + r: b + 1
     __m256i ql[RM], qh[RM];

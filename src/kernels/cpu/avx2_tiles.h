@@ -34,6 +34,24 @@ constexpr int kTileCols = 2;  // activation rows per tile (4 x 2 accumulators + 
 // against 25.5 GB/s; 0, 128, 384 and 1024 all near 256); Q4_0 / Q4_1 do not care.
 constexpr int kPrefetchBytes = 256;
 
+// The decode tiles (tile_q, avx2_cb_pairs.h's tile_cb_pairs) prefetch a coming tile of RM
+// rows spread over the current one: lines [done, to) from pf, into L1 (_MM_HINT_T0) when
+// that tile (RM x row stride) is at most kPrefetchL1TileBytes, else only into L2
+// (_MM_HINT_T1). Measured from memory (weights in 2 MiB pages, 1 thread, Zen 4 with a 48
+// KiB L1D, a harness streaming the 8B / 1B shapes' matrices, BENCHMARKS.md issue 28):
+// IQ4_NL's 14336-wide rows (32 KiB tiles) 11-12 GB/s into L1, 21-22 into L2; 8192-wide
+// (18 KiB) 12.3 against 21.8; 6144-wide (13.8 KiB) 13.4 against 21.5; 5120-wide (11.5 KiB)
+// 17 against 17-21; 4096-wide (9 KiB) 21 against 20; 2048-wide (4.5 KiB) 22.5 against
+// 14.8. Q4_0 / Q4_1 (tile_q, the tile after next) 13 -> 17-18 on 14336- and 8192-wide rows,
+// the shorter ones unchanged. Prefetch only: the hint changes no result.
+constexpr size_t kPrefetchL1TileBytes = 10 * 1024;
+inline void prefetch_lines(const char* pf, size_t& done, size_t to, bool to_l1) {
+  if (to_l1)
+    for (; done < to; done += 64) _mm_prefetch(pf + done, _MM_HINT_T0);
+  else
+    for (; done < to; done += 64) _mm_prefetch(pf + done, _MM_HINT_T1);
+}
+
 // Tile(rm, rn) runs one tile of rm weight rows x rn activation rows at (r, c).
 template <int RM, class Tile>
 inline void for_each_tile(int64_t r0, int64_t r1, int64_t n_batch, Tile&& tile) {
@@ -192,12 +210,12 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
   // (1 thread, AVX-512 EPYC); each row's own blocks ahead instead: half of either.
   const char* pf = reinterpret_cast<const char*>(w) + 2 * RM * ws;
   const size_t pf_total = RM * ws;
+  const bool pf_l1 = pf_total <= kPrefetchL1TileBytes;  // else into L2 (prefetch_lines)
   size_t pf_done = 0;
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     const size_t pf_to = pf_total * size_t(b + 2) / size_t(nb);
-    if constexpr (kPrefetch)
-      for (; pf_done < pf_to; pf_done += 64) _mm_prefetch(pf + pf_done, _MM_HINT_T0);
+    if constexpr (kPrefetch) prefetch_lines(pf, pf_done, pf_to, pf_l1);
     // Q8_0 (memory-bound at ~50 GB/s) keeps per-row scales: the pair conversion measured 5%
     // slower for it on the AVX-512 EPYC (with AVX2 kernels, one run 5-10% faster: the
     // choice follows the dev machine's ISA), while the 4- and 5-bit types gained 5-20%
