@@ -158,7 +158,7 @@ void report(const RunOptions& o, const BenchOptions& b, const model::LoadedModel
                 "\"weight_gb\": %.4f, \"tg_gbps\": %.3f, \"read_bw_gbps\": %.3f, \"n_nodes\": %d, "
                 "\"cluster\": \"%s\", \"device\": \"%s\", \"nodes\": [",
                 o.model.c_str(), o.threads, kernels::isa_name(kernels::active_isa()), b.n_prompt, b.n_gen,
-                b.parallel, model::kv_type_name(o.run.kv_type), model::attention_mode_name(o.run.attention),
+                b.parallel, model::kv_type_name(o.run.kv_type), model::attention_label(o.run),
                 spp.mean, spp.sd, stg.mean, stg.sd, weight_gb, gbs, bw, cluster.n_nodes(),
                 cluster.n_nodes() > 1 ? cluster.describe().c_str() : "", cluster.root_device().c_str());
     // Per node, per generated token (decode phases only): compute and sync ms, bytes.
@@ -173,7 +173,7 @@ void report(const RunOptions& o, const BenchOptions& b, const model::LoadedModel
   const std::string isa = kernels::isa_name(kernels::active_isa()) + kernels::kquant_width_note();
   std::printf("model %s: %s, %.3f GB of matrices, %d threads, %s, KV %s, attention %s\n", o.model.c_str(),
               cfg.arch_name.c_str(), weight_gb, o.threads, isa.c_str(), model::kv_type_name(o.run.kv_type),
-              model::attention_mode_name(o.run.attention));
+              model::attention_label(o.run));
   std::printf("device: %s\n", cluster.root_device().c_str());
   if (!me.pp.empty()) std::printf("pp%-5d %10.2f ± %.2f tokens/s\n", b.n_prompt, spp.mean, spp.sd);
   if (!me.tg.empty())

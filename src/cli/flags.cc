@@ -99,6 +99,9 @@ void add_run_options(CLI::App* cmd, RunOptions* o) {
                 "lane-order types' decode rows of 4+ sequences in the faster lane order too (up to 1.4x the "
                 "throughput at 8 streams; a request's text may then part from the same request alone at "
                 "near-ties)")->excludes("--exact-batches");
+  cmd->add_flag("--attn-bf16", o->run.attn_bf16,
+                "flash attention's QK^T and PV in BF16 (vdpbf16ps) on CPUs with AVX512_BF16, F16 KV cache: "
+                "faster long prompts, numbers rounded to BF16 (an error where the CPU lacks it)");
 }
 
 void add_cluster_options(CLI::App* cmd, ClusterCliOptions* o) {

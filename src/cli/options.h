@@ -38,7 +38,7 @@ struct RunOptions {
   // (llama-server's option: 0 off, -1 no limit); others keep none.
   int64_t cache_ram_mib = 0;
   // How every node runs the model, as the flags set it (--kv-type, --flash-attn,
-  // --exact-batches, --fast-batches); the backend adds ctx, slots, the KV pool
+  // --exact-batches, --fast-batches, --attn-bf16); the backend adds ctx, slots, the KV pool
   // (--kv-memory) and rows per step.
   // Flash by default: faster at long context, and a prompt's logits do not depend on its
   // batch split. `--flash-attn off` is llama.cpp's non-flash path to the bit.

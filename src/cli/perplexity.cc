@@ -119,7 +119,7 @@ int run_perplexity(const RunOptions& o, const ClusterCliOptions& co, const std::
   if (cluster.n_nodes() > 1) std::fprintf(stderr, "cluster: %s\n", cluster.describe().c_str());
   std::fprintf(stderr, "perplexity: calculating perplexity over %d chunks, n_ctx=%d, batch_size=%d, kv %s, "
                "attention %s\n", n_chunk, n_ctx, ro.batch, model::kv_type_name(ro.run.kv_type),
-               model::attention_mode_name(ro.run.attention));
+               model::attention_label(ro.run));
   util::Timer t_all;
   Nll r;
   if (std::string e = score_chunks(cluster, **tok, tokens, n_chunk, n_ctx, ro.batch, cfg.n_vocab, &r); !e.empty())

@@ -24,8 +24,9 @@ CpuBackend::CpuBackend(const Config& cfg, const Weights& w, util::ThreadPool& po
       kv_dim_(part.n_kv_heads * cfg.head_dim),
       mode_(rc.attention),
       lane_order_(rc.lane_order),
-      decode_lanes_(rc.decode_lanes) {
-  const std::string why = attention_unsupported(cfg, rc.kv_type, rc.attention);
+      decode_lanes_(rc.decode_lanes),
+      attn_bf16_(rc.attn_bf16) {
+  const std::string why = attention_unsupported(cfg, rc.kv_type, rc.attention, rc.attn_bf16);
   CHECK_MSG(why.empty(), why.c_str());
   const int group = cfg.n_heads / cfg.n_kv_heads;
   for (int h = 0; h < part.n_heads; ++h) kv_of_head_.push_back((part.head_begin + h) / group - part.kv_begin);
@@ -466,6 +467,7 @@ void CpuBackend::attention(int l, const Segment* segs, int n_segs) {
       a.kv = views.data() + size_t(s) * n_kv;
       a.sinks = lw.sinks.empty() ? nullptr : lw.sinks.data();
       a.window = c.is_swa(l) ? c.n_swa : 0;  // the ring of a windowed layer is in its views
+      a.bf16 = attn_bf16_;
       row += segs[s].n;
     }
     if (n_segs == 1)

@@ -82,7 +82,7 @@ class CpuBackend : public Backend {
   KvCache kv_;
   int q_dim_, kv_dim_;  // local: n_heads * head_dim, n_kv_heads * head_dim
   AttentionMode mode_;
-  bool lane_order_, decode_lanes_;
+  bool lane_order_, decode_lanes_, attn_bf16_;
   std::vector<Run> runs_;      // of the batch being evaluated
   std::vector<int> row_slot_, row_pos_;  // [B] each row's slot and position
   std::vector<int> kv_of_head_;  // [local heads] local KV head each query head reads

@@ -37,7 +37,16 @@ struct RunConfig {
   // Opt-in throughput (`--fast-batches`): decode rows take lane order too when a run of
   // them has >= kLaneMinRows rows, so their bits then depend on how many run together.
   bool decode_lanes = false;
+  // Opt-in (`--attn-bf16`): flash attention's QK^T and PV in BF16 on AVX512_BF16 CPUs
+  // (kernels::AttentionArgs::bf16); every node the same, so node counts still agree.
+  // attention_unsupported refuses it where it cannot run (no AVX512_BF16, not flash + F16).
+  bool attn_bf16 = false;
 };
+
+// The attention a run uses, for start-up lines: "exact", "flash" or "flash-bf16" (--attn-bf16).
+inline const char* attention_label(const RunConfig& rc) {
+  return rc.attention != AttentionMode::kFlash ? "exact" : rc.attn_bf16 ? "flash-bf16" : "flash";
+}
 
 // RunConfig's fields in wire order, for runtime/wire_fields.h's writer and reader alike
 // (the session setup carries them; a new field is one line here, and a wire change bumps
@@ -47,7 +56,7 @@ util::Status run_config_fields(IO& io, RC& rc) {
   RETURN_IF_ERROR(io.i32(rc.ctx, rc.max_batch, rc.n_slots, rc.kv_blocks, rc.kv_host_blocks));
   RETURN_IF_ERROR(io.enum8(rc.kv_type, KvType::kQ8_0, "names an unknown KV cache type"));
   RETURN_IF_ERROR(io.enum8(rc.attention, AttentionMode::kFlash, "names an unknown attention mode"));
-  return io.bits("has a bad batch-order flag", rc.lane_order, rc.decode_lanes);
+  return io.bits("has a bad batch-order flag", rc.lane_order, rc.decode_lanes, rc.attn_bf16);
 }
 
 constexpr int kLaneMinRows = int(kernels::kLaneMinBatch);

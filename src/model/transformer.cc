@@ -7,6 +7,7 @@
 
 #include "model/backend.h"
 #include "model/cpu_backend.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "tensor/quants.h"
 #include "util/swa_ring.h"
@@ -17,7 +18,17 @@ Transformer::Transformer(const Config& cfg, const Weights& w, util::ThreadPool& 
                          KvType kv_type, int max_batch, AttentionMode attention)
     : Transformer(cfg, w, pool, ctx, kv_type, max_batch, Partition::whole(cfg), nullptr, attention) {}
 
-std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode) {
+std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode, bool attn_bf16) {
+  // --attn-bf16 is refused, not dropped, where it cannot run: it changes the numbers, so a
+  // node quietly without it would part from the others (and from the user's choice).
+  if (attn_bf16 && !kernels::attention_bf16_available())
+    return "--attn-bf16 needs a CPU with AVX512_BF16 (and SHARDLM_ISA avx512 or amx); this one lacks it: "
+           "drop --attn-bf16";
+  if (attn_bf16 && (mode != AttentionMode::kFlash || kv_type != KvType::kF16))
+    return "--attn-bf16 needs --flash-attn on and --kv-type f16";
+  if (attn_bf16 && (cfg.head_dim % 32 != 0 || cfg.head_dim > 256))
+    return "--attn-bf16 needs head_dim to be a multiple of 32 up to 256 (this model's is " +
+           std::to_string(cfg.head_dim) + "): drop --attn-bf16";
   if (kv_type == KvType::kQ8_0 && mode != AttentionMode::kFlash)
     return "a q8_0 KV cache needs flash attention (--flash-attn on), as in llama.cpp";
   if (kv_type == KvType::kQ8_0 && cfg.head_dim % 32 != 0)

@@ -37,8 +37,8 @@ struct Segment {
   int blocks_from = -1;
   std::span<const int32_t> blocks = {};
 };
-// Why (cfg, kv_type, mode) cannot run, or "" when it can.
-std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode);
+// Why (cfg, kv_type, mode, and --attn-bf16 when set) cannot run on this node, or "" when it can.
+std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMode mode, bool attn_bf16 = false);
 
 class Backend;
 enum class Act : uint8_t;

@@ -32,7 +32,7 @@ using util::Expected;
 using util::Status;
 
 constexpr uint8_t kMagic[4] = {'S', 'H', 'L', 'M'};
-constexpr uint16_t kProtocolVersion = 14;  // 14: the setup carries the host KV cache's blocks (each node's memory check); 13: steps carry host KV cache copies (--cache-ram); 12: step replies carry the rows counted; 11: paged KV cache (pool blocks in setup, block entries per step segment); 10: gpt-oss and YaRN config fields; 9: token masks (constrained decoding); 8: every-row steps, MoE
+constexpr uint16_t kProtocolVersion = 15;  // 15: the setup's --attn-bf16 bit; 14: the setup carries the host KV cache's blocks (each node's memory check); 13: steps carry host KV cache copies (--cache-ram); 12: step replies carry the rows counted; 11: paged KV cache (pool blocks in setup, block entries per step segment); 10: gpt-oss and YaRN config fields; 9: token masks (constrained decoding); 8: every-row steps, MoE
 constexpr size_t kHeaderBytes = 28;
 constexpr uint64_t kDefaultMaxFrameBytes = uint64_t{1} << 30;  // 1 GiB
 // Frame flags. kFlagSealed: the payload is ciphertext + tag (link_crypto.h).

@@ -33,7 +33,7 @@ Status check_options(const model::LoadedModel& m, const ClusterOptions& o, int n
   }
   if (!o.exact && !o.auto_sync && o.sync == net::SyncType::kQ8_0 && m.config.dim % 32 != 0)
     return Status::error("dim " + std::to_string(m.config.dim) + " is not a multiple of 32: use --sync-type f16");
-  if (std::string why = model::attention_unsupported(m.config, o.run.kv_type, o.run.attention); !why.empty())
+  if (std::string why = model::attention_unsupported(m.config, o.run.kv_type, o.run.attention, o.run.attn_bf16); !why.empty())
     return Status::error(why);
   if (n == 1 && !o.spares.empty()) return Status::error("--spare needs --workers: a spare takes a lost worker's place");
   return util::ok_status();

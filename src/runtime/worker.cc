@@ -191,7 +191,7 @@ Status Worker::await_setup(net::Transport& t, Setup* s, bool* shutdown) {
     if (m->type != msg_type(Msg::kSetup)) return net::unexpected_type(root, m->type, msg_type(Msg::kSetup));
     auto p = parse_message<Setup>(m->payload, root);
     if (!p) return p.status();
-    if (std::string why = model::attention_unsupported(p->config, p->run.kv_type, p->run.attention); !why.empty())
+    if (std::string why = model::attention_unsupported(p->config, p->run.kv_type, p->run.attention, p->run.attn_bf16); !why.empty())
       return refuse(t, "session setup from " + root + ": " + why);
     *s = std::move(*p);
     return util::ok_status();

@@ -889,8 +889,15 @@ TEST(Protocol, SetupCarriesAttentionModeKvTypeAndBatchOrder) {
   ASSERT_TRUE(fast.ok()) << fast.error();
   EXPECT_TRUE(fast->run.decode_lanes);
   s.run.decode_lanes = false;
+  EXPECT_FALSE(fast->run.attn_bf16);
+  s.run.attn_bf16 = true;  // --attn-bf16 reaches every node (protocol 15)
+  auto bf16 = runtime::parse_message<runtime::Setup>(runtime::encode_message(s), "test");
+  ASSERT_TRUE(bf16.ok()) << bf16.error();
+  EXPECT_TRUE(bf16->run.attn_bf16);
+  EXPECT_FALSE(bf16->run.decode_lanes);
+  s.run.attn_bf16 = false;
   std::vector<uint8_t> bad = runtime::encode_message(s);
-  bad[bad.size() - 17] = 4;  // the flag byte (lane order, decode lanes), before the step timeout (f64) and slice bytes (u64)
+  bad[bad.size() - 17] = 8;  // the flag byte (lane order, decode lanes, attn bf16), before the step timeout (f64) and slice bytes (u64)
   auto refused = runtime::parse_message<runtime::Setup>(bad, "test");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("batch-order flag"), std::string::npos) << refused.error();

@@ -58,6 +58,9 @@ std::string vulkan_unsupported(const Config& cfg, const Weights& w, const RunCon
       list += (i == 0 ? "" : i + 1 == lack.size() ? " and " : ", ") + lack[i];
     return cfg.arch_name + " needs " + list + ", which the Vulkan backend does not run: use --device cpu";
   }
+  if (rc.attn_bf16)
+    return "--attn-bf16 is a CPU option (AVX512_BF16 tiles); the Vulkan shaders attend in F16/F32: drop "
+           "--attn-bf16 (or use --device cpu)";
   if (rc.attention != AttentionMode::kFlash)
     return "the Vulkan backend runs flash attention only: use --flash-attn on (or --device cpu)";
   if (rc.kv_type != KvType::kF16)
