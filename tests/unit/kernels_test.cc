@@ -395,13 +395,14 @@ float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
 // MXFP4, Q2_K, Q3_K and IQ4_XS on AVX2 / AVX-512 / NEON with 4 or more
 // columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
 // lane_order() (the per-type references above, lane_ref::low_bit) exactly instead. Batches cover the GEMM tiles' column tails
-// and, with 257 blocks per row, several column chunks; row ranges cover partial row tiles
-// (8-row lane tiles included).
+// and, with 321 blocks per row, several column chunks; row ranges cover partial row tiles
+// (8-row lane tiles included). 321 blocks: Q8_0's rows (10914 bytes) pass
+// kPrefetchL1TileBytes, so its matrix x vector takes the prefetching path for long rows.
 TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
   const Type wt = GetParam();
   const Type at = act_type(wt);
   std::mt19937 rng(31 + static_cast<int>(wt));
-  const int64_t n = block_size(wt) == 256 ? 5 * 256 : 257 * 32;
+  const int64_t n = block_size(wt) == 256 ? 5 * 256 : 321 * 32;
   const int64_t rows = 13, max_batch = 40;
   // Padded rows, off the SIMD alignment but on the block structs' natural one (4 bytes:
   // F32 values, Q8_K's float scale), as in a GGUF file or a slice.

@@ -226,10 +226,18 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   // than 4-row tiles with software prefetch (matrices of 512-201088 x 2880-4096, cold
   // cache, 1 thread, Zen 4: 201088 x 2880, gpt-oss's output, 40 -> 26 ms), same bits; the
   // tiles stay faster only on a matrix already in cache (36 against 30 GB/s at 4096 x 2880).
+  // Rows of more than kPrefetchL1TileBytes (Q8_0 rows over ~9600 wide: the 8B shape's
+  // 14336-wide ffn_down) software-prefetch the row after next into L2 (tile_q's prefetch,
+  // prefetch_lines): from 2 MiB-page memory 16.1-18.4 -> 25.9-28.6 GB/s on that matrix,
+  // as fast as the 4096-wide ones (25-28; 1 thread, Zen 4, BENCHMARKS.md issue 28).
   if constexpr (std::is_same_v<D, DecQ8_0>)
     if (n_batch == 1) {
-      for (int64_t r = r0; r < r1; ++r)
-        tile_q<D, Dot, 1, 1, false>(nb, w + r * row_stride, row_stride, x, xq_stride, y + r, y_stride);
+      if (row_stride > kPrefetchL1TileBytes)
+        for (int64_t r = r0; r < r1; ++r)
+          tile_q<D, Dot, 1, 1, true>(nb, w + r * row_stride, row_stride, x, xq_stride, y + r, y_stride);
+      else
+        for (int64_t r = r0; r < r1; ++r)
+          tile_q<D, Dot, 1, 1, false>(nb, w + r * row_stride, row_stride, x, xq_stride, y + r, y_stride);
       return;
     }
   for_each_tile<kTileRows>(r0, r1, n_batch, [&]<int RM>(int64_t r, int64_t nbatch) {
