@@ -1,6 +1,6 @@
 // attention_bench.cc: Google Benchmark for the attention kernels on one Llama-3-8B-shaped
 // layer (32 query heads, 8 KV heads, head_dim 128): decode (n_q = 1) at context 128 and
-// 4096, and a 512- and 2048-token prefill, per KV format and thread count, for an F16 cache
+// 4096 (F16 at 4096 also BF16), and a 512- and 2048-token prefill, per KV format and thread count, for an F16 cache
 // also with the opt-in BF16 kernels (bf16:1, --attn-bf16; an error line where the CPU lacks
 // AVX512_BF16). Reports the K+V bytes read
 // per second for decode (to compare with the machine's bandwidth and the weights' bytes)
@@ -80,12 +80,17 @@ struct Layer {
   }
 };
 
-// args: format, context, threads
+// args: format, context, threads, bf16 (the opt-in BF16 kernels)
 void BM_Decode(benchmark::State& state) {
   const auto f = KvFormat(state.range(0));
   const int n_ctx = int(state.range(1));
+  if (state.range(3) && !kernels::attention_bf16_available()) {
+    state.SkipWithError("this CPU lacks AVX512_BF16");
+    return;
+  }
   Layer layer(f, n_ctx, 1);
-  const AttentionArgs a = layer.args(1, n_ctx - 1);
+  AttentionArgs a = layer.args(1, n_ctx - 1);
+  a.bf16 = state.range(3) != 0;
   util::ThreadPool& p = pool(int(state.range(2)));
   for (auto _ : state) {
     kernels::flash_attention(a, p);
@@ -130,8 +135,9 @@ void BM_Prefill(benchmark::State& state) {
 constexpr int kF16 = int(KvFormat::kF16), kF32 = int(KvFormat::kF32), kQ8 = int(KvFormat::kQ8_0);
 
 BENCHMARK(BM_Decode)
-    ->ArgNames({"fmt", "ctx", "threads"})
-    ->ArgsProduct({{kF16, kQ8, kF32}, {128, 4096}, {1, 2}})
+    ->ArgNames({"fmt", "ctx", "threads", "bf16"})
+    ->ArgsProduct({{kF16, kQ8, kF32}, {128, 4096}, {1, 2}, {0}})
+    ->ArgsProduct({{kF16}, {4096}, {1, 2}, {1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_DecodeRef)->ArgNames({"fmt", "ctx"})->Args({kF16, 4096})->Unit(benchmark::kMicrosecond);

@@ -7,7 +7,9 @@
 // Numerics follow llama.cpp's CPU flash-attention path with an F32 V accumulator: Q is
 // rounded to the K cache's dot-product type (F16 for an F16 cache, Q8_0 blocks -- quantized
 // by kernels::quantize_activation -- for a Q8_0 cache, F32 for F32), scores and the online
-// softmax are F32, V is converted to F32 and accumulated in F32.
+// softmax are F32, V is converted to F32 and accumulated in F32. Opt-in (AttentionArgs::bf16,
+// `--attn-bf16`): Q, K, V and P rounded to BF16, both products on vdpbf16ps into F32
+// (cpu/attention_avx512bf16.cc), the softmax F32 as above.
 // Masks: causal, optionally narrowed to a sliding window (AttentionArgs::window: a query at
 // position p sees p - window + 1 .. p, as llama.cpp's SWA mask), over a cache that may be a
 // ring (KvHeadView::ring); attention sinks join each softmax's denominator.
