@@ -435,6 +435,16 @@ struct TileQ6K {
   }
 };
 
+// Q4_K's lane GEMM prefetches the next row tile on the AVX-512 table only: on the AVX2 table
+// it measured 6% slower with it (Zen 4 forced to AVX2, the 1B shape's pp512, perf samples of
+// the GEMM, 2 alternations: 26.2k against 24.6k), while AVX-512 Q4_K and both tables' Q4_0 /
+// Q6_K gain 4-12% (docs/BENCHMARKS.md, "Zen 4 and the AVX2 table against the binary before").
+#if defined(__AVX512F__)
+inline constexpr bool kQ4KPrefetchRows = true;
+#else
+inline constexpr bool kQ4KPrefetchRows = false;
+#endif
+
 // Rows [r0, r1) x all n_batch activation rows. Each group of up to 4 weight rows is decoded
 // once per super-block and reused for up to kGroup activation rows. (Q4_K and Q6_K batches
 // of kGemmMinBatch or more take the lane-order gemm_lanes.)
@@ -451,7 +461,7 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   if (n_batch >= kGemmMinBatch && ::kernels::lane_order()) {
     const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
     if constexpr (std::is_same_v<D, DecQ4_K>)
-      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4>(
+      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4, kQ4KPrefetchRows>(
           nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);
     if constexpr (std::is_same_v<D, DecQ6_K>)
       return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K, 4>(

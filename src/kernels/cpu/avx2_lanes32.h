@@ -150,9 +150,11 @@ inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, 
 
 // Rows [r0, r1) x n_batch columns in lane order: column chunks outer (packed once into L2,
 // col_bytes each), 8-row tiles packed once per chunk, RN-column register tiles
-// (Tile<RN>::run) inner. Shared by the Q4_0 and the K-quant lane GEMMs.
+// (Tile<RN>::run) inner. Shared by the Q4_0 and the K-quant lane GEMMs. PrefetchRows: the
+// next tile's rows into L2 during this one (off only where it measured slower).
 template <class Acts, void (*PackActs)(int64_t, const uint8_t*, size_t, int64_t, Acts&), class Rows,
-          void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile, int RN>
+          void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile, int RN,
+          bool PrefetchRows = true>
 inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x, size_t xs,
                        int64_t n_batch, float* y, int64_t ys, size_t col_bytes) {
   thread_local Acts acts;
@@ -166,7 +168,7 @@ inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int6
       PackRows(nb, w + r * ws, ws, rm, rows);
       // The next tile's weight rows into L2 while this one runs (a prompt reads them from
       // memory once per chunk; the packing stalled on them).
-      if (r + 8 < r1) {
+      if (PrefetchRows && r + 8 < r1) {
         const char* next = reinterpret_cast<const char*>(w + (r + 8) * ws);
         const size_t bytes = size_t(std::min<int64_t>(8, r1 - r - 8)) * ws;
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(next + o, _MM_HINT_T1);
