@@ -25,6 +25,7 @@
 
 #include "kernels/attention.h"
 #include "util/thread_pool.h"
+#include "attention_case.h"
 
 namespace {
 
@@ -54,49 +55,20 @@ float bf16(float x) {  // round to nearest even, as vcvtne2ps2bf16 (no NaNs here
     GTEST_SKIP();                                                                           \
   }
 
-// A random F16 (or other format) cache of n_kv heads x (pos0 + n_q) positions and n_q queries.
-struct Case {
-  int n_q, pos0, hd;
-  KvFormat format;
-  std::vector<int> kv_of_head;
-  int n_kv = 0;
-  size_t row_bytes;
-  std::vector<std::vector<uint8_t>> k, v;
-  std::vector<KvHeadView> views;
-  std::vector<float> q, sinks;
+// The random problem of attention_case.h (F16 unless asked), with sinks, a window and the flag.
+struct Case : AttentionCase {
+  std::vector<float> sinks;
   int window = 0;
   bool bf16 = true;
 
   Case(int n_q_, int pos0_, int hd_, std::vector<int> map, uint32_t seed, KvFormat f = KvFormat::kF16)
-      : n_q(n_q_), pos0(pos0_), hd(hd_), format(f), kv_of_head(std::move(map)) {
-    for (int g : kv_of_head) n_kv = std::max(n_kv, g + 1);
-    row_bytes = kernels::kv_row_bytes(f, hd) + 8;
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(hd);
-    for (int g = 0; g < n_kv; ++g) {
-      k.emplace_back(size_t(n_ctx()) * row_bytes);
-      v.emplace_back(size_t(n_ctx()) * row_bytes);
-      for (int p = 0; p < n_ctx(); ++p) {
-        const float boost = (p % 29 == 3) ? 4.0f : 1.0f;  // the running max moves both ways
-        for (float& e : x) e = nd(rng) * boost;
-        kernels::kv_store_row(f, x.data(), k[g].data() + p * row_bytes, hd);
-        for (float& e : x) e = nd(rng);
-        kernels::kv_store_row(f, x.data(), v[g].data() + p * row_bytes, hd);
-      }
-      views.push_back({f, k[g].data(), v[g].data(), row_bytes});
-    }
-    q.resize(size_t(n_q) * n_heads() * hd);
-    for (float& e : q) e = 2.0f * nd(rng);
-  }
-  int n_ctx() const { return pos0 + n_q; }
-  int n_heads() const { return int(kv_of_head.size()); }
-  size_t stride() const { return size_t(n_heads()) * hd; }
+      : AttentionCase(n_q_, pos0_, hd_, f, std::move(map), seed) {}
+  size_t stride() const { return size_t(n_heads()) * head_dim; }
   std::vector<float> run(int threads, bool flag) const {
     std::vector<float> out(size_t(n_q) * stride(), NAN);
     AttentionArgs a{};
-    a.n_q = n_q, a.pos0 = pos0, a.n_heads = n_heads(), a.n_kv_heads = n_kv;
-    a.kv_of_head = kv_of_head.data(), a.head_dim = hd, a.scale = 1.0f / std::sqrt(float(hd));
+    a.n_q = n_q, a.pos0 = pos0, a.n_heads = n_heads(), a.n_kv_heads = n_kv_heads;
+    a.kv_of_head = kv_of_head.data(), a.head_dim = head_dim, a.scale = 1.0f / std::sqrt(float(head_dim));
     a.q = q.data(), a.q_stride = stride(), a.out = out.data(), a.out_stride = stride();
     a.kv = views.data(), a.window = window, a.sinks = sinks.empty() ? nullptr : sinks.data();
     a.bf16 = flag;
@@ -107,37 +79,12 @@ struct Case {
   // The same cache as a ring of `ring` rows, or as 64-row blocks in shuffled order of a pool.
   Case ringed(int ring) const {
     Case c = *this;
-    c.views.clear();
-    for (int g = 0; g < n_kv; ++g) {
-      c.k[g].assign(size_t(ring) * row_bytes, 0);
-      c.v[g].assign(size_t(ring) * row_bytes, 0);
-      for (int p = 0; p < n_ctx(); ++p) {
-        std::copy_n(k[g].data() + p * row_bytes, row_bytes, c.k[g].data() + (p % ring) * row_bytes);
-        std::copy_n(v[g].data() + p * row_bytes, row_bytes, c.v[g].data() + (p % ring) * row_bytes);
-      }
-      c.views.push_back({format, c.k[g].data(), c.v[g].data(), row_bytes, ring});
-    }
+    c.make_ring(ring);
     return c;
   }
-  std::vector<int32_t> table;
   Case paged() const {
     Case c = *this;
-    const int n_blocks = (n_ctx() + 63) / 64, pool_blocks = n_blocks + 3;
-    c.table.resize(n_blocks);
-    for (int b = 0; b < n_blocks; ++b) c.table[b] = (b * 5 + 2) % pool_blocks;  // 5 is prime to pool_blocks
-    c.views.clear();
-    const size_t block = 64 * row_bytes;
-    for (int g = 0; g < n_kv; ++g) {
-      c.k[g].assign(pool_blocks * block, 0);
-      c.v[g].assign(pool_blocks * block, 0);
-      for (int p = 0; p < n_ctx(); ++p) {
-        const size_t off = c.table[p / 64] * block + (p % 64) * row_bytes;
-        std::copy_n(k[g].data() + p * row_bytes, row_bytes, c.k[g].data() + off);
-        std::copy_n(v[g].data() + p * row_bytes, row_bytes, c.v[g].data() + off);
-      }
-    }
-    for (int g = 0; g < n_kv; ++g)
-      c.views.push_back({format, c.k[g].data(), c.v[g].data(), row_bytes, 0, c.table.data(), 64, block});
+    c.make_paged();
     return c;
   }
 };
@@ -150,15 +97,15 @@ struct Emulated {
 };
 
 Emulated emulate(const Case& c) {
-  const int hd = c.hd;
+  const int hd = c.head_dim;
   const double scale = 1.0 / std::sqrt(double(hd));
   Emulated e;
   e.out.resize(size_t(c.n_q) * c.stride());
   e.bound.resize(e.out.size());
   // Per KV head: K and V as read (kr, vr) and rounded to BF16 (kb, vb), [n_ctx][hd].
-  std::vector<std::vector<double>> KR(c.n_kv), VR(c.n_kv), KB(c.n_kv), VB(c.n_kv);
+  std::vector<std::vector<double>> KR(c.n_kv_heads), VR(c.n_kv_heads), KB(c.n_kv_heads), VB(c.n_kv_heads);
   std::vector<float> kk(hd), vv(hd);
-  for (int g = 0; g < c.n_kv; ++g)
+  for (int g = 0; g < c.n_kv_heads; ++g)
     for (int j = 0; j < c.n_ctx(); ++j) {
       kernels::kv_load_row(c.format, c.k[g].data() + j * c.row_bytes, kk.data(), hd);
       kernels::kv_load_row(c.format, c.v[g].data() + j * c.row_bytes, vv.data(), hd);
@@ -232,7 +179,7 @@ void check(const Case& c, const char* what) {
   const Emulated e = emulate(c);
   const auto ref = c.run(0, false);
   const auto one = c.run(1, true);
-  EXPECT_LE(worst_ratio(one, e), 1.0) << what << " hd " << c.hd << " n_q " << c.n_q << " pos0 " << c.pos0;
+  EXPECT_LE(worst_ratio(one, e), 1.0) << what << " hd " << c.head_dim << " n_q " << c.n_q << " pos0 " << c.pos0;
   EXPECT_LE(max_diff(one, ref), e.ref_bound) << what << " vs attention_ref";
   for (int th : {2, 3}) EXPECT_EQ(max_diff(one, c.run(th, true)), 0.0f) << what << " threads " << th;
 }

@@ -18,6 +18,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "util/thread_pool.h"
+#include "attention_case.h"
 
 namespace {
 
@@ -41,44 +42,12 @@ const char* format_name(KvFormat f) {
   return f == KvFormat::kF16 ? "F16" : f == KvFormat::kF32 ? "F32" : "Q8_0";
 }
 
-// A random KV cache for n_kv heads with n_ctx positions, and n_q queries.
-struct Case {
-  int n_q, pos0, head_dim;
-  KvFormat format;
-  std::vector<int> kv_of_head;
-  int n_kv_heads;
-  size_t row_bytes;
-  std::vector<std::vector<uint8_t>> k, v;  // [n_kv][n_ctx * row_bytes]
-  std::vector<KvHeadView> views;
-  std::vector<float> q;                    // [n_q][n_heads * head_dim]
-  int window = 0;                          // > 0: sliding window of the queries
+// The random problem of attention_case.h, with a window and flash attention's arguments.
+struct Case : AttentionCase {
+  int window = 0;  // > 0: sliding window of the queries
 
   Case(int n_q_, int pos0_, int head_dim_, KvFormat f, std::vector<int> map, uint32_t seed = 1)
-      : n_q(n_q_), pos0(pos0_), head_dim(head_dim_), format(f), kv_of_head(std::move(map)) {
-    n_kv_heads = 0;
-    for (int g : kv_of_head) n_kv_heads = std::max(n_kv_heads, g + 1);
-    const int n_ctx = pos0 + n_q;
-    row_bytes = kernels::kv_row_bytes(f, head_dim) + 8;  // padded rows: stride != width
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(head_dim);
-    for (int g = 0; g < n_kv_heads; ++g) {
-      k.emplace_back(size_t(n_ctx) * row_bytes);
-      v.emplace_back(size_t(n_ctx) * row_bytes);
-      for (int p = 0; p < n_ctx; ++p) {
-        // Some positions get much larger keys so the running max moves in both directions.
-        const float boost = (p % 29 == 3) ? 4.0f : 1.0f;
-        for (float& e : x) e = nd(rng) * boost;
-        kernels::kv_store_row(f, x.data(), k[g].data() + p * row_bytes, head_dim);
-        for (float& e : x) e = nd(rng);
-        kernels::kv_store_row(f, x.data(), v[g].data() + p * row_bytes, head_dim);
-      }
-      views.push_back({f, k[g].data(), v[g].data(), row_bytes});
-    }
-    q.resize(size_t(n_q) * n_heads() * head_dim);
-    for (float& e : q) e = 2.0f * nd(rng);
-  }
-  int n_heads() const { return int(kv_of_head.size()); }
+      : AttentionCase(n_q_, pos0_, head_dim_, f, std::move(map), seed) {}
   size_t out_stride() const { return size_t(n_heads()) * head_dim + 3; }
   AttentionArgs args(float* out) const {
     AttentionArgs a{};
@@ -97,20 +66,9 @@ struct Case {
     a.window = window;
     return a;
   }
-  // The same cache as a ring of `ring` rows (position p in row p % ring, later positions
-  // overwriting earlier ones), as a windowed layer keeps it.
   Case ringed(int ring) const {
     Case c = *this;
-    c.views.clear();
-    for (int g = 0; g < n_kv_heads; ++g) {
-      c.k[g].assign(size_t(ring) * row_bytes, 0);
-      c.v[g].assign(size_t(ring) * row_bytes, 0);
-      for (int p = 0; p < pos0 + n_q; ++p) {
-        std::copy_n(k[g].data() + p * row_bytes, row_bytes, c.k[g].data() + (p % ring) * row_bytes);
-        std::copy_n(v[g].data() + p * row_bytes, row_bytes, c.v[g].data() + (p % ring) * row_bytes);
-      }
-      c.views.push_back({format, c.k[g].data(), c.v[g].data(), row_bytes, ring});
-    }
+    c.make_ring(ring);
     return c;
   }
   std::vector<float> out_buffer() const { return std::vector<float>(n_q * out_stride(), NAN); }
