@@ -65,10 +65,11 @@ struct VnniScale {
   }
 };
 
-// IQ4_NL, MXFP4 in the decode tiles: the weights + 128 as unsigned bytes (the value table
-// with its sign bit flipped), so the int8 dot is one vpdpbusd from -128 * (sum of the
-// activation's 4 bytes), computed once per block and column (tile_q's kOff path): the same
-// int32 lanes as the sign trick's three operations (no saturation: 4 * 255 * 128 < 2^31).
+// IQ4_NL, MXFP4 in the decode tiles and the lane GEMM (matmul_lanes_u): the weights + 128 as
+// unsigned bytes (the value table with its sign bit flipped), so the int8 dot is one vpdpbusd
+// from -128 * (sum of the activation's 4 bytes), computed once per block and column (tile_q's
+// kOff path; VnniLane): the same int32 lanes as the sign trick's three operations (no
+// saturation: 4 * 255 * 128 < 2^31).
 template <class Block, const int8_t* kValues>
 struct DecCodebook32U : DecCodebook32<Block, kValues> {
   static constexpr int kOff = 128;
@@ -90,7 +91,8 @@ struct DecQ8_0_U : DecQ8_0 {
 // lane_pack_rows<U>: eight vpdpbusd in two chains (even and odd k), the first from -kOff *
 // sum(a) (LaneActs::off is 8 * sum(a)): exactly the block's int dot (vpdpbusd does not
 // saturate; |sum| < 2^31), so each output is the lane-order reference's to the bit. Against
-// MaddubsLane (Q4_0) and TileCB's sign trick (Q8_0): half the integer instructions.
+// MaddubsLane (Q4_0) and TileCB's sign trick (Q8_0, IQ4_NL, MXFP4 through DecCodebook32U):
+// half the integer instructions.
 template <class U>
 struct VnniLane {
   static __m256i dot(const __m256i* V, const int32_t* q4, int32_t off) {
@@ -147,9 +149,9 @@ KernelTable make_table(bool wide) {
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, VnniScale>, matmul_cols<FusedQ6K, VnniScale>);
   }
   set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL, VnniDot>,
-      matmul_cb_lanes<DecIQ4_NL, VnniDot, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
+      avx512::matmul_lanes_u<DecIQ4_NL_U, avx512::matmul_codebook<DecIQ4_NL, Type::IQ4_NL>>);
   set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
-      matmul_cb_lanes<DecMXFP4, VnniDot, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>>);
+      avx512::matmul_lanes_u<DecMXFP4_U, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>>);
   set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>,
       matmul_low_lanes<DecQ2_K, VnniScale, matmul_fused<FusedQ2K, VnniScale>>);
   set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>,
