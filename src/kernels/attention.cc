@@ -131,7 +131,7 @@ const TileKernels kScalarKernels = {scores_scalar, accumulate_v_scalar, scale_ma
                                     exp_sum_scalar, round_f16_scalar};
 
 const TileKernels& pick_kernels(const AttentionArgs& a) {
-  if (a.bf16 && a.kv[0].format == KvFormat::kF16 && a.head_dim % 32 == 0 && a.head_dim <= 256 &&
+  if (a.bf16 && a.kv[0].format == KvFormat::kF16 && attention_bf16_head_dim_ok(a.head_dim) &&
       attention_bf16_available()) {
     static const TileKernels bf16 =
         attention_internal::avx512bf16_tile_kernels(*attention_internal::avx2_tile_kernels());

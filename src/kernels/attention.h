@@ -72,6 +72,8 @@ struct AttentionArgs {
 // Whether this CPU has AVX512_BF16 and the active ISA is an AVX-512 one (SHARDLM_ISA=avx2
 // turns the BF16 path off too).
 bool attention_bf16_available();
+// The head sizes the BF16 tiles take (whole 32-element chunks, at most 256).
+constexpr bool attention_bf16_head_dim_ok(int head_dim) { return head_dim % 32 == 0 && head_dim <= 256; }
 
 // Naive causal attention: query t attends to positions 0 .. pos0 + t (within the window, if
 // one is set). Single thread.

@@ -26,7 +26,7 @@ std::string attention_unsupported(const Config& cfg, KvType kv_type, AttentionMo
            "drop --attn-bf16";
   if (attn_bf16 && (mode != AttentionMode::kFlash || kv_type != KvType::kF16))
     return "--attn-bf16 needs --flash-attn on and --kv-type f16";
-  if (attn_bf16 && (cfg.head_dim % 32 != 0 || cfg.head_dim > 256))
+  if (attn_bf16 && !kernels::attention_bf16_head_dim_ok(cfg.head_dim))
     return "--attn-bf16 needs head_dim to be a multiple of 32 up to 256 (this model's is " +
            std::to_string(cfg.head_dim) + "): drop --attn-bf16";
   if (kv_type == KvType::kQ8_0 && mode != AttentionMode::kFlash)

@@ -169,9 +169,9 @@ inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int6
       // The next tile's weight rows into L2 while this one runs (a prompt reads them from
       // memory once per chunk; the packing stalled on them).
       if (PrefetchRows && r + 8 < r1) {
-        const char* next = reinterpret_cast<const char*>(w + (r + 8) * ws);
-        const size_t bytes = size_t(std::min<int64_t>(8, r1 - r - 8)) * ws;
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(next + o, _MM_HINT_T1);
+        size_t done = 0;
+        prefetch_lines(reinterpret_cast<const char*>(w + (r + 8) * ws), done,
+                       size_t(std::min<int64_t>(8, r1 - r - 8)) * ws, /*to_l1=*/false);
       }
       float* yr = y + c0 * ys + r;
       int64_t c = 0;
