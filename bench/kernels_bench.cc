@@ -118,7 +118,7 @@ int register_all = [] {
   }
   // Qwen3-30B-A3B's experts (gate / up 768 x 2048, down 2048 x 768): 0.9 MB each in Q4_K, in
   // cache here, so these time the kernel's arithmetic and per-row overhead, not memory.
-  for (Type t : {Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K}) {
+  for (Type t : {Type::Q4_0, Type::Q4_1, Type::Q8_0, Type::Q4_K, Type::Q6_K, Type::IQ4_NL}) {
     for (auto [rows, n] : {std::pair<int64_t, int64_t>{768, 2048}, {2048, 768}}) {
       const std::string name = std::string("Matvec/") + tensor::type_name(t) + "/" + std::to_string(rows) + "x" +
                                std::to_string(n);
