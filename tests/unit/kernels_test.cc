@@ -14,6 +14,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/kernel_table.h"
@@ -324,9 +325,11 @@ float lane_order_q8_0(int64_t n, const uint8_t* w, const uint8_t* x) {
 // acc = fma(float(summ), -(dmin * da), acc); sumi = sum over sub-blocks j of sc_j * (int dot
 // of the 32 quants), summ = sum of m_j * (bsums[2j] + bsums[2j+1]). From ggml's layout:
 // 6-bit scales and mins (get_scale_min_k4), quants of sub-blocks 2c / 2c+1 in the low /
-// high nibbles of qs[32c..32c+31].
-float lane_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ4_K*>(w);
+// high nibbles of qs[32c..32c+31]. Q5_K (Block = BlockQ5_K): the same order, each quant
+// with bit j of qh[l] (element l of sub-block j) as its fifth bit, 0..31.
+template <class Block>
+float lane_order_k45(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* wb = reinterpret_cast<const Block*>(w);
   const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
   float acc = 0.0f;
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -338,7 +341,9 @@ float lane_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
       int dot = 0;
       for (int l = 0; l < 32; ++l) {
         const uint8_t byte = wb[b].qs[32 * (j / 2) + l];
-        dot += ((j % 2) ? byte >> 4 : byte & 15) * xb[b].qs[32 * j + l];
+        int q = (j % 2) ? byte >> 4 : byte & 15;
+        if constexpr (std::is_same_v<Block, tensor::BlockQ5_K>) q |= ((wb[b].qh[l] >> j) & 1) << 4;
+        dot += q * xb[b].qs[32 * j + l];
       }
       sumi += sc * dot;
       summ += m * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
@@ -373,8 +378,8 @@ float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
 
 // The types whose batches sum in lane order on every SIMD table (x86 and NEON).
 bool simd_lanes(Type wt) {
-  return wt == Type::Q4_0 || wt == Type::Q8_0 || wt == Type::Q4_K || wt == Type::Q6_K || wt == Type::IQ4_NL ||
-         wt == Type::MXFP4 || lane_ref::is_low_bit(wt);
+  return wt == Type::Q4_0 || wt == Type::Q8_0 || wt == Type::Q4_K || wt == Type::Q5_K || wt == Type::Q6_K ||
+         wt == Type::IQ4_NL || wt == Type::MXFP4 || lane_ref::is_low_bit(wt);
 }
 
 // The lane-order value of one output of type wt.
@@ -382,7 +387,8 @@ float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
   switch (wt) {
     case Type::Q4_0: return lane_order_q4_0(n, w, x);
     case Type::Q8_0: return lane_order_q8_0(n, w, x);
-    case Type::Q4_K: return lane_order_q4_k(n, w, x);
+    case Type::Q4_K: return lane_order_k45<tensor::BlockQ4_K>(n, w, x);
+    case Type::Q5_K: return lane_order_k45<tensor::BlockQ5_K>(n, w, x);
     case Type::Q6_K: return lane_order_q6_k(n, w, x);
     default: return lane_ref::low_bit(wt, n, w, x);
   }
@@ -391,7 +397,7 @@ float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. The exceptions are Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL,
+// order, only scheduled differently. The exceptions are Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
 // MXFP4, Q2_K, Q3_K and IQ4_XS on AVX2 / AVX-512 / NEON with 4 or more
 // columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
 // lane_order() (the per-type references above, lane_ref::low_bit) exactly instead. Batches cover the GEMM tiles' column tails
@@ -489,7 +495,53 @@ TEST(KernelsLowBitLanes, ColumnChunksEqualLaneOrder) {
   }
 }
 
-// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q6_K) run on their C++ model
+// Q4_K's and Q5_K's lane tiles sum several byte products in int16 before the scales (x86:
+// 8 maddubs for Q4_K, 4 for Q5_K, whose quants reach 31): at the extremes (every quant 15 /
+// 31, activations all 127 or all -127 by super-block, scales and mins 63) the batch must
+// still equal the lane-order reference to the bit on every SIMD table (a saturated int16
+// would not).
+TEST(KernelsKQuantLanes, ExtremeQuantsEqualLaneOrder) {
+  IsaGuard guard;
+  const int64_t n = 3 * 256, rows = 9, batch = 5;
+  for (Type wt : {Type::Q4_K, Type::Q5_K}) {
+    const size_t ws = tensor::row_bytes(wt, n), xs = tensor::row_bytes(Type::Q8_K, n);
+    std::vector<uint8_t> W(ws * rows, 0xFF), X(xs * batch);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < n / 256; ++b) {  // d and dmin 1/1024; every other byte 0xFF
+        uint16_t* dd = reinterpret_cast<uint16_t*>(&W[r * ws + b * (ws / (n / 256))]);
+        dd[0] = dd[1] = util::f32_to_fp16(1.0f / 1024);
+      }
+    for (int64_t c = 0; c < batch; ++c)
+      for (int64_t b = 0; b < n / 256; ++b) {
+        auto& a = reinterpret_cast<tensor::BlockQ8_K*>(&X[c * xs])[b];
+        const int8_t v = (b + c) % 2 ? 127 : -127;
+        a.d = 0.01f;
+        for (auto& q : a.qs) q = v;
+        for (auto& s : a.bsums) s = int16_t(16 * v);
+      }
+    std::vector<float> want(size_t(batch * rows));
+    for (int64_t c = 0; c < batch; ++c)
+      for (int64_t r = 0; r < rows; ++r) want[size_t(c * rows + r)] = lane_order(wt, n, &W[r * ws], &X[c * xs]);
+    for (Isa isa : supported_isas()) {
+      if (isa == Isa::kScalar) continue;
+      set_isa(isa);
+      std::vector<float> y(size_t(batch * rows), -7.0f);
+      matmul(wt, n, W.data(), ws, 0, rows, X.data(), xs, batch, y.data(), rows);
+      for (int64_t i = 0; i < batch * rows; ++i)
+        ASSERT_EQ(y[size_t(i)], want[size_t(i)]) << tensor::type_name(wt) << " isa=" << isa_name(isa) << " i=" << i;
+    }
+#if defined(__x86_64__)
+    if (const cpu::MatmulFn gemm = cpu::amx_emulated(wt); gemm && isa_supported(Isa::kAvx512)) {
+      std::vector<float> y(size_t(batch * rows), -7.0f);
+      gemm(n, W.data(), ws, 0, rows, X.data(), xs, batch, y.data(), rows);
+      for (int64_t i = 0; i < batch * rows; ++i)
+        ASSERT_EQ(y[size_t(i)], want[size_t(i)]) << tensor::type_name(wt) << " emulated AMX i=" << i;
+    }
+#endif
+  }
+}
+
+// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K) run on their C++ model
 // of the tile instructions, which checks each tile shape as the CPU would: every output equals
 // lane_order() to the bit, on odd row ranges, block counts (Q4_0's
 // block pairs and tail) and batches (column tails; two column chunks at 4096 x 250). The
@@ -508,6 +560,7 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
                           Shape{Type::Q8_0, 4096, 17, 0, 17, 250}, Shape{Type::IQ4_NL, 224, 20, 3, 20, 33},
                           Shape{Type::MXFP4, 96, 35, 1, 34, 17}, Shape{Type::Q4_K, 256, 5, 0, 5, 4},
                           Shape{Type::Q4_K, 768, 35, 2, 33, 37}, Shape{Type::Q4_K, 4096, 17, 0, 17, 250},
+                          Shape{Type::Q5_K, 256, 5, 0, 5, 4}, Shape{Type::Q5_K, 768, 35, 2, 33, 37},
                           Shape{Type::Q6_K, 256, 5, 0, 5, 4}, Shape{Type::Q6_K, 768, 35, 2, 33, 37},
                           Shape{Type::Q6_K, 4096, 17, 0, 17, 250}}) {
     const cpu::MatmulFn gemm = cpu::amx_emulated(sh.t);

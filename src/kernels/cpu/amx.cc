@@ -1,12 +1,12 @@
 // amx.cc: the AMX-INT8 prompt GEMMs (Intel Xeon Sapphire Rapids and later; issue 30 item 2)
-// for Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K weights in lane order. Compiled with
+// for Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K weights in lane order. Compiled with
 // -mamx-tile -mamx-int8 plus the AVX-512 flags, layered over the AVX-512 table by
 // dispatch.cc only when CPUID reports AMX-TILE/AMX-INT8, the OS enables tile state and
 // grants this process tile permission.
 //
 // Arithmetic: lane order (avx2_tiles.h's gemm_lanes_q4_0, avx2_kquants.h's lane_tile_k):
 // per (weight row, activation column) one float, acc = fma(float(isum), dw * da, acc) per
-// block (Q4_K: the int32 sums of scale x sub-block dot and min x bsums first, then its two
+// block (Q4_K, Q5_K: the int32 sums of scale x sub-block dot and min x bsums first, then its two
 // FMAs per super-block; Q6_K: sum of scale x sub-block dot, one FMA). One TDPBSSD over
 // K = 32 bytes (one block, one Q4_K sub-block; K = 16 for a Q6_K sub-block) gives exactly
 // those integers for 16 columns x 16 rows, so these GEMMs give gemm_lanes'
@@ -200,17 +200,19 @@ struct Q32 {
   }
 };
 
-// ---- Q4_K x Q8_K: eight products per super-block (one per 32-element sub-block) ------------
+// ---- Q4_K / Q5_K x Q8_K: eight products per super-block (one per 32-element sub-block) -----
 // Lane order as gemm_lanes' lane_tile_k: per super-block, sumi = sum_j sc_j * isum_j and
 // summ = sum_j m_j * (bsums of sub-block j), exact int32 (vpmulld, vpmaddwd), then acc =
-// fma(float(sumi), d * da, acc) and acc = fma(float(summ), 0 - dmin * da, acc).
-struct Q4_K {
-  using W = BlockQ4_K;
+// fma(float(sumi), d * da, acc) and acc = fma(float(summ), 0 - dmin * da, acc). Q5_K's
+// quants (0..31, k45_subblocks) are exact as signed int8 too.
+template <class Block>
+struct QK45 {
+  using W = Block;
   using A = BlockQ8_K;
   static constexpr int kQK = 256, kSub = 8, kK = 32;
   static constexpr int kPackedBlock = kK * kRows;
   struct Rows {
-    std::vector<uint8_t> q;      // [b * 8 + j]: B tile of sub-block j (quants 0..15)
+    std::vector<uint8_t> q;      // [b * 8 + j]: B tile of sub-block j (quants 0..15 / 0..31)
     std::vector<int32_t> sc;     // [(b * 8 + j) * 16 + m]: 6-bit scale
     std::vector<int32_t> mn;     // [(b * 4 + p) * 16 + m]: int16 pair (m_2p, m_2p+1)
     std::vector<float> d, dmin;  // [b * 16 + m]
@@ -232,7 +234,7 @@ struct Q4_K {
         float d = 0.0f, dmin = 0.0f;
         if (m < rm) {
           const W& blk = reinterpret_cast<const W*>(w + m * ws)[b];
-          q4_k_subblocks(blk, &q[0][m], kRows);
+          k45_subblocks(blk, &q[0][m], kRows);
           unpack_scales_k4(blk.scales, s8, m8);
           d = fp16(blk.d);
           dmin = fp16(blk.dmin);
@@ -291,6 +293,9 @@ struct Q4_K {
     store_rows(acc, cn, rm, y, ys);
   }
 };
+
+using Q4_K = QK45<BlockQ4_K>;
+using Q5_K = QK45<BlockQ5_K>;
 
 // ---- Q6_K x Q8_K: sixteen products of K = 16 per super-block (one per sub-block) ----------
 // Lane order as gemm_lanes' lane_tile_q6: per super-block sumi = sum_s sc_s * (dot of the
@@ -416,6 +421,7 @@ const KernelTable& amx_table() {
     t.matmul[slot(tensor::Type::IQ4_NL)] = amx::matmul<amx::Q32<avx2::DecIQ4_NL>, tensor::Type::IQ4_NL>;
     t.matmul[slot(tensor::Type::MXFP4)] = amx::matmul<amx::Q32<avx2::DecMXFP4>, tensor::Type::MXFP4>;
     t.matmul[slot(tensor::Type::Q4_K)] = amx::matmul<amx::Q4_K, tensor::Type::Q4_K>;
+    t.matmul[slot(tensor::Type::Q5_K)] = amx::matmul<amx::Q5_K, tensor::Type::Q5_K>;
     t.matmul[slot(tensor::Type::Q6_K)] = amx::matmul<amx::Q6_K, tensor::Type::Q6_K>;
     return t;
   }();
@@ -433,6 +439,7 @@ MatmulFn gemm_of(tensor::Type t) {
     case Type::IQ4_NL: return gemm<Ops, Q32<avx2::DecIQ4_NL>>;
     case Type::MXFP4: return gemm<Ops, Q32<avx2::DecMXFP4>>;
     case Type::Q4_K: return gemm<Ops, Q4_K>;
+    case Type::Q5_K: return gemm<Ops, Q5_K>;
     case Type::Q6_K: return gemm<Ops, Q6_K>;
     default: return nullptr;
   }
@@ -445,7 +452,7 @@ MatmulFn amx_emulated(tensor::Type t) { return amx::gemm_of<amx::EmuTiles>(t); }
 std::string amx_self_test(bool emulated) {
   using tensor::Type;
   // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 blocks of
-  // the 32-element types (block pairs and a tail), 3 Q4_K / Q6_K super-blocks; gaussian values
+  // the 32-element types (block pairs and a tail), 3 Q4_K / Q5_K / Q6_K super-blocks; gaussian values
   // through the quantizers. The reference: the AVX-512 table's lane-order GEMM of the type.
   constexpr int64_t kR = 35, kB = 37;
   struct LaneOrderOn {  // the reference must sum in lane order even under a caller's veto
@@ -455,7 +462,7 @@ std::string amx_self_test(bool emulated) {
   } lane_order_on;
   std::mt19937 rng(30);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (Type t : {Type::Q4_0, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K, Type::Q6_K}) {
+  for (Type t : {Type::Q4_0, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
     const int64_t n = tensor::traits(t).block_size == 256 ? 3 * 256 : 7 * 32;
     const Type at = tensor::traits(t).vec_dot_type;
     const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);

@@ -212,17 +212,16 @@ void row_cols(int64_t nb, const typename F::W* wr, const uint8_t* x, size_t xs, 
 // Rows [r0, r1) x n_batch columns of a Q4_K / Q5_K / Q6_K matrix (kernels::matmul's
 // contract): one column by matmul_fused's matrix x vector, lane-order batches by gemm_lanes
 // (through matmul_fused / matmul_k), every other batch here. Rows go in chunks of 8 so that
-// a chunk stays in cache while its columns pass over it kMaxCols at a time. Q5_K has no
-// lane order, so its prompt batches come here too, except on the AVX2 table (16 registers)
-// above 16 columns, where matmul_k's DecodedK measured 5% faster (Zen 4: at 128 columns
-// AVX-512 50.8 -> 41.4 ms here, AVX2 64 columns 25.1 -> 26.4 ms).
+// a chunk stays in cache while its columns pass over it kMaxCols at a time. Q5_K's
+// vec_dot-order batches (--exact-batches prompts) on the AVX2 table (16 registers) above 16
+// columns take matmul_k's DecodedK, measured 5% faster (Zen 4, before Q5_K had a lane
+// order: at 128 columns AVX-512 50.8 -> 41.4 ms here, AVX2 64 columns 25.1 -> 26.4 ms).
 template <class F, class Scale>
 void matmul_cols(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  constexpr bool kLanes = !std::is_same_v<typename F::D, DecQ5_K>;
-  if (n_batch == 1 || (kLanes && n_batch >= kGemmMinBatch && ::kernels::lane_order()))
+  if (n_batch == 1 || (n_batch >= kGemmMinBatch && ::kernels::lane_order()))
     return matmul_fused<F, Scale>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
-  if constexpr (!kLanes && std::is_same_v<Scale, MaddScale>)
+  if constexpr (std::is_same_v<typename F::D, DecQ5_K> && std::is_same_v<Scale, MaddScale>)
     if (n_batch > 16) return matmul_k<typename F::D>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
   using RowFn = void (*)(int64_t, const typename F::W*, const uint8_t*, size_t, float*, int64_t, int64_t);
   static constexpr RowFn kRow[kMaxCols] = {row_cols<F, Scale, 1>, row_cols<F, Scale, 2>, row_cols<F, Scale, 3>,

@@ -3,8 +3,8 @@
 // first decoded into a DecodedK (8 x 32 unsigned quants plus int16 scales), then dotted
 // with any number of Q8_K activation blocks (matmul decodes 4 rows once and reuses them for
 // every activation row); Q4_K's, Q5_K's and Q6_K's matrix x vector and decode batches are
-// fused (avx2_kfused.h). Prompt batches of Q4_K
-// and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
+// fused (avx2_kfused.h). Prompt batches of Q4_K,
+// Q5_K and Q6_K take the lane-order gemm_lanes (see kernels.h). Integer sums are exact, so
 // results differ from kernels::ref only by float summation order.
 // Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h (Q2_K and Q3_K also fused there).
 #pragma once
@@ -194,7 +194,7 @@ float vec_dot_k(int64_t n, const void* w, const void* x) {
   return finish_k<D>(acc);
 }
 
-// ---- Q4_K batches in lane order (the K-quant counterpart of gemm_lanes_q4_0) -----------
+// ---- Q4_K and Q5_K batches in lane order (the K-quant counterpart of gemm_lanes_q4_0) ------
 //
 // Per output, per super-block: acc = fma(float(sumi), d * da, acc), then acc =
 // fma(float(summ), -(dmin * da), acc), with sumi = sum_j sc_j * (int dot of sub-block j)
@@ -204,6 +204,8 @@ float vec_dot_k(int64_t n, const void* w, const void* x) {
 // m_2p+1 of row r; d and dmin per row. A column's sub-block j is 8 broadcasts of its own
 // 4-byte groups: 8 maddubs summed in int16 (|sum| <= 8 * 2 * 15 * 128 = 30720), one madd by
 // the scales; the min term is 4 madds of mn[p] by the column's bsum pairs.
+// Q5_K: the same with its 5-bit quants (0..31) in place of the nibbles; four maddubs per
+// int16 sum (4 * 2 * 31 * 128 = 31744), two madds by the scales.
 struct LaneActsK {
   std::vector<BlockQ8_K> q;   // [b * nc + c]: the chunk's blocks, block-major
   std::vector<int32_t> bs2;   // [(b * nc + c) * 4 + p] = int16 pair (bsum_2p, bsum_2p+1)
@@ -242,7 +244,28 @@ inline void q4_k_subblocks(const BlockQ4_K& blk, __m256i* q, int stride) {
   }
 }
 
-inline void lane_pack_rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsK& p) {
+// The quants (0..31) of a Q5_K block's 8 sub-blocks: the nibbles with bit j of qh[l] as
+// sub-block j's fifth bit.
+inline void q5_k_subblocks(const BlockQ5_K& blk, __m256i* q, int stride) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), bit = _mm256_set1_epi8(0x10);
+  const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
+  for (int c = 0; c < 4; ++c) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+    // bit 2c (2c + 1) of each qh byte to bit 4: 16-bit shifts by at most 3, masked per byte
+    const __m256i h0 = 2 * c <= 4 ? _mm256_sll_epi16(hbits, _mm_cvtsi32_si128(4 - 2 * c))
+                                  : _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c - 4));
+    const __m256i h1 = 2 * c + 1 <= 4 ? _mm256_sll_epi16(hbits, _mm_cvtsi32_si128(3 - 2 * c))
+                                      : _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c - 3));
+    q[2 * c * stride] = _mm256_or_si256(_mm256_and_si256(bits, m4), _mm256_and_si256(h0, bit));
+    q[(2 * c + 1) * stride] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), _mm256_and_si256(h1, bit));
+  }
+}
+inline void k45_subblocks(const BlockQ4_K& blk, __m256i* q, int stride) { q4_k_subblocks(blk, q, stride); }
+inline void k45_subblocks(const BlockQ5_K& blk, __m256i* q, int stride) { q5_k_subblocks(blk, q, stride); }
+
+template <class Block>  // BlockQ4_K or BlockQ5_K
+inline void lane_pack_rows_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsK& p) {
   if (p.v.size() < size_t(nb * 64)) {
     p.v.resize(size_t(nb * 64));
     p.sc.resize(size_t(nb * 8));
@@ -256,8 +279,8 @@ inline void lane_pack_rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, int rm,
     for (int r = 0; r < 8; ++r) {
       uint8_t s8[8] = {}, m8[8] = {};
       if (r < rm) {
-        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + r * ws)[b];
-        q4_k_subblocks(blk, &q[0][r], 8);
+        const Block& blk = reinterpret_cast<const Block*>(w + r * ws)[b];
+        k45_subblocks(blk, &q[0][r], 8);
         unpack_scales_k4(blk.scales, s8, m8);
         p.d[size_t(b * 8 + r)] = fp16(blk.d);
         p.dmin[size_t(b * 8 + r)] = fp16(blk.dmin);
@@ -279,8 +302,9 @@ inline void lane_pack_rows_q4_k(int64_t nb, const uint8_t* w, size_t ws, int rm,
   }
 }
 
-// y[c * ys + r] for r < rm, c < RN: a packed 8-row Q4_K tile times columns c0..c0+RN.
-template <int RN>
+// y[c * ys + r] for r < rm, c < RN: a packed 8-row Q4_K (kFive: Q5_K) tile times columns
+// c0..c0+RN.
+template <int RN, bool kFive = false>
 inline void lane_tile_k(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0,
                         float* y, int64_t ys) {
   __m256 acc[RN];
@@ -298,10 +322,23 @@ inline void lane_tile_k(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK&
       #pragma GCC unroll 8
       for (int c = 0; c < RN; ++c) {
         const int32_t* q4 = reinterpret_cast<const int32_t*>(ab[c].qs + 32 * j);  // 4-byte aligned
-        __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
-        #pragma GCC unroll 8
-        for (int k = 1; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k])));
-        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, sc));
+        if constexpr (kFive) {  // groups 0..3 and 4..7 summed in int16 apart (quants up to 31)
+          __m256i s[2];
+          #pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            s[h] = _mm256_maddubs_epi16(V[4 * h], _mm256_set1_epi32(q4[4 * h]));
+            #pragma GCC unroll 4
+            for (int k = 1; k < 4; ++k)
+              s[h] = _mm256_add_epi16(s[h], _mm256_maddubs_epi16(V[4 * h + k], _mm256_set1_epi32(q4[4 * h + k])));
+          }
+          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_madd_epi16(s[0], sc), _mm256_madd_epi16(s[1], sc)));
+        } else {
+          __m256i s = _mm256_maddubs_epi16(V[0], _mm256_set1_epi32(q4[0]));
+          #pragma GCC unroll 8
+          for (int k = 1; k < 8; ++k)
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(V[k], _mm256_set1_epi32(q4[k])));
+          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(s, sc));
+        }
       }
     }
     const __m256 d = _mm256_loadu_ps(&w.d[size_t(b * 8)]);
@@ -428,6 +465,14 @@ struct TileQ4K {
 };
 
 template <int RN>
+struct TileQ5K {
+  static void run(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
+                  int64_t ys) {
+    lane_tile_k<RN, true>(nb, w, rm, a, nc, c0, y, ys);
+  }
+};
+
+template <int RN>
 struct TileQ6K {
   static void run(int64_t nb, const LaneRowsQ6& w, int rm, const LaneActsK& a, int64_t nc, int64_t c0, float* y,
                   int64_t ys) {
@@ -435,7 +480,7 @@ struct TileQ6K {
   }
 };
 
-// Q4_K's lane GEMM prefetches the next row tile on the AVX-512 table only: on the AVX2 table
+// Q4_K's (and Q5_K's) lane GEMM prefetches the next row tile on the AVX-512 table only: on the AVX2 table
 // it measured 6% slower with it (Zen 4 forced to AVX2, the 1B shape's pp512, perf samples of
 // the GEMM, 2 alternations: 26.2k against 24.6k), while AVX-512 Q4_K and both tables' Q4_0 /
 // Q6_K gain 4-12% (docs/BENCHMARKS.md, "Zen 4 and the AVX2 table against the binary before").
@@ -446,8 +491,8 @@ inline constexpr bool kQ4KPrefetchRows = false;
 #endif
 
 // Rows [r0, r1) x all n_batch activation rows. Each group of up to 4 weight rows is decoded
-// once per super-block and reused for up to kGroup activation rows. (Q4_K and Q6_K batches
-// of kGemmMinBatch or more take the lane-order gemm_lanes.)
+// once per super-block and reused for up to kGroup activation rows. (Q4_K, Q5_K and Q6_K
+// batches of kGemmMinBatch or more take the lane-order gemm_lanes.)
 template <class D>
 void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
@@ -461,8 +506,11 @@ void matmul_k(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   if (n_batch >= kGemmMinBatch && ::kernels::lane_order()) {
     const size_t col_bytes = size_t(nb) * (sizeof(BlockQ8_K) + 16);
     if constexpr (std::is_same_v<D, DecQ4_K>)
-      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_q4_k, TileQ4K, 4, kQ4KPrefetchRows>(
-          nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);
+      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_k<BlockQ4_K>, TileQ4K, 4,
+                        kQ4KPrefetchRows>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);
+    if constexpr (std::is_same_v<D, DecQ5_K>)
+      return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsK, lane_pack_rows_k<BlockQ5_K>, TileQ5K, 4,
+                        kQ4KPrefetchRows>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);
     if constexpr (std::is_same_v<D, DecQ6_K>)
       return gemm_lanes<LaneActsK, lane_pack_acts_k, LaneRowsQ6, lane_pack_rows_q6_k, TileQ6K, 4>(
           nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride, col_bytes);

@@ -1,11 +1,12 @@
-// neon_gemm.h: private to kernels/cpu: the NEON prompt GEMMs of Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K and Q6_K in lane
+// neon_gemm.h: private to kernels/cpu: the NEON prompt GEMMs of Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K in lane
 // order (kernels.h: batches of kLaneMinBatch or more; x86's gemm_lanes / llama.cpp's repacked
 // GEMMs), with the dot-product extension (by-element sdot, neon_dotprod.cc) or the int8
 // matrix multiply (smmla, neon_i8mm.cc).
 //
 // Lane order needs per output only each block's (the 32-element types) or sub-block's (K-quants) exact int32
 // dot, then the float steps of kernels_test's lane_order_q4_0 / _q8_0 / _q4_k / _q6_k / lane_ref::codebook32: the 32-element types acc =
-// fma(float(isum_b), dw * da, acc); Q4_K acc = fma(float(sumi), d * da, acc), then
+// fma(float(isum_b), dw * da, acc); Q4_K (and Q5_K, its 5-bit quants in place of the nibbles)
+// acc = fma(float(sumi), d * da, acc), then
 // fma(float(summ), -(dmin * da), acc), sumi = sum_j sc_j isum_j, summ = sum_j m_j (bsums_2j +
 // bsums_2j+1); Q6_K acc = fma(float(sumi), d * da, acc), sumi = sum_s sc_s isum_s over the
 // 16-element sub-blocks (quants - 32 fit int8, so no bias term). Integer sums are exact in any
@@ -23,6 +24,7 @@
 // Activations are read in place (Q8_0 / Q8_K rows with their stride).
 #pragma once
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -76,21 +78,25 @@ inline int32x4_t mins_half(const int16_t* mn, int h, const BlockQ8_K& a) {
   return summ;
 }
 
-struct GQ4_K {
-  using W = BlockQ4_K;
+// Q4_K or Q5_K (Block): sub-block j = vectors 2j, 2j + 1 (sub-block 2c: low nibbles of
+// qs[32c..], 2c + 1: high; Q5_K with bit j of qh[l] as the fifth bit, chunk_q45_k).
+template <class Block>
+struct GQ45_K {
+  using W = Block;
   using A = BlockQ8_K;
   static constexpr int kNV = 16, kSub = 8, kElems = kQK_K;
-  static constexpr bool kMins = true;
+  static constexpr bool kMins = true, kFive = std::is_same_v<Block, BlockQ5_K>;
   static int32x4_t mins(const GemmRows& w, int64_t b, int h, const A& a) { return mins_half(&w.mn[size_t(b) * 64], h, a); }
-  static void decode(const W& b, int8x16_t* v) {  // sub-block 2c: low nibbles, 2c + 1: high
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    for (int c = 0; c < 4; ++c) {
-      const uint8x16_t b0 = vld1q_u8(b.qs + 32 * c), b1 = vld1q_u8(b.qs + 32 * c + 16);
-      v[4 * c] = vreinterpretq_s8_u8(vandq_u8(b0, m4));
-      v[4 * c + 1] = vreinterpretq_s8_u8(vandq_u8(b1, m4));
-      v[4 * c + 2] = vreinterpretq_s8_u8(vshrq_n_u8(b0, 4));
-      v[4 * c + 3] = vreinterpretq_s8_u8(vshrq_n_u8(b1, 4));
+  static void decode(const W& b, int8x16_t* v) {
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;
+    if constexpr (kFive) {
+      h0 = vld1q_u8(b.qh);
+      h1 = vld1q_u8(b.qh + 16);
     }
+    unroll<8>([&](auto jc) {
+      constexpr int j = decltype(jc)::value;
+      chunk_q45_k<j, kFive>(b.qs, h0, h1, v[2 * j], v[2 * j + 1]);
+    });
   }
   static void scalars(const W* b, int64_t i, int r, GemmRows& p) {
     uint8_t sc[8] = {}, mn[8] = {};
@@ -103,6 +109,8 @@ struct GQ4_K {
     }
   }
 };
+using GQ4_K = GQ45_K<BlockQ4_K>;
+using GQ5_K = GQ45_K<BlockQ5_K>;
 struct GQ6_K {
   using W = BlockQ6_K;
   using A = BlockQ8_K;
@@ -310,6 +318,7 @@ struct SdotK {
   }
 };
 using SdotQ4_K = SdotK<GQ4_K>;
+using SdotQ5_K = SdotK<GQ5_K>;
 using SdotQ6_K = SdotK<GQ6_K>;
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
@@ -459,6 +468,7 @@ struct MmlaK {
   }
 };
 using MmlaQ4_K = MmlaK<GQ4_K>;
+using MmlaQ5_K = MmlaK<GQ5_K>;
 using MmlaQ6_K = MmlaK<GQ6_K>;
 #endif  // __ARM_FEATURE_MATMUL_INT8
 

@@ -1,7 +1,7 @@
 // neon_i8mm.cc: the i8mm level (Neoverse V1 / Graviton 3, Apple M2 class): compiled with
 // -march=armv8.2-a+dotprod+i8mm (CMakeLists.txt), chosen by dispatch.cc only when AT_HWCAP2
 // has I8MM, layered over the dotprod table. Only the lane-order prompt GEMMs of Q4_0, Q8_0,
-// IQ4_NL, MXFP4, Q4_K, Q6_K, Q2_K, Q3_K and IQ4_XS differ: neon_gemm.h's and
+// IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS differ: neon_gemm.h's and
 // neon_lowbit_lanes.h's smmla tiles (2 rows x 2 columns x 8 elements per
 // instruction), the same exact integers and float steps as the sdot ones. Other batches
 // and decode rows run the dotprod kernels (vec_dot order keeps 4-element lanes, which
@@ -25,6 +25,7 @@ const KernelTable& neon_i8mm_table() {
     t.matmul[slot(Type::IQ4_NL)] = matmul_lanes<MmlaQ32<GQ32<DecIQ4_NL>>, true, matmul_q<DecIQ4_NL, SdotDot>>;
     t.matmul[slot(Type::MXFP4)] = matmul_lanes<MmlaQ32<GQ32<DecMXFP4>>, true, matmul_q<DecMXFP4, SdotDot>>;
     t.matmul[slot(Type::Q4_K)] = matmul_lanes<MmlaQ4_K, true, matmul_k<KQ4, SdotDot>>;
+    t.matmul[slot(Type::Q5_K)] = matmul_lanes<MmlaQ5_K, true, matmul_k<KQ5, SdotDot>>;
     t.matmul[slot(Type::Q6_K)] = matmul_lanes<MmlaQ6_K, true, matmul_k<KQ6, SdotDot>>;
     t.matmul[slot(Type::Q2_K)] = matmul_lanes<MmlaK<GQ2_K>, true, matmul_k<KQ2, SdotDot>>;
     t.matmul[slot(Type::Q3_K)] = matmul_lanes<MmlaK<GQ3_K>, true, matmul_k<KQ3, SdotDot>>;

@@ -14,7 +14,7 @@
 // (ggml's summs); and finish_k's sums. So a row's result equals the AVX2 kernel's bit for bit.
 // With sdot, Q4_K / Q5_K take those lanes by parts (sums_q45_k_chained: one sdot chain per
 // lane half, 8 multiply-adds by scale differences; the same int32 values, fewer instructions).
-// Q4_K and Q6_K batches of kLaneMinBatch or more sum in lane order when it is allowed, as
+// Q4_K, Q5_K and Q6_K batches of kLaneMinBatch or more sum in lane order when it is allowed, as
 // x86's gemm_lanes (same integers, one float per output), so prompt batches equal x86's too.
 #pragma once
 #include <cmath>
@@ -149,8 +149,8 @@ inline KInts ints_q45_k(const Block& b, const uint8_t* qh, const BlockQ8_K& a) {
   return {s_lo, s_hi, mins_dot(mn, a), fp16(b.d) * a.d, -fp16(b.dmin) * a.d};
 }
 
-// Lane order (kernels.h; Q4_K and Q6_K batches of 4+ as x86's gemm_lanes): acc = fma(
-// float(sumi), d * da, acc), then Q4_K's acc = fma(float(summ), -(dmin * da), acc).
+// Lane order (kernels.h; Q4_K, Q5_K and Q6_K batches of 4+ as x86's gemm_lanes): acc = fma(
+// float(sumi), d * da, acc), then Q4_K's / Q5_K's acc = fma(float(summ), -(dmin * da), acc).
 inline void add_lane(const KInts& k, bool mins, AccK& acc) {
   acc.lane = std::fma(float(vaddvq_s32(vaddq_s32(k.lo, k.hi))), k.d, acc.lane);
   if (mins) acc.lane = std::fma(float(vaddvq_s32(k.mins)), k.dmin, acc.lane);
@@ -173,7 +173,7 @@ struct KQ4 {
 };
 struct KQ5 {
   using W = BlockQ5_K;
-  static constexpr bool kLanes = false;
+  static constexpr bool kLanes = true;
   template <class Dot>
   static KInts ints(const W& b, const BlockQ8_K& a) { return ints_q45_k<Dot, true>(b, b.qh, a); }
   static void add(const KInts& k, AccK& acc) {
@@ -181,7 +181,7 @@ struct KQ5 {
     acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(k.hi), k.d);
     acc.lane = std::fma(k.dmin, float(vaddvq_s32(k.mins)), acc.lane);
   }
-  static void add_lane(const KInts&, AccK&) {}
+  static void add_lane(const KInts& k, AccK& acc) { neon::add_lane(k, true, acc); }
   static float finish(const AccK& acc) { return hsum8(acc.lo, acc.hi) + acc.lane; }
 };
 
