@@ -32,6 +32,7 @@
 #include "kernels/attention.h"
 #include "util/check.h"
 #include "util/fp16.h"
+#include "util/zeroed_buffer.h"
 
 namespace model {
 
@@ -92,8 +93,8 @@ class KvCache {
         for (int b = 0; b < per_slot; ++b) tables_[size_t(s)].push_back(s * per_slot + b);
     pool_rows_ = size_t(n_blocks_) * block_rows_;
     const size_t n = (pool_rows_ + size_t(n_slots) * ring_rows_) * row_bytes_;
-    k_.resize(n);
-    v_.resize(n);
+    k_ = util::ZeroedBuffer(n);  // zeros, committed only where written (util/zeroed_buffer.h)
+    v_ = util::ZeroedBuffer(n);
   }
   int ctx() const { return ctx_; }  // positions per slot
   int layer_ctx(int layer) const { return layer_ctx_[layer]; }  // rows a layer keeps (<= ctx)
@@ -232,7 +233,7 @@ class KvCache {
   int n_blocks_ = 0;
   size_t pool_rows_ = 0;            // n_blocks * block_rows_; the rings follow
   std::vector<std::vector<int32_t>> tables_;  // [slot] block ids
-  std::vector<uint8_t> k_, v_;
+  util::ZeroedBuffer k_, v_;
   std::unordered_map<int32_t, std::vector<uint8_t>> host_;  // host cache entries: K rows, then V
 };
 

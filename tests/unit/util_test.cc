@@ -1,4 +1,4 @@
-// util_test.cc: thread pool, fp16/bf16 conversion, Expected, SHA-256.
+// util_test.cc: thread pool, fp16/bf16 conversion, Expected, SHA-256, ZeroedBuffer.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 #include "util/sha256.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
+#include "util/zeroed_buffer.h"
 
 namespace {
 
@@ -115,6 +116,36 @@ TEST(Sha256, CachedFileHashFollowsTheFile) {
   EXPECT_EQ(util::sha256_file_cached(file).value(), util::sha256_hex("abcd", 4));
   ::unsetenv("XDG_CACHE_HOME");
   fs::remove_all(dir);
+}
+
+// Resident bytes of this process (/proc/self/statm's second field, in pages).
+size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * size_t(::sysconf(_SC_PAGE_SIZE));
+}
+
+// The KV pool's storage: zeros everywhere, memory only where written, and moved not copied.
+TEST(ZeroedBuffer, ReadsZeroAndCommitsOnlyWrittenPages) {
+  constexpr size_t kBytes = size_t(512) << 20;
+  const size_t before = resident_bytes();
+  util::ZeroedBuffer b(kBytes);
+  ASSERT_EQ(b.size(), kBytes);
+  const size_t page = size_t(::sysconf(_SC_PAGE_SIZE));
+  for (size_t o = 0; o < kBytes; o += kBytes / 64 + 4097) EXPECT_EQ(b.data()[o], 0) << o;  // reads map the zero page
+  EXPECT_LT(resident_bytes(), before + (size_t(64) << 20));  // a std::vector would be 512 MiB here
+  for (size_t i = 0; i < 16; ++i) b.data()[i * 8 * page + 3] = uint8_t(i + 1);
+  util::ZeroedBuffer moved(std::move(b));
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(b.size(), 0u);
+  ASSERT_EQ(moved.size(), kBytes);
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(moved.data()[i * 8 * page + 3], uint8_t(i + 1));
+  EXPECT_EQ(moved.data()[4], 0);
+  util::ZeroedBuffer empty(0);
+  EXPECT_EQ(empty.data(), nullptr);
+  moved = std::move(empty);
+  EXPECT_EQ(moved.size(), 0u);
 }
 
 }  // namespace
