@@ -358,9 +358,8 @@ bool lane_order_type(Type wt) {
   const Isa isa = active_isa();
   if (isa == Isa::kScalar) return false;
   switch (wt) {
-    case Type::Q4_0: case Type::Q8_0: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K: case Type::IQ4_NL:
-    case Type::MXFP4:
-    case Type::Q2_K: case Type::Q3_K: case Type::IQ4_XS:
+    case Type::Q4_0: case Type::Q4_1: case Type::Q8_0: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K:
+    case Type::IQ4_NL: case Type::MXFP4: case Type::Q2_K: case Type::Q3_K: case Type::IQ4_XS:
       return true;
     default:
       return false;

@@ -293,7 +293,7 @@ TEST_P(KernelsPerType, MatmulMatchesPerRowRef) {
   }
 }
 
-// Lane order, the contract of Q4_0 and Q8_0 batches of 4 or more on SIMD (x86, NEON;
+// Lane order, the contract of Q4_0, Q4_1 and Q8_0 batches of 4 or more on SIMD (x86, NEON;
 // kernels.h): one float per output, acc = fma(float(int dot of block b), dw * da, acc),
 // blocks ascending. Written from the block layouts, not from the kernels.
 float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
@@ -305,6 +305,22 @@ float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
     for (int j = 0; j < 16; ++j)
       isum += ((wb[b].qs[j] & 15) - 8) * xb[b].qs[j] + ((wb[b].qs[j] >> 4) - 8) * xb[b].qs[j + 16];
     acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
+  }
+  return acc;
+}
+
+// Q4_1 x Q8_1: per block, acc = fma(float(isum), dw * da, acc) with isum the exact int dot
+// of the unsigned nibbles (0..15) and the quants, then acc = fma(m, s, acc) (Q8_1's fp16 s =
+// da * sum of its quants, as stored).
+float lane_order_q4_1(int64_t n, const uint8_t* w, const uint8_t* x) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ4_1*>(w);
+  const auto* xb = reinterpret_cast<const tensor::BlockQ8_1*>(x);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) isum += (wb[b].qs[j] & 15) * xb[b].qs[j] + (wb[b].qs[j] >> 4) * xb[b].qs[j + 16];
+    acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
+    acc = std::fma(util::fp16_to_f32(wb[b].m), util::fp16_to_f32(xb[b].s), acc);
   }
   return acc;
 }
@@ -378,14 +394,15 @@ float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
 
 // The types whose batches sum in lane order on every SIMD table (x86 and NEON).
 bool simd_lanes(Type wt) {
-  return wt == Type::Q4_0 || wt == Type::Q8_0 || wt == Type::Q4_K || wt == Type::Q5_K || wt == Type::Q6_K ||
-         wt == Type::IQ4_NL || wt == Type::MXFP4 || lane_ref::is_low_bit(wt);
+  return wt == Type::Q4_0 || wt == Type::Q4_1 || wt == Type::Q8_0 || wt == Type::Q4_K || wt == Type::Q5_K ||
+         wt == Type::Q6_K || wt == Type::IQ4_NL || wt == Type::MXFP4 || lane_ref::is_low_bit(wt);
 }
 
 // The lane-order value of one output of type wt.
 float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
   switch (wt) {
     case Type::Q4_0: return lane_order_q4_0(n, w, x);
+    case Type::Q4_1: return lane_order_q4_1(n, w, x);
     case Type::Q8_0: return lane_order_q8_0(n, w, x);
     case Type::Q4_K: return lane_order_k45<tensor::BlockQ4_K>(n, w, x);
     case Type::Q5_K: return lane_order_k45<tensor::BlockQ5_K>(n, w, x);
@@ -397,7 +414,7 @@ float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
-// order, only scheduled differently. The exceptions are Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// order, only scheduled differently. The exceptions are Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
 // MXFP4, Q2_K, Q3_K and IQ4_XS on AVX2 / AVX-512 / NEON with 4 or more
 // columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
 // lane_order() (the per-type references above, lane_ref::low_bit) exactly instead. Batches cover the GEMM tiles' column tails
@@ -541,7 +558,7 @@ TEST(KernelsKQuantLanes, ExtremeQuantsEqualLaneOrder) {
   }
 }
 
-// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K) run on their C++ model
+// The AMX GEMMs (kernels/cpu/amx.cc: Q4_0, Q4_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K) run on their C++ model
 // of the tile instructions, which checks each tile shape as the CPU would: every output equals
 // lane_order() to the bit, on odd row ranges, block counts (Q4_0's
 // block pairs and tail) and batches (column tails; two column chunks at 4096 x 250). The
@@ -556,7 +573,9 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
   struct Shape { Type t; int64_t n, rows, r0, r1, batch; };
   for (const Shape& sh : {Shape{Type::Q4_0, 32, 5, 0, 5, 4}, Shape{Type::Q4_0, 64, 16, 0, 16, 16},
                           Shape{Type::Q4_0, 96, 35, 1, 34, 17}, Shape{Type::Q4_0, 224, 20, 3, 20, 33},
-                          Shape{Type::Q4_0, 4096, 17, 0, 17, 250}, Shape{Type::Q8_0, 96, 35, 1, 34, 17},
+                          Shape{Type::Q4_0, 4096, 17, 0, 17, 250}, Shape{Type::Q4_1, 32, 5, 0, 5, 4},
+                          Shape{Type::Q4_1, 224, 35, 1, 34, 17}, Shape{Type::Q4_1, 4096, 17, 0, 17, 250},
+                          Shape{Type::Q8_0, 96, 35, 1, 34, 17},
                           Shape{Type::Q8_0, 4096, 17, 0, 17, 250}, Shape{Type::IQ4_NL, 224, 20, 3, 20, 33},
                           Shape{Type::MXFP4, 96, 35, 1, 34, 17}, Shape{Type::Q4_K, 256, 5, 0, 5, 4},
                           Shape{Type::Q4_K, 768, 35, 2, 33, 37}, Shape{Type::Q4_K, 4096, 17, 0, 17, 250},

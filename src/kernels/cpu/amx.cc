@@ -1,12 +1,12 @@
 // amx.cc: the AMX-INT8 prompt GEMMs (Intel Xeon Sapphire Rapids and later; issue 30 item 2)
-// for Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K weights in lane order. Compiled with
+// for Q4_0, Q4_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K weights in lane order. Compiled with
 // -mamx-tile -mamx-int8 plus the AVX-512 flags, layered over the AVX-512 table by
 // dispatch.cc only when CPUID reports AMX-TILE/AMX-INT8, the OS enables tile state and
 // grants this process tile permission.
 //
 // Arithmetic: lane order (avx2_tiles.h's gemm_lanes_q4_0, avx2_kquants.h's lane_tile_k):
 // per (weight row, activation column) one float, acc = fma(float(isum), dw * da, acc) per
-// block (Q4_K, Q5_K: the int32 sums of scale x sub-block dot and min x bsums first, then its two
+// block (Q4_1: then acc = fma(m, s, acc); Q4_K, Q5_K: the int32 sums of scale x sub-block dot and min x bsums first, then its two
 // FMAs per super-block; Q6_K: sum of scale x sub-block dot, one FMA). One TDPBSSD over
 // K = 32 bytes (one block, one Q4_K sub-block; K = 16 for a Q6_K sub-block) gives exactly
 // those integers for 16 columns x 16 rows, so these GEMMs give gemm_lanes'
@@ -127,25 +127,29 @@ inline void store_rows(const __m512* acc, int cn, int rm, float* y, int64_t ys) 
   for (int c = 0; c < cn; ++c) _mm512_mask_storeu_ps(y + c * ys, mask, acc[c]);
 }
 
-// ---- the 32-element types x Q8_0: one product per block ------------------------------------
+// ---- the 32-element types x Q8_0 (Q4_1: x Q8_1): one product per block -------------------
 // Q4_0, Q8_0, IQ4_NL, MXFP4: D::quants gives a block's 32 signed int8 weights (TDPBSSD is
-// signed x signed: no offset term), block_d its float scale.
+// signed x signed: no offset term), block_d its float scale. Q4_1 (D::kHasMin): its nibbles
+// 0..15 (exact as signed int8), then per block the min term acc = fma(m, s, acc) (lane_tile's
+// kMin), s the Q8_1 column's fp16 s.
 template <class D>
 struct Q32 {
   using W = typename D::W;
-  using A = BlockQ8_0;
+  using A = typename D::A;  // BlockQ8_0, or Q4_1's BlockQ8_1
+  static constexpr bool kMin = D::kHasMin;
   static constexpr int kQK = 32, kSub = 1, kK = 32;  // elements, products, bytes per product
   static constexpr int kPackedBlock = kK * kRows;
   struct Rows {                 // 16 weight rows (rm real, the rest zeros)
-    std::vector<uint8_t> q;     // [b]: B tile (nibble - 8)
-    std::vector<float> d;       // [b * 16 + m]
+    std::vector<uint8_t> q;     // [b]: B tile (the signed quants)
+    std::vector<float> d, m;    // [b * 16 + m]: scale, and Q4_1's min
   };
   struct Acts {                 // a chunk's columns, padded to ncp
-    std::vector<float> d;       // [b * ncp + c]
+    std::vector<float> d, s;    // [b * ncp + c]: scale, and Q8_1's s
   };
   static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
     p.q.resize(size_t(nb) * kPackedBlock);
     p.d.resize(size_t(nb) * kRows);
+    if (kMin) p.m.resize(size_t(nb) * kRows);
     for (int64_t b = 0; b < nb; ++b) {
       __m256i R[kRows];
       for (int m = 0; m < kRows; ++m) {
@@ -153,17 +157,23 @@ struct Q32 {
         const W& blk = reinterpret_cast<const W*>(w + (real ? m : 0) * ws)[b];
         R[m] = real ? D::quants(blk) : _mm256_setzero_si256();
         p.d[size_t(b * kRows + m)] = real ? block_d(blk) : 0.0f;
+        if constexpr (kMin) p.m[size_t(b * kRows + m)] = real ? D::m(blk) : 0.0f;
       }
       pack_b(R, p.q.data() + b * kPackedBlock);
     }
   }
   static void pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, int64_t ncp, Acts& p) {
     p.d.assign(size_t(nb * ncp), 0.0f);
+    if (kMin) p.s.assign(size_t(nb * ncp), 0.0f);
     for (int64_t c = 0; c < nc; ++c)
-      for (int64_t b = 0; b < nb; ++b) p.d[size_t(b * ncp + c)] = fp16(reinterpret_cast<const A*>(x + c * xs)[b].d);
+      for (int64_t b = 0; b < nb; ++b) {
+        const A& ab = reinterpret_cast<const A*>(x + c * xs)[b];
+        p.d[size_t(b * ncp + c)] = fp16(ab.d);
+        if constexpr (kMin) p.s[size_t(b * ncp + c)] = act_s(ab);
+      }
   }
   // y[c * ys + m]: columns c0.. of the chunk times the rows; acc[c] lane m as lane_tile:
-  // fma(float(isum_b), dw[m] * da[c], acc).
+  // fma(float(isum_b), dw[m] * da[c], acc) (Q4_1: then fma(m[m], s[c], acc)).
   template <class Ops>
   static void tile(int64_t nb, const Cols& a, const Rows& w, const Acts& acts, int64_t c0, int64_t ncp, int cn, int rm,
                    float* y, int64_t ys) {
@@ -176,6 +186,12 @@ struct Q32 {
       #pragma GCC unroll 16
       for (int c = 0; c < kCols; ++c)
         acc[c] = _mm512_fmadd_ps(to_float(_mm512_load_si512(s[c])), _mm512_mul_ps(dw, _mm512_set1_ps(da[c])), acc[c]);
+      if constexpr (kMin) {
+        const __m512 mw = _mm512_loadu_ps(w.m.data() + b * kRows);
+        const float* sa = acts.s.data() + b * ncp + c0;
+        #pragma GCC unroll 16
+        for (int c = 0; c < kCols; ++c) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa[c]), acc[c]);
+      }
     };
     int64_t b = 0;  // blocks in pairs on the two tile sets
     for (; b + 2 <= nb; b += 2) {
@@ -417,6 +433,7 @@ const KernelTable& amx_table() {
   static const KernelTable table = [] {
     KernelTable t;
     t.matmul[slot(tensor::Type::Q4_0)] = amx::matmul<amx::Q32<avx2::DecQ4_0>, tensor::Type::Q4_0>;
+    t.matmul[slot(tensor::Type::Q4_1)] = amx::matmul<amx::Q32<avx2::DecQ4_1>, tensor::Type::Q4_1>;
     t.matmul[slot(tensor::Type::Q8_0)] = amx::matmul<amx::Q32<avx2::DecQ8_0>, tensor::Type::Q8_0>;
     t.matmul[slot(tensor::Type::IQ4_NL)] = amx::matmul<amx::Q32<avx2::DecIQ4_NL>, tensor::Type::IQ4_NL>;
     t.matmul[slot(tensor::Type::MXFP4)] = amx::matmul<amx::Q32<avx2::DecMXFP4>, tensor::Type::MXFP4>;
@@ -435,6 +452,7 @@ MatmulFn gemm_of(tensor::Type t) {
   using tensor::Type;
   switch (t) {
     case Type::Q4_0: return gemm<Ops, Q32<avx2::DecQ4_0>>;
+    case Type::Q4_1: return gemm<Ops, Q32<avx2::DecQ4_1>>;
     case Type::Q8_0: return gemm<Ops, Q32<avx2::DecQ8_0>>;
     case Type::IQ4_NL: return gemm<Ops, Q32<avx2::DecIQ4_NL>>;
     case Type::MXFP4: return gemm<Ops, Q32<avx2::DecMXFP4>>;
@@ -462,7 +480,7 @@ std::string amx_self_test(bool emulated) {
   } lane_order_on;
   std::mt19937 rng(30);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (Type t : {Type::Q4_0, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+  for (Type t : {Type::Q4_0, Type::Q4_1, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
     const int64_t n = tensor::traits(t).block_size == 256 ? 3 * 256 : 7 * 32;
     const Type at = tensor::traits(t).vec_dot_type;
     const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);

@@ -3,8 +3,9 @@
 // (lane_tile, gemm_lanes: Q4_0 on AVX2; Q4_0 and Q8_0 through avx512.cc's VNNI lane and
 // matmul_lanes32; on AVX2 Q8_0, IQ4_NL and MXFP4 take avx2_lowbit_lanes.h's
 // matmul_cb_lanes) and matmul_q, the table entry that picks between the decode tiles, the
-// vec_dot-order GEMM (avx2_tiles.h) and the lane GEMM. Include only from files compiled
-// with AVX2 flags.
+// vec_dot-order GEMM (avx2_tiles.h) and the lane GEMM. Q4_1 (x Q8_1) takes the same tile with
+// its min term: per block acc = fma(float(isum), dw * da, acc), then acc = fma(m, s, acc)
+// (lane_tile's kMin). Include only from files compiled with AVX2 flags.
 #pragma once
 #include <type_traits>
 
@@ -29,29 +30,40 @@ namespace {  // internal linkage, as avx2_tiles.h (per-ISA copies never merged)
 
 struct LaneActs {                // a chunk of nc columns, block-major: [b * nc + c]
   std::vector<Quants32> qs;      // the activation quants
-  std::vector<int32_t> off;      // 8 * sum of the block's quants
+  std::vector<int32_t> off;      // 8 * sum of the block's quants (Q8_1: 0, no offset)
   std::vector<float> d;          // scale
+  std::vector<float> s;          // Q8_1 only: its fp16 s (d * sum of the quants) as float
 };
 struct LaneRows {                // a tile of 8 rows
   std::vector<Quants32> v;       // [b * 8 + k]: V[k] of block b
   std::vector<float> d;          // [b * 8 + r]: scale of row r
+  std::vector<float> m;          // Q4_1 only: [b * 8 + r]: min of row r
 };
 
+// A chunk of Q8_0 (or, A = BlockQ8_1, Q8_1) activation columns into LaneActs.
+template <class A = BlockQ8_0>
 inline void lane_pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, LaneActs& p) {
+  constexpr bool kQ8_1 = std::is_same_v<A, BlockQ8_1>;
   const size_t n = size_t(nb * nc);
   if (p.qs.size() < n) {
     p.qs.resize(n);
     p.off.resize(n);
     p.d.resize(n);
+    if (kQ8_1) p.s.resize(n);
   }
   for (int64_t c = 0; c < nc; ++c) {
-    const BlockQ8_0* ab = reinterpret_cast<const BlockQ8_0*>(x + c * xs);
+    const A* ab = reinterpret_cast<const A*>(x + c * xs);
     for (int64_t b = 0; b < nb; ++b) {
       const size_t i = size_t(b * nc + c);
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[b].qs));
       _mm256_store_si256(reinterpret_cast<__m256i*>(p.qs[i].q), q);
-      p.off[i] = hsum_i32(dot_u8(_mm256_set1_epi8(8), q));
       p.d[i] = fp16(ab[b].d);
+      if constexpr (kQ8_1) {
+        p.off[i] = 0;
+        p.s[i] = fp16(ab[b].s);
+      } else {
+        p.off[i] = hsum_i32(dot_u8(_mm256_set1_epi8(8), q));
+      }
     }
   }
 }
@@ -89,11 +101,13 @@ inline void store_lanes(float* y, __m256 v, int rm) {
 
 // Rows r..r+rm (rm <= 8; missing rows are zeros) of a 32-element type's weights into the lane
 // layout, as unsigned bytes D::quants_u (Q4_0: the nibbles; avx512.cc's VNNI tiles: w + 128).
+// Q4_1 (D::kHasMin) also its mins into LaneRows::m.
 template <class D = DecQ4_0>
 inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRows& p) {
   if (p.v.size() < size_t(nb * 8)) {
     p.v.resize(size_t(nb * 8));
     p.d.resize(size_t(nb * 8));
+    if (D::kHasMin) p.m.resize(size_t(nb * 8));
   }
   for (int64_t b = 0; b < nb; ++b) {
     __m256i R[8];
@@ -102,9 +116,11 @@ inline void lane_pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Lane
         const auto& blk = reinterpret_cast<const typename D::W*>(w + r * ws)[b];
         R[r] = D::quants_u(blk);
         p.d[size_t(b * 8 + r)] = block_d(blk);
+        if constexpr (D::kHasMin) p.m[size_t(b * 8 + r)] = D::m(blk);
       } else {
         R[r] = _mm256_setzero_si256();
         p.d[size_t(b * 8 + r)] = 0.0f;
+        if constexpr (D::kHasMin) p.m[size_t(b * 8 + r)] = 0.0f;
       }
     }
     transpose_8x8_epi32(R, &p.v[size_t(b * 8)]);
@@ -123,17 +139,19 @@ struct MaddubsLane {
 };
 
 // y[c * ys + r] for r < rm, c < RN: a packed 8-row tile times columns c0..c0+RN of a chunk,
-// each block's int dot by Lane::dot.
-template <int RN, class Lane>
+// each block's int dot by Lane::dot. kMin (Q4_1): then acc = fma(m, s, acc) per block.
+template <int RN, class Lane, bool kMin = false>
 inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
                       int64_t ys) {
   __m256 acc[RN];
   for (int c = 0; c < RN; ++c) acc[c] = _mm256_setzero_ps();
   const Quants32* __restrict v = w.v.data();
   const float* __restrict wd = w.d.data();
+  const float* __restrict wm = kMin ? w.m.data() : nullptr;
   const Quants32* __restrict aq = a.qs.data() + c0;
   const int32_t* __restrict ao = a.off.data() + c0;
   const float* __restrict ad = a.d.data() + c0;
+  const float* __restrict as = kMin ? a.s.data() + c0 : nullptr;
   for (int64_t b = 0; b < nb; ++b, v += 8, wd += 8, aq += nc, ao += nc, ad += nc) {
     const __m256 dw = _mm256_loadu_ps(wd);
     __m256i V[8];
@@ -143,6 +161,13 @@ inline void lane_tile(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, 
     for (int c = 0; c < RN; ++c) {
       const __m256i q = Lane::dot(V, reinterpret_cast<const int32_t*>(aq[c].q), ao[c]);
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(dw, _mm256_set1_ps(ad[c])), acc[c]);
+    }
+    if constexpr (kMin) {
+      const __m256 mw = _mm256_loadu_ps(wm);
+      #pragma GCC unroll 8
+      for (int c = 0; c < RN; ++c) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(as[c]), acc[c]);
+      wm += 8;
+      as += nc;
     }
   }
   for (int c = 0; c < RN; ++c) store_lanes(y + c * ys, acc[c], rm);
@@ -181,34 +206,34 @@ inline void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int6
   }
 }
 
-template <class Lane>
+template <class Lane, bool kMin = false>
 struct LaneTile {
   template <int RN>
   struct T {
     static void run(int64_t nb, const LaneRows& w, int rm, const LaneActs& a, int64_t nc, int64_t c0, float* y,
                     int64_t ys) {
-      lane_tile<RN, Lane>(nb, w, rm, a, nc, c0, y, ys);
+      lane_tile<RN, Lane, kMin>(nb, w, rm, a, nc, c0, y, ys);
     }
   };
 };
 
 // The table entry of a 32-element lane GEMM (Rows packed by PackRows, Tile<RN>::run per
-// register tile): batches of kGemmMinBatch or more in lane order when allowed, everything
-// else (decode, --exact-batches) through Fallback.
+// register tile; activations of block type A): batches of kGemmMinBatch or more in lane
+// order when allowed, everything else (decode, --exact-batches) through Fallback.
 template <class Rows, void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile,
-          MatmulFn Fallback>
+          MatmulFn Fallback, class A = BlockQ8_0>
 void matmul_lanes32(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
                     size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   if (n_batch >= kGemmMinBatch && ::kernels::lane_order())
-    return gemm_lanes<LaneActs, lane_pack_acts, Rows, PackRows, Tile, 4>(
+    return gemm_lanes<LaneActs, lane_pack_acts<A>, Rows, PackRows, Tile, 4>(
         n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride,
-        n_batch, y, y_stride, size_t(n / kQK) * (sizeof(Quants32) + 8));
+        n_batch, y, y_stride, size_t(n / kQK) * (sizeof(Quants32) + (std::is_same_v<A, BlockQ8_1> ? 12 : 8)));
   Fallback(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
 
 inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x,
                             size_t xs, int64_t n_batch, float* y, int64_t ys) {
-  gemm_lanes<LaneActs, lane_pack_acts, LaneRows, lane_pack_rows<>, LaneTile<MaddubsLane>::T, 4>(
+  gemm_lanes<LaneActs, lane_pack_acts<>, LaneRows, lane_pack_rows<>, LaneTile<MaddubsLane>::T, 4>(
       nb, w, ws, r0, r1, x, xs, n_batch, y, ys, size_t(nb) * (sizeof(Quants32) + 8));
 }
 

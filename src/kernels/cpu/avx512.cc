@@ -89,7 +89,8 @@ struct DecQ8_0_U : DecQ8_0 {
 // The lane tile's block dot (avx2_tiles.h lane_tile) with VNNI, for the 32-element types as
 // unsigned bytes u = w + U::kOff (Q4_0's nibbles, kOff 8; Q8_0's w + 128) packed by
 // lane_pack_rows<U>: eight vpdpbusd in two chains (even and odd k), the first from -kOff *
-// sum(a) (LaneActs::off is 8 * sum(a)): exactly the block's int dot (vpdpbusd does not
+// sum(a) (LaneActs::off is 8 * sum(a); Q4_1's kOff is 0: its nibbles as they are, then
+// lane_tile's min term): exactly the block's int dot (vpdpbusd does not
 // saturate; |sum| < 2^31), so each output is the lane-order reference's to the bit. Against
 // MaddubsLane (Q4_0) and TileCB's sign trick (Q8_0, IQ4_NL, MXFP4 through DecCodebook32U):
 // half the integer instructions.
@@ -135,7 +136,9 @@ KernelTable make_table(bool wide) {
     t.matmul[slot(type)] = m;
   };
   set(Type::Q4_0, vec_dot_q<DecQ4_0, VnniDot>, avx512::matmul_lanes_u<DecQ4_0, matmul_q<DecQ4_0, VnniDot>>);
-  set(Type::Q4_1, vec_dot_q<DecQ4_1, VnniDot>, matmul_q<DecQ4_1, VnniDot>);
+  set(Type::Q4_1, vec_dot_q<DecQ4_1, VnniDot>,  // the nibbles as vpdpbusd's unsigned operand, kOff 0
+      matmul_lanes32<LaneRows, lane_pack_rows<DecQ4_1>, LaneTile<avx512::VnniLane<DecQ4_1>, true>::T,
+                     matmul_q<DecQ4_1, VnniDot>, BlockQ8_1>);
   set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
   set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
   set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, avx512::matmul_lanes_u<avx512::DecQ8_0_U, matmul_q<DecQ8_0, VnniDot>>);
