@@ -93,7 +93,7 @@ void add_run_options(CLI::App* cmd, RunOptions* o) {
                   "requests in blocks of 64 positions (default: --parallel full contexts)");
   cmd->add_option("-b,--batch", o->batch, "prompt tokens evaluated per step (beside one decode row per running request)")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_flag_callback("--exact-batches", [o] { o->run.lane_order = false; },
-                "Q4_0/Q8_0/Q4_K/Q5_K/Q6_K/Q2_K/Q3_K/IQ4_XS/IQ4_NL/MXFP4 prompt batches in the decode path's summation order: a prompt's logits "
+                "Q4_0/Q4_1/Q8_0/Q4_K/Q5_K/Q6_K/Q2_K/Q3_K/IQ4_XS/IQ4_NL/MXFP4 prompt batches in the decode path's summation order: a prompt's logits "
                 "bit-identical to token-by-token evaluation (prompt processing up to 2x slower)");
   cmd->add_flag("--fast-batches", o->run.decode_lanes,
                 "lane-order types' decode rows of 4+ sequences in the faster lane order too (up to 1.4x the "

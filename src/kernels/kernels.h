@@ -42,11 +42,13 @@ float vec_dot(tensor::Type wt, int64_t n, const void* w_row, const void* xq);
 //   y[b * y_stride + r] = dot(W[r], xq[b])  for b in [0, n_batch)
 // xq rows are xq_stride bytes apart. n_batch = 1 is matrix x vector.
 // Every output is summed in ggml's vec_dot order (bit-identical to vec_dot and to
-// llama.cpp's matrix x vector), except Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, MXFP4, Q2_K, Q3_K
-// and IQ4_XS with n_batch >= 4 on SIMD (x86, NEON; kernels/cpu/avx2_lowbit_lanes.h for the last
-// three): there each output is one float, acc = fma(float(int dot of block b), dw * da, acc)
-// for b ascending (Q4_K and Q5_K: then acc = fma(float(min term), -(dmin * da), acc) per
-// super-block; Q5_K exactly Q4_K's order with its 5-bit quants in place of the nibbles)
+// llama.cpp's matrix x vector), except Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, MXFP4, Q2_K,
+// Q3_K and IQ4_XS with n_batch >= 4 on SIMD (x86, NEON; kernels/cpu/avx2_lowbit_lanes.h for the
+// last three): there each output is one float, acc = fma(float(int dot of block b), dw * da,
+// acc) for b ascending (Q4_1: then acc = fma(m, s, acc) per block, m its fp16 min and s Q8_1's
+// fp16 s, the int dot over the unsigned nibbles 0..15; Q4_K and Q5_K: then acc =
+// fma(float(min term), -(dmin * da), acc) per super-block; Q5_K exactly Q4_K's order with its
+// 5-bit quants in place of the nibbles)
 // ("lane order", as llama.cpp's repacked GEMMs; 1.5-2x faster), so such a prompt batch
 // differs from token-by-token decode in the last bits. Either way an output depends only
 // on its own row and column, never on the row range or the batch's other columns

@@ -55,7 +55,9 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {};
 // llama.cpp's best logit (among its top 5) the token such a prompt picks may be. Measured:
 // while the sequences agree, lane-order logits differ from llama.cpp's by up to 0.85 (Q4_0)
 // and 1.4 (Q6_K); the flips seen were at margins of 0.004-0.27.
-bool lane_order(const std::string& variant) { return variant == "Q4_0" || variant == "Q8_0" || variant == "Q6_K"; }
+bool lane_order(const std::string& variant) {
+  return variant == "Q4_0" || variant == "Q4_1" || variant == "Q8_0" || variant == "Q6_K";
+}
 constexpr double kNearTie = 0.5;
 
 // Greedy continuations of every golden prompt against llama.cpp's. batched = false: the

@@ -19,6 +19,7 @@ const KernelTable& neon_dotprod_table() {
     using namespace neon;
     KernelTable t = fill_table<SdotDot>();
     t.matmul[slot(Type::Q4_0)] = matmul_lanes<SdotQ4_0, false, matmul_q<DecQ4_0, SdotDot>>;
+    t.matmul[slot(Type::Q4_1)] = matmul_lanes<SdotQ4_1, false, matmul_q<DecQ4_1, SdotDot>>;
     t.matmul[slot(Type::Q8_0)] = matmul_lanes<SdotQ8_0, false, matmul_q<DecQ8_0, SdotDot>>;
     t.matmul[slot(Type::IQ4_NL)] = matmul_lanes<SdotQ32<GQ32<DecIQ4_NL>>, false, matmul_q<DecIQ4_NL, SdotDot>>;
     t.matmul[slot(Type::MXFP4)] = matmul_lanes<SdotQ32<GQ32<DecMXFP4>>, false, matmul_q<DecMXFP4, SdotDot>>;

@@ -1,12 +1,12 @@
-// neon_gemm.h: private to kernels/cpu: the NEON prompt GEMMs of Q4_0, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K in lane
+// neon_gemm.h: private to kernels/cpu: the NEON prompt GEMMs of Q4_0, Q4_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K in lane
 // order (kernels.h: batches of kLaneMinBatch or more; x86's gemm_lanes / llama.cpp's repacked
 // GEMMs), with the dot-product extension (by-element sdot, neon_dotprod.cc) or the int8
 // matrix multiply (smmla, neon_i8mm.cc).
 //
 // Lane order needs per output only each block's (the 32-element types) or sub-block's (K-quants) exact int32
 // dot, then the float steps of kernels_test's lane_order_q4_0 / _q8_0 / _q4_k / _q6_k / lane_ref::codebook32: the 32-element types acc =
-// fma(float(isum_b), dw * da, acc); Q4_K (and Q5_K, its 5-bit quants in place of the nibbles)
-// acc = fma(float(sumi), d * da, acc), then
+// fma(float(isum_b), dw * da, acc) (Q4_1: then acc = fma(m, s, acc), its mins in GemmRows::dmin);
+// Q4_K (and Q5_K, its 5-bit quants in place of the nibbles) acc = fma(float(sumi), d * da, acc), then
 // fma(float(summ), -(dmin * da), acc), sumi = sum_j sc_j isum_j, summ = sum_j m_j (bsums_2j +
 // bsums_2j+1); Q6_K acc = fma(float(sumi), d * da, acc), sumi = sum_s sc_s isum_s over the
 // 16-element sub-blocks (quants - 32 fit int8, so no bias term). Integer sums are exact in any
@@ -57,15 +57,20 @@ struct GemmRows {
 };
 
 // ---- the weight types: a block as kNV vectors of 16 elements, and its per-row scalars ----
-template <class D>  // Q4_0, Q8_0, IQ4_NL, MXFP4: one scale per 32-element block
+template <class D>  // Q4_0, Q4_1, Q8_0, IQ4_NL, MXFP4: one scale per 32-element block
 struct GQ32 {
   using W = typename D::W;
-  using A = BlockQ8_0;
+  using A = typename D::A;               // BlockQ8_0; Q4_1's BlockQ8_1
+  static constexpr bool kMin = D::kHasMin;  // Q4_1: its min in GemmRows::dmin, acc = fma(m, s, acc)
   static constexpr int kNV = 2, kSub = 0, kElems = kQK;
-  static void decode(const W& b, int8x16_t* v) { D::quants(b, v[0], v[1]); }
-  static void scalars(const W* b, int64_t i, int r, GemmRows& p) { p.d[size_t(i * 8 + r)] = b ? block_d(*b) : 0.0f; }
+  static void decode(const W& b, int8x16_t* v) { D::quants(b, v[0], v[1]); }  // Q4_1: nibbles 0..15
+  static void scalars(const W* b, int64_t i, int r, GemmRows& p) {
+    p.d[size_t(i * 8 + r)] = b ? block_d(*b) : 0.0f;
+    if constexpr (kMin) p.dmin[size_t(i * 8 + r)] = b ? D::m(*b) : 0.0f;
+  }
 };
 using GQ4_0 = GQ32<DecQ4_0>;
+using GQ4_1 = GQ32<DecQ4_1>;
 using GQ8_0 = GQ32<DecQ8_0>;
 // The Q4_K min sums of column a for rows 4h..4h+3: lane k = sum_j m_j(row 4h + k) cs_j.
 inline int32x4_t mins_half(const int16_t* mn, int h, const BlockQ8_K& a) {
@@ -192,6 +197,7 @@ void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, GemmRows& p) {
 }
 
 inline float act_d(const BlockQ8_0& a) { return fp16(a.d); }
+inline float act_d(const BlockQ8_1& a) { return fp16(a.d); }
 inline float act_d(const BlockQ8_K& a) { return a.d; }
 
 // Columns [0, RN) of a tile: their block-b pointers.
@@ -227,15 +233,17 @@ struct SdotQ32 {
   using G = G_;
   static constexpr int kCols = 4;
   template <int RN>
-  static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t*, size_t,
+  static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t* x, size_t xs,
                   const float* da, int64_t da_stride, float* y, int64_t ys, int rm) {
     if (nb < 1) return;
+    const Cols<typename G::A, RN> xc(x, xs);  // Q4_1: the columns' s, read in place
     for (int h = 0; 4 * h < rm; ++h) {
       float32x4_t acc[RN];
       for (int c = 0; c < RN; ++c) acc[c] = vdupq_n_f32(0.0f);
       const int8x16_t* q = &w.q[8 * h];
       const int8x16_t* a = ap;
       const float* d = &w.d[4 * h];
+      const float* mn = &w.dmin[4 * h];
       const float* dap = da;
       int64_t b = 0;
       do {
@@ -258,6 +266,11 @@ struct SdotQ32 {
         } else {
           for (int c = 0; c < RN; ++c) acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(s[c]), vmulq_n_f32(dv, dap[c]));
         }
+        if constexpr (G::kMin) {  // acc = fma(m, s, acc)
+          const float32x4_t mv = vld1q_f32(mn);
+          for (int c = 0; c < RN; ++c) acc[c] = vfmaq_n_f32(acc[c], mv, act_s(xc.x[c][b]));
+          mn += 8;
+        }
         q += 16;
         a += as;
         d += 8;
@@ -268,6 +281,7 @@ struct SdotQ32 {
   }
 };
 using SdotQ4_0 = SdotQ32<GQ4_0>;
+using SdotQ4_1 = SdotQ32<GQ4_1>;
 using SdotQ8_0 = SdotQ32<GQ8_0>;
 
 // The K-quant sdot tile (Q4_K, Q6_K; Q2_K, Q3_K, IQ4_XS in neon_lowbit_lanes.h): per
@@ -383,10 +397,11 @@ struct MmlaQ32 {
   using G = G_;
   static constexpr int kCols = 4;
   template <int RN>
-  static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t*, size_t,
+  static void run(int64_t nb, const GemmRows& w, const int8x16_t* ap, size_t as, const uint8_t* x, size_t xs,
                   const float* da, int64_t da_stride, float* y, int64_t ys, int rm) {
     constexpr int NP = (RN + 1) / 2;
     if (nb < 1) return;
+    const ColPairs<typename G::A, RN> xc(x, xs);  // Q4_1: the columns' s, read in place
     for (int h = 0; 4 * h < rm; ++h) {
       float32x4_t acc[2][NP];
       for (int i = 0; i < 2; ++i)
@@ -409,12 +424,22 @@ struct MmlaQ32 {
           const float32x4_t dav = vcombine_f32(ab, ab);
           for (int i = 0; i < 2; ++i) acc[i][t] = vfmaq_f32(acc[i][t], vcvtq_f32_s32(s[i][t]), vmulq_f32(d[i], dav));
         }
+        if constexpr (G::kMin) {  // acc = fma(m, s, acc): lanes (m_2p, m_2p, m_2p+1, m_2p+1) x (sA, sB, sA, sB)
+          float32x4_t m[2];
+          row_pairs(&w.dmin[size_t(b) * 8 + 4 * h], m);
+          for (int t = 0; t < NP; ++t) {
+            const float32x2_t sab = {act_s(xc.x[2 * t][b]), act_s(xc.x[2 * t + 1][b])};
+            const float32x4_t sv = vcombine_f32(sab, sab);
+            for (int i = 0; i < 2; ++i) acc[i][t] = vfmaq_f32(acc[i][t], m[i], sv);
+          }
+        }
       } while (++b < nb);
       store_pairs<RN>(acc, h, rm, y, ys);
     }
   }
 };
 using MmlaQ4_0 = MmlaQ32<GQ4_0>;
+using MmlaQ4_1 = MmlaQ32<GQ4_1>;
 using MmlaQ8_0 = MmlaQ32<GQ8_0>;
 
 // The K-quant smmla tile (rows 4h..4h+3 as row pairs x RN columns as column pairs): SdotK's

@@ -21,6 +21,7 @@ const KernelTable& neon_i8mm_table() {
     using namespace neon;
     KernelTable t;
     t.matmul[slot(Type::Q4_0)] = matmul_lanes<MmlaQ4_0, true, matmul_q<DecQ4_0, SdotDot>>;
+    t.matmul[slot(Type::Q4_1)] = matmul_lanes<MmlaQ4_1, true, matmul_q<DecQ4_1, SdotDot>>;
     t.matmul[slot(Type::Q8_0)] = matmul_lanes<MmlaQ8_0, true, matmul_q<DecQ8_0, SdotDot>>;
     t.matmul[slot(Type::IQ4_NL)] = matmul_lanes<MmlaQ32<GQ32<DecIQ4_NL>>, true, matmul_q<DecIQ4_NL, SdotDot>>;
     t.matmul[slot(Type::MXFP4)] = matmul_lanes<MmlaQ32<GQ32<DecMXFP4>>, true, matmul_q<DecMXFP4, SdotDot>>;

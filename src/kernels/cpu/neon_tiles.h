@@ -10,7 +10,7 @@
 // tile_q / avx2.cc's tile_f exactly: 8 float lanes, lane k += fma(dw * da, float(int lane
 // k of block b)) for b ascending (float types: lane k += w * x of elements 8i + k), then
 // avx2's horizontal sum; the offset types add their min lane (fma(m, s) per block) after
-// it. So a NEON node's matmul equals an AVX2 node's bit for bit; Q4_0 batches of 4+ take
+// it. So a NEON node's matmul equals an AVX2 node's bit for bit; Q4_0 / Q4_1 batches of 4+ take
 // x86's lane order (kernels.h) from the same tiles, so prompt batches are equal too (the
 // plain table's; dotprod and i8mm run those batches through neon_gemm.h's packed GEMMs).
 // vec_dot is the 1 x 1 tile.
@@ -53,15 +53,16 @@ constexpr bool pair_acc() {
 }
 
 // The 32-element types whose batches of kLaneMinBatch or more sum in lane order (kernels.h),
-// as on x86: Q4_0, Q8_0 and the codebook types (IQ4_NL, MXFP4: the pair_acc types).
+// as on x86: Q4_0, Q4_1, Q8_0 and the codebook types (IQ4_NL, MXFP4: the pair_acc types).
 template <class D>
 constexpr bool lane_type() {
-  return std::is_same_v<D, DecQ4_0> || std::is_same_v<D, DecQ8_0> || pair_acc<D>();
+  return std::is_same_v<D, DecQ4_0> || std::is_same_v<D, DecQ4_1> || std::is_same_v<D, DecQ8_0> || pair_acc<D>();
 }
 
 // y[c * ys + r] = dot(W row r, X row c) for r < RM, c < RN; nb blocks per row. kLanes
 // (lane_type batches of kLaneMinBatch or more, as x86's gemm_lanes): lane order instead,
-// acc = fma(float(int dot of block b), dw * da, acc), one float per output. kPairAcc types
+// acc = fma(float(int dot of block b), dw * da, acc), one float per output (Q4_1: then acc =
+// fma(m, s, acc)). kPairAcc types
 // in vec_dot order: the odd blocks in their own 8 lanes (pair_acc).
 template <class D, class Dot, int RM, int RN, bool kLanes = false>
 inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y, int64_t ys) {
@@ -102,6 +103,7 @@ inline void tile_q(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, si
         const int32x4_t i_lo = Dot::dot(q_lo, qa_lo[c]), i_hi = Dot::dot(q_hi, qa_hi[c]);
         if constexpr (kLanes) {
           acc_m[r][c] = std::fma(float(vaddvq_s32(vaddq_s32(i_lo, i_hi))), p, acc_m[r][c]);
+          if constexpr (D::kHasMin) acc_m[r][c] = std::fma(mw, sa[c], acc_m[r][c]);
           continue;
         }
         lo[set][r][c] = vfmaq_n_f32(lo[set][r][c], vcvtq_f32_s32(i_lo), p);
