@@ -93,6 +93,15 @@ bool Cluster::keep_own(Sequence& seq, int n) {
   return true;
 }
 
+std::vector<int8_t> Cluster::row_orders(int slot, int n) const {
+  std::vector<int8_t> out(size_t(std::max(n, 0)), int8_t(-1));
+  // Segments in the order they ran: a later one overwrote the rows it shares with an earlier
+  // (a lane-order segment kept whole past a cut, SlotHistory::truncate).
+  for (const SlotHistory::Seg& g : history_[size_t(slot)].segs())
+    for (int p = std::max(g.pos, 0); p < std::min(g.pos + g.n, n); ++p) out[size_t(p)] = g.rowwise ? 0 : 1;
+  return out;
+}
+
 std::string Cluster::no_prefix_sharing() const {
   // (A Vulkan node reads its cache through the same block tables as a CPU node.)
   if (m_.config.n_swa > 0) return "sliding-window layers keep their rows per slot";

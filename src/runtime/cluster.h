@@ -176,6 +176,9 @@ class Cluster {
   // shared_prefix: how many share_prefix would take. Both 0 when no_prefix_sharing().
   // host: the host cache's blocks that continue the pool's are restored and taken too.
   bool keep_own(Sequence& seq, int n);
+  // The order each of a slot's rows [0, n) ran in, from its history: 1 lane order, 0
+  // vec_dot order, -1 not in the history (for the scheduler's own-prefix reuse).
+  std::vector<int8_t> row_orders(int slot, int n) const;
   // any_room: with every host block, as if the pool had blocks for them all.
   int shared_prefix(std::span<const int32_t> prompt, int max_tokens, bool host = false, bool any_room = false) const;
   int share_prefix(Sequence& seq, std::span<const int32_t> prompt, int max_tokens, bool host = false);

@@ -107,6 +107,30 @@ size_t Scheduler::shareable(const std::vector<int32_t>& prompt, bool host) const
   return 0;
 }
 
+// A slot's own rows [0, k) are kept only where each ran in the order the prompt alone gives
+// that row (read in chunks from position 0; its history says how each ran: a previous
+// answer's decode rows ran in vec_dot order, a prompt's chunks of 4+ rows in lane order),
+// and the rest, read in chunks from k, must give its rows alone's orders too: for the
+// lane-order weight types (kernels.h) a row's bits depend on its order, so without this a
+// request that reuses its slot's cache could part from the same request alone. With lane
+// order off every row is in vec_dot order and any k is kept.
+size_t Scheduler::in_order(const std::vector<int32_t>& prompt, int slot, size_t own) const {
+  const size_t n = prompt.size(), c = size_t(chunk_);
+  if (own == 0) return 0;
+  const bool lo = cluster_.lane_order(), dl = cluster_.decode_lanes();
+  const auto lanes = [&](size_t len) { return model::lane_ordered(int(len), false, lo, dl); };
+  std::vector<int8_t> alone(n);
+  for (size_t p = 0; p < n; ++p) alone[p] = lanes(std::min(c, n - p / c * c)) ? 1 : 0;
+  const std::vector<int8_t> ran = cluster_.row_orders(slot, int(own));
+  size_t k = 0;
+  while (k < own && ran[k] == alone[k]) ++k;  // the rows kept must have run as alone
+  for (;; --k) {
+    bool ok = true;
+    for (size_t p = k; p < n && ok; ++p) ok = (lanes(std::min(c, n - k - (p - k) / c * c)) ? 1 : 0) == alone[p];
+    if (ok || k == 0) return k;
+  }
+}
+
 std::string Scheduler::pool_unfit(int prompt_tokens) const {
   const int blocks = cluster_.kv_pool().n_blocks();
   if (model::kv_blocks_for(prompt_tokens) <= blocks) return "";
@@ -184,6 +208,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     size_t own = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());
     // Not into a registered block (another prompt may share it): cut at its start.
     if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
+    own = in_order(job->prompt, best, own);
     if (room_for_host(job->prompt, best, own)) own = 0;
     const size_t shared = shareable(job->prompt, true);
     if (shared > own || !cluster_.keep_own(*a.seq, int(own))) {

@@ -131,6 +131,9 @@ class Scheduler {
   // How many positions of prompt's prefix the pool's shared blocks may give (scheduler.cc).
   // host: blocks restored from the host cache count too (at admission only).
   size_t shareable(const std::vector<int32_t>& prompt, bool host) const;
+  // How much of its own cached prefix of `own` positions slot may keep so that every row of
+  // prompt has the order (lane or vec_dot) the prompt alone gives it (scheduler.cc).
+  size_t in_order(const std::vector<int32_t>& prompt, int slot, size_t own) const;
   // Room in the pool for the host cache's blocks of prompt's prefix (scheduler.cc).
   bool room_for_host(const std::vector<int32_t>& prompt, int slot, size_t own);
   void finish(Active& a);

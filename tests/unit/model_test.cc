@@ -132,9 +132,11 @@ std::vector<int32_t> long_prompt(int n, int vocab) {
 
 // With flash attention every row is bit-identical whatever the batch split (1 = token by
 // token, which on 2 threads takes flash decoding past 512 positions) and thread count, so
-// the last row and the greedy continuation are too. (Q4_1 weights: their batched matmul
-// keeps vec_dot's order; Q4_0's and Q8_0's do not, see Q4_0LaneOrderBatches.)
+// the last row and the greedy continuation are too. (Q4_1 weights, their batched matmuls
+// in vec_dot order: Q4_1 batches of 4+ sum in lane order by default since 2026-12-06, as
+// Q4_0's, see Q4_0LaneOrderBatches.)
 TEST(FlashAttention, AnyBatchSplitGivesIdenticalLogits) {
+  const shardlm_test::VecDotOrder vec_dot_order;
   for (const char* shape : {"toy", "toy-qwen3"}) {
     auto m = model::load_model(make(shape, tensor::Type::Q4_1));
     ASSERT_TRUE(m.ok()) << m.error();

@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "grammar/grammar.h"
+#include "kernels/kernels.h"
 #include "model/loader.h"
 #include "model/synthetic.h"
 #include "model/transformer.h"
@@ -32,6 +33,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 #include "scratch.h"
+#include "vec_dot_order.h"
 
 namespace {
 
@@ -450,7 +452,11 @@ class ServeModel : public ::testing::Test {
   util::ThreadPool pool_{2};
 };
 
+// In vec_dot order (a row's bits do not depend on its segment's length): SmolLM2's Q4_1
+// batches of 4+ rows sum in lane order by default since 2026-12-06, so a split at k gives
+// rows of other lengths there (see docs/ARCHITECTURE.md on a slot's own cached prefix).
 TEST_F(ServeModel, SuffixOnReusedPrefixGivesIdenticalLogits) {
+  const shardlm_test::VecDotOrder vec_dot_order;
   const std::vector<int32_t> p = tok_->encode(
       "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined "
       "movable metal type, oil-based ink and a wooden press adapted from those used for wine.",
@@ -507,10 +513,13 @@ TEST_F(ServeModel, GreedyAnswerDoesNotDependOnWhatRanBefore) {
   answer(e, "The capital of France is Paris. The capital of Italy is", 6);  // shares a long prefix
   auto [again, r] = answer(e, a, 10);
   EXPECT_EQ(again, alone);
-  EXPECT_GT(r.usage.cached_tokens, 8);
-  auto [same, r2] = answer(e, a, 10);  // the whole prompt cached: one token re-evaluated
+  // Reuse keeps every row in the order the prompt alone gives it (Scheduler::in_order):
+  // alone, this 12-token prompt is one lane-order chunk, so at least kLaneMinBatch rows are
+  // evaluated again (fewer would run in vec_dot order).
+  EXPECT_GE(r.usage.cached_tokens, 8);
+  auto [same, r2] = answer(e, a, 10);  // the whole prompt cached: its last 4 tokens re-evaluated
   EXPECT_EQ(same, alone);
-  EXPECT_EQ(r2.usage.cached_tokens, r2.usage.prompt_tokens - 1);
+  EXPECT_EQ(r2.usage.cached_tokens, r2.usage.prompt_tokens - int(kernels::kLaneMinBatch));
   // A stop string inside the greedy answer cuts it there.
   ASSERT_GT(alone.size(), 6u);
   const std::string stop = alone.substr(3, 3);
