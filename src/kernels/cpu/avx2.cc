@@ -218,7 +218,8 @@ const KernelTable& avx2_table() {
     set(Type::BF16, vec_dot_f<DecBF16>, matmul_f<DecBF16>);
     set(Type::Q4_0, vec_dot_q<DecQ4_0>, matmul_q<DecQ4_0>);
     set(Type::Q4_1, vec_dot_q<DecQ4_1>,  // batches in lane order (avx2_lanes32.h, with the min term)
-        matmul_q<DecQ4_1, MaddubsDot, lanes32<LaneRows, lane_pack_rows<DecQ4_1>, LaneTile<MaddubsLane, true>::T, BlockQ8_1>>);
+        matmul_lanes32<LaneRows, lane_pack_rows<DecQ4_1>, LaneTile<MaddubsLane, true>::T,
+                       own_function<matmul_q<DecQ4_1>>, BlockQ8_1>);
     set(Type::Q5_0, vec_dot_q<DecQ5_0>, matmul_q<DecQ5_0>);
     set(Type::Q5_1, vec_dot_q<DecQ5_1>, matmul_q<DecQ5_1>);
     set(Type::Q8_0, vec_dot_q<DecQ8_0>, matmul_cb_lanes<DecQ8_0, MaddubsDot, matmul_q<DecQ8_0>>);

@@ -217,17 +217,14 @@ struct LaneTile {
   };
 };
 
-// A 32-element lane GEMM as a MatmulFn (Rows packed by PackRows, Tile<RN>::run per register
-// tile; activations of block type A), every batch in lane order. Not inlined: Q4_1's
-// matmul_q takes it (Lanes) and its vec_dot-order GEMM measured 10-20% slower when this and
-// matmul_q were inlined into one function (Decode/Q4_1/8192x2048/seqs64, Zen 4).
-template <class Rows, void (*PackRows)(int64_t, const uint8_t*, size_t, int, Rows&), template <int> class Tile,
-          class A = BlockQ8_0>
-__attribute__((noinline)) void lanes32(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
-                                       const void* xq, size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
-  gemm_lanes<LaneActs, lane_pack_acts<A>, Rows, PackRows, Tile, 4>(
-      n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride, n_batch,
-      y, y_stride, size_t(n / kQK) * (sizeof(Quants32) + (std::is_same_v<A, BlockQ8_1> ? 12 : 8)));
+// F as its own function (F inlined into it, nothing into its callers): Q4_1's matmul_q as
+// matmul_lanes32's Fallback. Inlined into the lane entry instead, its vec_dot-order GEMM
+// measured 10-20% slower (Decode/Q4_1/8192x2048/seqs64, Zen 4) and its decode tiles a few %.
+template <MatmulFn F>
+__attribute__((noinline)) void own_function(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1,
+                                            const void* xq, size_t xq_stride, int64_t n_batch, float* y,
+                                            int64_t y_stride) {
+  F(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
 
 // The table entry of a 32-element lane GEMM: batches of kGemmMinBatch or more in lane
@@ -249,8 +246,7 @@ inline void gemm_lanes_q4_0(int64_t nb, const uint8_t* w, size_t ws, int64_t r0,
       nb, w, ws, r0, r1, x, xs, n_batch, y, ys, size_t(nb) * (sizeof(Quants32) + 8));
 }
 
-// Lanes (Q4_1: a lanes32 GEMM): batches of kGemmMinBatch or more when lane order is allowed.
-template <class D, class Dot = MaddubsDot, MatmulFn Lanes = nullptr>
+template <class D, class Dot = MaddubsDot>
 void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
               size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   const auto* w = static_cast<const uint8_t*>(W);
@@ -259,8 +255,6 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   if (n_batch >= kGemmMinBatch) {
     if constexpr (std::is_same_v<D, DecQ4_0>)
       if (::kernels::lane_order()) return gemm_lanes_q4_0(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
-    if constexpr (Lanes != nullptr)
-      if (::kernels::lane_order()) return Lanes(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
     if (n_batch > kDecodeTilesMaxBatch) return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
   }
   // Q8_0 times one vector, as in decode, where the weights come from memory: one row at a

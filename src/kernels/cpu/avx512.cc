@@ -137,8 +137,8 @@ KernelTable make_table(bool wide) {
   };
   set(Type::Q4_0, vec_dot_q<DecQ4_0, VnniDot>, avx512::matmul_lanes_u<DecQ4_0, matmul_q<DecQ4_0, VnniDot>>);
   set(Type::Q4_1, vec_dot_q<DecQ4_1, VnniDot>,  // the nibbles as vpdpbusd's unsigned operand, kOff 0
-      matmul_q<DecQ4_1, VnniDot,
-               lanes32<LaneRows, lane_pack_rows<DecQ4_1>, LaneTile<avx512::VnniLane<DecQ4_1>, true>::T, BlockQ8_1>>);
+      matmul_lanes32<LaneRows, lane_pack_rows<DecQ4_1>, LaneTile<avx512::VnniLane<DecQ4_1>, true>::T,
+                     own_function<matmul_q<DecQ4_1, VnniDot>>, BlockQ8_1>);
   set(Type::Q5_0, vec_dot_q<DecQ5_0, VnniDot>, matmul_q<DecQ5_0, VnniDot>);
   set(Type::Q5_1, vec_dot_q<DecQ5_1, VnniDot>, matmul_q<DecQ5_1, VnniDot>);
   set(Type::Q8_0, vec_dot_q<DecQ8_0, VnniDot>, avx512::matmul_lanes_u<avx512::DecQ8_0_U, matmul_q<DecQ8_0, VnniDot>>);
