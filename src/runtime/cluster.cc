@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/kernels.h"
 #include "runtime/stepping.h"
 #include "util/sha256.h"
 #include "util/timer.h"
@@ -91,6 +92,14 @@ bool Cluster::keep_own(Sequence& seq, int n) {
   seq.truncate(n);
   history_[size_t(seq.slot())].truncate(n);  // a re-forming before its next step replays no more
   return true;
+}
+
+bool Cluster::order_matters() const {
+  if (!o_.run.lane_order) return false;
+  if (!m_.file) return true;
+  for (const gguf::TensorInfo& t : m_.file->tensors())
+    if (t.ne.size() >= 2 && t.ne[1] > 1 && kernels::lane_order_type(t.type)) return true;
+  return false;
 }
 
 std::vector<int8_t> Cluster::row_orders(int slot, int n) const {

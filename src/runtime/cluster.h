@@ -194,6 +194,10 @@ class Cluster {
   // The batch-order policy every node runs (model::lane_ordered's flags).
   bool lane_order() const { return o_.run.lane_order; }
   bool decode_lanes() const { return o_.run.decode_lanes; }
+  // Whether a row's bits can depend on the order it ran in (lane or vec_dot): lane order is
+  // on and some matrix of the model has a type that sums batches in lane order
+  // (kernels::lane_order_type). When not, any cached row is what the prompt alone computes.
+  bool order_matters() const;
   int ctx() const { return o_.run.ctx; }  // positions per slot
   int n_vocab() const { return m_.config.n_vocab; }
   // Sliding-window models: the window, and the rows each windowed layer's KV ring keeps

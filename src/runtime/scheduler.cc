@@ -113,10 +113,11 @@ size_t Scheduler::shareable(const std::vector<int32_t>& prompt, bool host) const
 // and the rest, read in chunks from k, must give its rows alone's orders too: for the
 // lane-order weight types (kernels.h) a row's bits depend on its order, so without this a
 // request that reuses its slot's cache could part from the same request alone. With lane
-// order off every row is in vec_dot order and any k is kept.
+// order off, or on a model without a lane-order type (Q5_0, Q5_1, float: both orders give
+// the same bits), any k is kept.
 size_t Scheduler::in_order(const std::vector<int32_t>& prompt, int slot, size_t own) const {
   const size_t n = prompt.size(), c = size_t(chunk_);
-  if (own == 0) return 0;
+  if (own == 0 || !cluster_.order_matters()) return own;
   const bool lo = cluster_.lane_order(), dl = cluster_.decode_lanes();
   const auto lanes = [&](size_t len) { return model::lane_ordered(int(len), false, lo, dl); };
   std::vector<int8_t> alone(n);

@@ -20,6 +20,7 @@
 #include <random>
 #include <thread>
 
+#include "kernels/kernels.h"
 #include "model/loader.h"
 #include "model/synthetic.h"
 #include "net/transport.h"
@@ -271,6 +272,30 @@ TEST(PoolFull, PromptLongerThanThePoolEndsNamingBothSizes) {
   EXPECT_TRUE(ok.status.ok()) << ok.status.message();
   EXPECT_EQ(ok.generated, 1);
   EXPECT_EQ(sched.stats().kv_full_ends, 0u);
+}
+
+// A slot's own cached rows are checked for their order (Scheduler::in_order) only where the
+// order can change bits: lane order on and a lane-order type in the model. A Q5_0 or F16
+// model keeps a whole previous conversation; a Q4_0 one, or Q4_1 (the bundled model), must check.
+TEST(SharedPrefix, RowOrderMattersOnlyForLaneOrderTypes) {
+  util::ThreadPool pool(1);
+  for (auto [type, lanes] : {std::pair{tensor::Type::Q5_0, false}, {tensor::Type::F16, false},
+                             {tensor::Type::Q4_0, true}, {tensor::Type::Q4_1, true}}) {
+    SCOPED_TRACE(tensor::type_name(type));
+    const std::string path = shardlm_test::scratch_path(std::string("order_") + tensor::type_name(type) + ".gguf");
+    ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy"), type, 7).ok());
+    auto m = model::load_model(path);
+    ASSERT_TRUE(m.ok());
+    for (bool lane_order : {true, false}) {
+      runtime::ClusterOptions o;
+      o.run.ctx = 64;
+      o.run.lane_order = lane_order;
+      o.progress = false;
+      auto cl = runtime::Cluster::start(**m, path, o, pool);
+      ASSERT_TRUE(cl.ok()) << cl.error();
+      EXPECT_EQ((*cl)->order_matters(), lanes && lane_order && kernels::lane_order_type(type));
+    }
+  }
 }
 
 }  // namespace
