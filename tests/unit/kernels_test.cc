@@ -19,7 +19,7 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/kernels.h"
-#include "lane_order_lowbit.h"
+#include "lane_order_ref.h"
 #include "tensor/quants.h"
 #include "tensor/types.h"
 #include "util/fp16.h"
@@ -293,131 +293,13 @@ TEST_P(KernelsPerType, MatmulMatchesPerRowRef) {
   }
 }
 
-// Lane order, the contract of Q4_0, Q4_1 and Q8_0 batches of 4 or more on SIMD (x86, NEON;
-// kernels.h): one float per output, acc = fma(float(int dot of block b), dw * da, acc),
-// blocks ascending. Written from the block layouts, not from the kernels.
-float lane_order_q4_0(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ4_0*>(w);
-  const auto* xb = reinterpret_cast<const tensor::BlockQ8_0*>(x);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    int isum = 0;
-    for (int j = 0; j < 16; ++j)
-      isum += ((wb[b].qs[j] & 15) - 8) * xb[b].qs[j] + ((wb[b].qs[j] >> 4) - 8) * xb[b].qs[j + 16];
-    acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
-  }
-  return acc;
-}
-
-// Q4_1 x Q8_1: per block, acc = fma(float(isum), dw * da, acc) with isum the exact int dot
-// of the unsigned nibbles (0..15) and the quants, then acc = fma(m, s, acc) (Q8_1's fp16 s =
-// da * sum of its quants, as stored).
-float lane_order_q4_1(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ4_1*>(w);
-  const auto* xb = reinterpret_cast<const tensor::BlockQ8_1*>(x);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    int isum = 0;
-    for (int j = 0; j < 16; ++j) isum += (wb[b].qs[j] & 15) * xb[b].qs[j] + (wb[b].qs[j] >> 4) * xb[b].qs[j + 16];
-    acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
-    acc = std::fma(util::fp16_to_f32(wb[b].m), util::fp16_to_f32(xb[b].s), acc);
-  }
-  return acc;
-}
-
-float lane_order_q8_0(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ8_0*>(w);
-  const auto* xb = reinterpret_cast<const tensor::BlockQ8_0*>(x);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    int isum = 0;
-    for (int j = 0; j < 32; ++j) isum += wb[b].qs[j] * xb[b].qs[j];
-    acc = std::fma(float(isum), util::fp16_to_f32(wb[b].d) * util::fp16_to_f32(xb[b].d), acc);
-  }
-  return acc;
-}
-
-// Lane order for Q4_K: per super-block, acc = fma(float(sumi), d * da, acc), then
-// acc = fma(float(summ), -(dmin * da), acc); sumi = sum over sub-blocks j of sc_j * (int dot
-// of the 32 quants), summ = sum of m_j * (bsums[2j] + bsums[2j+1]). From ggml's layout:
-// 6-bit scales and mins (get_scale_min_k4), quants of sub-blocks 2c / 2c+1 in the low /
-// high nibbles of qs[32c..32c+31]. Q5_K (Block = BlockQ5_K): the same order, each quant
-// with bit j of qh[l] (element l of sub-block j) as its fifth bit, 0..31.
-template <class Block>
-float lane_order_k45(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const auto* wb = reinterpret_cast<const Block*>(w);
-  const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* q = wb[b].scales;
-    int sumi = 0, summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-      const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-      int dot = 0;
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t byte = wb[b].qs[32 * (j / 2) + l];
-        int q = (j % 2) ? byte >> 4 : byte & 15;
-        if constexpr (std::is_same_v<Block, tensor::BlockQ5_K>) q |= ((wb[b].qh[l] >> j) & 1) << 4;
-        dot += q * xb[b].qs[32 * j + l];
-      }
-      sumi += sc * dot;
-      summ += m * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
-    }
-    const float d = util::fp16_to_f32(wb[b].d), dmin = util::fp16_to_f32(wb[b].dmin);
-    acc = std::fma(float(sumi), d * xb[b].d, acc);
-    acc = std::fma(float(summ), -(dmin * xb[b].d), acc);
-  }
-  return acc;
-}
-
-// Lane order for Q6_K: per super-block, acc = fma(float(sumi), d * da, acc), sumi = sum of
-// sc[e / 16] * (q_e - 32) * a_e over the 256 elements. ggml's layout: per 128-element half
-// h, element 128h + 32i + l takes 4 bits of ql[64h + l + 32 (i % 2)] (low for i < 2, high
-// otherwise) and bits 2i, 2i+1 of qh[32h + l].
-float lane_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ6_K*>(w);
-  const auto* xb = reinterpret_cast<const tensor::BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / 256; ++b) {
-    int sumi = 0;
-    for (int e = 0; e < 256; ++e) {
-      const int h = e / 128, i = (e % 128) / 32, l = e % 32;
-      const uint8_t lo = wb[b].ql[64 * h + l + 32 * (i % 2)];
-      const int q = ((i < 2 ? lo & 15 : lo >> 4) | (((wb[b].qh[32 * h + l] >> (2 * i)) & 3) << 4)) - 32;
-      sumi += wb[b].scales[e / 16] * q * xb[b].qs[e];
-    }
-    acc = std::fma(float(sumi), util::fp16_to_f32(wb[b].d) * xb[b].d, acc);
-  }
-  return acc;
-}
-
-// The types whose batches sum in lane order on every SIMD table (x86 and NEON).
-bool simd_lanes(Type wt) {
-  return wt == Type::Q4_0 || wt == Type::Q4_1 || wt == Type::Q8_0 || wt == Type::Q4_K || wt == Type::Q5_K ||
-         wt == Type::Q6_K || wt == Type::IQ4_NL || wt == Type::MXFP4 || lane_ref::is_low_bit(wt);
-}
-
-// The lane-order value of one output of type wt.
-float lane_order(Type wt, int64_t n, const uint8_t* w, const uint8_t* x) {
-  switch (wt) {
-    case Type::Q4_0: return lane_order_q4_0(n, w, x);
-    case Type::Q4_1: return lane_order_q4_1(n, w, x);
-    case Type::Q8_0: return lane_order_q8_0(n, w, x);
-    case Type::Q4_K: return lane_order_k45<tensor::BlockQ4_K>(n, w, x);
-    case Type::Q5_K: return lane_order_k45<tensor::BlockQ5_K>(n, w, x);
-    case Type::Q6_K: return lane_order_q6_k(n, w, x);
-    default: return lane_ref::low_bit(wt, n, w, x);
-  }
-}
-
 // The batched (prompt) kernels must give every output element exactly the value the
 // matrix x vector path gives it (the path whose arithmetic matches ggml's vec_dot, checked
 // bit for bit against llama.cpp by the golden tests): same float operations in the same
 // order, only scheduled differently. The exceptions are Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
 // MXFP4, Q2_K, Q3_K and IQ4_XS on AVX2 / AVX-512 / NEON with 4 or more
 // columns, which sum in lane order (as llama.cpp's repacked GEMMs): those outputs must equal
-// lane_order() (the per-type references above, lane_ref::low_bit) exactly instead. Batches cover the GEMM tiles' column tails
+// lane_ref::lane_order() (lane_order_ref.h) exactly instead. Batches cover the GEMM tiles' column tails
 // and, with 321 blocks per row, several column chunks; row ranges cover partial row tiles
 // (8-row lane tiles included). 321 blocks: Q8_0's rows (10914 bytes) pass
 // kPrefetchL1TileBytes, so its matrix x vector takes the prefetching path for long rows.
@@ -452,7 +334,7 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
         for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 13}, {1, 12}, {3, 10}, {5, 6}, {2, 11}}) {
           std::vector<float> y(max_batch * rows, -1.0f), want(rows, -1.0f);
           matmul(wt, n, W.data(), row_stride, r0, r1, X.data(), xq_stride, n_batch, y.data(), rows);
-          const bool lanes = lane_on && n_batch >= 4 && simd_lanes(wt) && isa != Isa::kScalar;
+          const bool lanes = lane_on && n_batch >= 4 && lane_ref::simd_lanes(wt) && isa != Isa::kScalar;
           for (int64_t b = 0; b < n_batch; ++b) {
             matmul(wt, n, W.data(), row_stride, r0, r1, X.data() + b * xq_stride, xq_stride, 1, want.data(), rows);
             if (lanes)
@@ -460,7 +342,7 @@ TEST_P(KernelsPerType, MatmulBatchEqualsMatvecBitwise) {
                 const uint8_t* wr = W.data() + r * row_stride;
                 const uint8_t* xr = X.data() + b * xq_stride;
                 const float vd = want[r];  // the lane formula sums the same products as vec_dot
-                const float lane = lane_order(wt, n, wr, xr);
+                const float lane = lane_ref::lane_order(wt, n, wr, xr);
                 ASSERT_LE(std::fabs(double(lane) - vd), 1e-5 * magnitude(wt, n, wr, xr))
                     << tensor::type_name(wt) << " r=" << r;
                 want[r] = lane;
@@ -538,7 +420,8 @@ TEST(KernelsKQuantLanes, ExtremeQuantsEqualLaneOrder) {
       }
     std::vector<float> want(size_t(batch * rows));
     for (int64_t c = 0; c < batch; ++c)
-      for (int64_t r = 0; r < rows; ++r) want[size_t(c * rows + r)] = lane_order(wt, n, &W[r * ws], &X[c * xs]);
+      for (int64_t r = 0; r < rows; ++r)
+        want[size_t(c * rows + r)] = lane_ref::lane_order(wt, n, &W[r * ws], &X[c * xs]);
     for (Isa isa : supported_isas()) {
       if (isa == Isa::kScalar) continue;
       set_isa(isa);
@@ -601,7 +484,7 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
       for (int64_t r = 0; r < ys; ++r) {
         const uint8_t* wr = W.data() + std::min(r, sh.rows - 1) * ws;
         const uint8_t* xr = X.data() + b * xs;
-        const float want = r < sh.r0 || r >= sh.r1 ? -7.0f : lane_order(sh.t, sh.n, wr, xr);
+        const float want = r < sh.r0 || r >= sh.r1 ? -7.0f : lane_ref::lane_order(sh.t, sh.n, wr, xr);
         ASSERT_EQ(y[size_t(b * ys + r)], want) << tensor::type_name(sh.t) << " n=" << sh.n << " rows [" << sh.r0
                                                << "," << sh.r1 << ") r=" << r << " batch " << sh.batch << " b=" << b;
       }
