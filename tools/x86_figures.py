@@ -7,7 +7,7 @@ What it measures, each shardlm / llama.cpp pair alternating round by round, medi
   1. the CPU (model, family/model, the AVX-512 / AMX flags) and `shardlm devices` (the kernel
      table chosen, the 512/256-bit choice, AMX granted or why not);
   2. pp512 and tg32 for each --types x 1B shape at each --threads: `shardlm bench` against
-     `llama-bench`; decode also as GB/s of weights and % of `bench --bandwidth`;
+     `llama-bench`; decode also as GB/s of weights and % of `bench --bandwidth` (same threads);
      on a CPU with AMX, shardlm's pp512 again with SHARDLM_ISA=avx512 (what AMX adds);
   3. tg32 for the 8B shape (--shapes; each file 4.6-8.5 GB, made on the fly and deleted);
   4. 1 and 8 sequences decoding (`bench --parallel`, default = exact mode) against
@@ -150,7 +150,7 @@ def section_speed(a, lbin, models, info, bw):
                 pp = (f"{fmt(r['spp'])} | {fmt(r['lpp'])} | {med(r['spp']) / med(r['lpp']):.2f}x" if not big
                       else "– | – | –")
                 row = (f"| {shape} {qtype} | {t} | {pp} | {fmt(r['stg'])} | {fmt(r['ltg'])} | "
-                       f"{med(r['stg']) / med(r['ltg']):.2f}x | {med(r['gbps']):.1f} | {100 * med(r['gbps']) / bw:.0f}% |")
+                       f"{med(r['stg']) / med(r['ltg']):.2f}x | {med(r['gbps']):.1f} | {100 * med(r['gbps']) / bw[t]:.0f}% |")
                 if info["amx"]:
                     row += (f" {fmt(r['avx'])} | {med(r['spp']) / med(r['avx']):.2f}x |" if not big else " – | – |")
                 print(row, flush=True)
@@ -231,13 +231,13 @@ def main():
     info = cpu_info()
     lbin = ensure_llama(a.llama_bin)
     m0 = model_path(a.models, "llama3.2-1b", a.types[0])
-    bw = json.loads(run([BIN, "bench", "-m", m0, "-t", "1", "-p", "0", "-n", "1", "-r", "1", "--json",
-                         "--bandwidth"]))["read_bw_gbps"]
+    bw = {t: json.loads(run([BIN, "bench", "-m", m0, "-t", str(t), "-p", "0", "-n", "1", "-r", "1", "--json",
+                             "--bandwidth"]))["read_bw_gbps"] for t in a.threads}
     print(f"# x86 figures (tools/x86_figures.py), {run(['date', '-u']).strip()}\n")
     print(f"- CPU: {info['model']}, family {info['family']} model {info['cpu_model']}, {os.cpu_count()} CPUs, "
           f"flags: {' '.join(info['flags'])}; load at start {load()}")
     print(f"- `shardlm devices`: {run([BIN, 'devices']).strip().replace(chr(10), ' / ')}")
-    print(f"- read bandwidth (`bench --bandwidth`, 1 thread): {bw:.1f} GB/s")
+    print("- read bandwidth (`bench --bandwidth`): " + ", ".join(f"{v:.1f} GB/s at {t} thread(s)" for t, v in bw.items()))
     print(f"- llama.cpp: {lbin}; rounds {a.rounds}, threads {a.threads}")
     skip = set(a.skip.split(","))
     if "speed" not in skip:
