@@ -86,20 +86,25 @@ size_t Scheduler::reusable(size_t fed, size_t have) const {
   return lo > hi - ring ? fed : 0;
 }
 
+// Whether row p (>= from) of an n-row prompt runs in lane order when the prompt is read in
+// chunks from row `from`: its chunk's length decides (model::lane_ordered), a short last
+// chunk taking vec_dot order. The one rule shareable and in_order compare orders by.
+bool Scheduler::lane_row(size_t n, size_t from, size_t p) const {
+  const size_t c = size_t(chunk_);
+  return model::lane_ordered(int(std::min(c, n - from - (p - from) / c * c)), false, cluster_.lane_order(),
+                             cluster_.decode_lanes());
+}
+
 // The registered blocks of prompt's prefix (kv_blocks.h) it may take: as many as give every
 // row the order (lane or vec_dot) the prompt alone gives it, read in chunks from position
 // 0, while the rest is read in chunks from the shared prefix's end; the shared rows are all
 // in lane order (vec_dot with lane order off), and a short last chunk takes vec_dot order.
 size_t Scheduler::shareable(const std::vector<int32_t>& prompt, bool host) const {
-  const size_t n = prompt.size(), c = size_t(chunk_);
-  const bool lo = cluster_.lane_order(), dl = cluster_.decode_lanes();
-  const auto lanes = [&](size_t len) { return model::lane_ordered(int(len), false, lo, dl); };
+  const size_t n = prompt.size();
+  const bool lo = cluster_.lane_order();
   const auto same_order = [&](size_t start) {
-    for (size_t p = 0; p < n; ++p) {
-      const bool alone = lanes(std::min(c, n - p / c * c));
-      const bool here = p < start ? lo : lanes(std::min(c, n - start - (p - start) / c * c));
-      if (alone != here) return false;
-    }
+    for (size_t p = 0; p < n; ++p)
+      if (lane_row(n, 0, p) != (p < start ? lo : lane_row(n, start, p))) return false;
     return true;
   };
   for (size_t k = size_t(cluster_.shared_prefix(prompt, int(n) - 1, host)); k > 0; k -= size_t(model::kKvBlockRows))
@@ -116,18 +121,16 @@ size_t Scheduler::shareable(const std::vector<int32_t>& prompt, bool host) const
 // order off, or on a model without a lane-order type (Q5_0, Q5_1, float: both orders give
 // the same bits), any k is kept.
 size_t Scheduler::in_order(const std::vector<int32_t>& prompt, int slot, size_t own) const {
-  const size_t n = prompt.size(), c = size_t(chunk_);
+  const size_t n = prompt.size();
   if (own == 0 || !cluster_.order_matters()) return own;
-  const bool lo = cluster_.lane_order(), dl = cluster_.decode_lanes();
-  const auto lanes = [&](size_t len) { return model::lane_ordered(int(len), false, lo, dl); };
   std::vector<int8_t> alone(n);
-  for (size_t p = 0; p < n; ++p) alone[p] = lanes(std::min(c, n - p / c * c)) ? 1 : 0;
+  for (size_t p = 0; p < n; ++p) alone[p] = lane_row(n, 0, p) ? 1 : 0;
   const std::vector<int8_t> ran = cluster_.row_orders(slot, int(own));
   size_t k = 0;
   while (k < own && ran[k] == alone[k]) ++k;  // the rows kept must have run as alone
   for (;; --k) {
     bool ok = true;
-    for (size_t p = k; p < n && ok; ++p) ok = (lanes(std::min(c, n - k - (p - k) / c * c)) ? 1 : 0) == alone[p];
+    for (size_t p = k; p < n && ok; ++p) ok = (lane_row(n, k, p) ? 1 : 0) == alone[p];
     if (ok || k == 0) return k;
   }
 }
