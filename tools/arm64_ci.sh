@@ -16,6 +16,7 @@
 #                       NEON as a Pi 4; cortex-a76: dotprod as a Pi 5; max: dotprod + i8mm as a
 #                       Neoverse V1): `devices` names the table the AT_HWCAP choice gives; a
 #                       table the core lacks, forced by SHARDLM_ISA, exits 2 with a message;
+#                       the -march=armv8.2-a objects define no weak function (check_isa_objects.sh);
 #                       kernels_test and kernels_order_test (the NEON kernels against the scalar
 #                       reference and, bit for bit, against the x86 arithmetic); then
 #                       tests/arm64/test_arm64_text.py (the ARM binary's text = the x86 binary's,
@@ -116,6 +117,9 @@ test_kernels() {
   else
     echo "FAIL SHARDLM_ISA=dotprod on cortex-a72: exit $st: $msg"; rc=1
   fi
+  # The files compiled with -march=armv8.2-a+... define no weak function that a v8.0 core
+  # (a Pi 4) might run for the whole program (src/kernels/cpu/tu_vector.h).
+  tools/check_isa_objects.sh aarch64-linux-gnu-nm "$out/isa_objects.txt" || rc=1
   export -f kernel_tests run; export out
   printf '%s\n' cortex-a72:neon cortex-a76:dotprod max:i8mm | xargs -P "$jobs" -I{} bash -c 'kernel_tests {}' || rc=1
   return $rc

@@ -139,4 +139,45 @@ std::string self_test(const KernelTable& t, const KernelTable& ref, bool bitwise
   return "";
 }
 
+#if defined(__x86_64__) || defined(_M_X64)
+// Here, not in amx.cc: a file compiled with ISA flags holds kernels only (tu_vector.h says why).
+std::string amx_self_test(bool emulated) {
+  using tensor::Type;
+  if (!amx_gemm(Type::Q4_0, emulated)) return "built without AMX support";
+  // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 blocks of
+  // the 32-element types (block pairs and a tail), 3 Q4_K / Q5_K / Q6_K super-blocks; gaussian
+  // values through the quantizers. The reference: the AVX-512 table's lane-order GEMM of the type.
+  constexpr int64_t kR = 35, kB = 37;
+  struct LaneOrderOn {  // the reference must sum in lane order even under a caller's veto
+    bool was = ::kernels::lane_order();
+    LaneOrderOn() { ::kernels::set_lane_order(true); }
+    ~LaneOrderOn() { ::kernels::set_lane_order(was); }
+  } lane_order_on;
+  std::mt19937 rng(30);
+  for (Type t : {Type::Q4_0, Type::Q4_1, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K,
+                 Type::Q5_K, Type::Q6_K}) {
+    const int64_t n = tensor::traits(t).block_size == 256 ? 3 * 256 : 7 * 32;
+    const Type at = tensor::traits(t).vec_dot_type;
+    const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);
+    std::vector<uint8_t> w(ws * kR), x(xs * kB);
+    for (int64_t r = 0; r < kR; ++r)
+      tensor::quantize_row(t, gaussian(rng, n).data(), w.data() + r * ws, n);
+    for (int64_t c = 0; c < kB; ++c)
+      ref::quantize_activation(at, gaussian(rng, n).data(), x.data() + c * xs, n);
+    std::vector<float> got(size_t(kB * kR), -1.0f), want(size_t(kB * kR), -2.0f);
+    avx512_table().matmul[slot(t)](n, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR);
+    amx_gemm(t, emulated)(n, w.data(), ws, 0, kR, x.data(), xs, kB, got.data(), kR);
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s AMX GEMM, row %d column %d: %.9g, expected %.9g",
+                      tensor::type_name(t), int(i % kR), int(i / kR), double(got[i]),
+                      double(want[i]));
+        return buf;
+      }
+  }
+  return "";
+}
+#endif
+
 }  // namespace kernels::cpu

@@ -5,10 +5,9 @@
 #include <cstdlib>
 
 namespace util {
-[[noreturn]] inline void check_failed(const char* file, int line, const char* cond, const char* msg) {
-  std::fprintf(stderr, "CHECK failed at %s:%d: %s %s\n", file, line, cond, msg ? msg : "");
-  std::abort();
-}
+// Out of line (check.cc): an inline function would be emitted by every file that calls it,
+// the ISA-flagged kernel files included, and the linker might keep their copy (tu_vector.h).
+[[noreturn]] void check_failed(const char* file, int line, const char* cond, const char* msg);
 }  // namespace util
 
 #define CHECK(cond)                                                  \

@@ -431,7 +431,8 @@ TEST(KernelsKQuantLanes, ExtremeQuantsEqualLaneOrder) {
         ASSERT_EQ(y[size_t(i)], want[size_t(i)]) << tensor::type_name(wt) << " isa=" << isa_name(isa) << " i=" << i;
     }
 #if defined(__x86_64__)
-    if (const cpu::MatmulFn gemm = cpu::amx_emulated(wt); gemm && isa_supported(Isa::kAvx512)) {
+    if (const cpu::MatmulFn gemm = cpu::amx_gemm(wt, /*emulated=*/true);
+        gemm && isa_supported(Isa::kAvx512)) {
       std::vector<float> y(size_t(batch * rows), -7.0f);
       gemm(n, W.data(), ws, 0, rows, X.data(), xs, batch, y.data(), rows);
       for (int64_t i = 0; i < batch * rows; ++i)
@@ -449,7 +450,7 @@ TEST(KernelsKQuantLanes, ExtremeQuantsEqualLaneOrder) {
 // checked at start-up (dispatch.cc, in a child process).
 #if defined(__x86_64__)
 TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
-  if (!cpu::amx_emulated(Type::Q4_0)) GTEST_SKIP() << "built without AMX support";
+  if (!cpu::amx_gemm(Type::Q4_0, /*emulated=*/true)) GTEST_SKIP() << "built without AMX support";
   if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512: the AMX GEMMs' model not run";
   EXPECT_EQ(cpu::amx_self_test(/*emulated=*/true), "");
   std::mt19937 rng(33);
@@ -465,7 +466,7 @@ TEST(KernelsAmx, EmulatedGemmsEqualLaneOrder) {
                           Shape{Type::Q5_K, 256, 5, 0, 5, 4}, Shape{Type::Q5_K, 768, 35, 2, 33, 37},
                           Shape{Type::Q6_K, 256, 5, 0, 5, 4}, Shape{Type::Q6_K, 768, 35, 2, 33, 37},
                           Shape{Type::Q6_K, 4096, 17, 0, 17, 250}}) {
-    const cpu::MatmulFn gemm = cpu::amx_emulated(sh.t);
+    const cpu::MatmulFn gemm = cpu::amx_gemm(sh.t, /*emulated=*/true);
     ASSERT_NE(gemm, nullptr) << tensor::type_name(sh.t);
     const size_t ws = tensor::row_bytes(sh.t, sh.n), xs = tensor::row_bytes(act_type(sh.t), sh.n);
     std::vector<uint8_t> W, X;

@@ -28,14 +28,12 @@
 #include "kernels/cpu/kernel_table.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__)
-#include <cstdio>
-#include <random>
-#include <vector>
 
-#include "kernels/cpu/avx2_kquants.h"
-#include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/avx2_kquants.h"
 #include "kernels/cpu/avx2_lanes32.h"
+#include "kernels/cpu/avx2_lowbit.h"
+#include "kernels/cpu/tu_vector.h"
 #include "kernels/kernels.h"
 #include "tensor/quants.h"
 #include "util/check.h"
@@ -140,11 +138,11 @@ struct Q32 {
   static constexpr int kQK = 32, kSub = 1, kK = 32;  // elements, products, bytes per product
   static constexpr int kPackedBlock = kK * kRows;
   struct Rows {                 // 16 weight rows (rm real, the rest zeros)
-    std::vector<uint8_t> q;     // [b]: B tile (the signed quants)
-    std::vector<float> d, m;    // [b * 16 + m]: scale, and Q4_1's min
+    TuVector<uint8_t> q;        // [b]: B tile (the signed quants)
+    TuVector<float> d, m;       // [b * 16 + m]: scale, and Q4_1's min
   };
   struct Acts {                 // a chunk's columns, padded to ncp
-    std::vector<float> d, s;    // [b * ncp + c]: scale, and Q8_1's s
+    TuVector<float> d, s;       // [b * ncp + c]: scale, and Q8_1's s
   };
   static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
     p.q.resize(size_t(nb) * kPackedBlock);
@@ -228,14 +226,14 @@ struct QK45 {
   static constexpr int kQK = 256, kSub = 8, kK = 32;
   static constexpr int kPackedBlock = kK * kRows;
   struct Rows {
-    std::vector<uint8_t> q;      // [b * 8 + j]: B tile of sub-block j (quants 0..15 / 0..31)
-    std::vector<int32_t> sc;     // [(b * 8 + j) * 16 + m]: 6-bit scale
-    std::vector<int32_t> mn;     // [(b * 4 + p) * 16 + m]: int16 pair (m_2p, m_2p+1)
-    std::vector<float> d, dmin;  // [b * 16 + m]
+    TuVector<uint8_t> q;      // [b * 8 + j]: B tile of sub-block j (quants 0..15 / 0..31)
+    TuVector<int32_t> sc;     // [(b * 8 + j) * 16 + m]: 6-bit scale
+    TuVector<int32_t> mn;     // [(b * 4 + p) * 16 + m]: int16 pair (m_2p, m_2p+1)
+    TuVector<float> d, dmin;  // [b * 16 + m]
   };
   struct Acts {
-    std::vector<float> d;        // [b * ncp + c]
-    std::vector<int32_t> bs2;    // [(b * 4 + p) * ncp + c]: int16 pair (bs_2p, bs_2p+1), bs_j = sum of sub-block j
+    TuVector<float> d;      // [b * ncp + c]
+    TuVector<int32_t> bs2;  // [(b * 4 + p) * ncp + c]: int16 pair (bs_2p, bs_2p+1), sub-block sums
   };
   static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
     p.q.resize(size_t(nb) * kSub * kPackedBlock);
@@ -324,12 +322,12 @@ struct Q6_K {
   static constexpr int kQK = 256, kSub = 16, kK = 16;
   static constexpr int kPackedBlock = kK * kRows;
   struct Rows {
-    std::vector<uint8_t> q;   // [b * 16 + s]: B tile of sub-block s
-    std::vector<int32_t> sc;  // [(b * 16 + s) * 16 + m]: int8 scale
-    std::vector<float> d;     // [b * 16 + m]
+    TuVector<uint8_t> q;   // [b * 16 + s]: B tile of sub-block s
+    TuVector<int32_t> sc;  // [(b * 16 + s) * 16 + m]: int8 scale
+    TuVector<float> d;     // [b * 16 + m]
   };
   struct Acts {
-    std::vector<float> d;     // [b * ncp + c]
+    TuVector<float> d;  // [b * ncp + c]
   };
   static void pack_rows(int64_t nb, const uint8_t* w, size_t ws, int rm, Rows& p) {
     p.q.resize(size_t(nb) * kSub * kPackedBlock);
@@ -387,7 +385,7 @@ void gemm(int64_t n, const void* W, size_t ws, int64_t r0, int64_t r1, const voi
   const auto* x = static_cast<const uint8_t*>(xq);
   thread_local typename K::Rows rows;
   thread_local typename K::Acts acts;
-  thread_local std::vector<uint8_t> stage;
+  thread_local TuVector<uint8_t> stage;
   static const TileConfig cfg = make_config(K::kK);
   const int64_t chunk = std::max<int64_t>(kCols, int64_t(kChunkBytes / (size_t(nb) * sizeof(A))) / kCols * kCols);
   Ops::config(cfg);
@@ -465,48 +463,8 @@ MatmulFn gemm_of(tensor::Type t) {
 }  // namespace
 }  // namespace amx
 
-MatmulFn amx_emulated(tensor::Type t) { return amx::gemm_of<amx::EmuTiles>(t); }
-
-std::string amx_self_test(bool emulated) {
-  using tensor::Type;
-  // 35 rows (two 16-row tiles and 3), 37 columns (two 16-column groups and 5); 7 blocks of
-  // the 32-element types (block pairs and a tail), 3 Q4_K / Q5_K / Q6_K super-blocks; gaussian values
-  // through the quantizers. The reference: the AVX-512 table's lane-order GEMM of the type.
-  constexpr int64_t kR = 35, kB = 37;
-  struct LaneOrderOn {  // the reference must sum in lane order even under a caller's veto
-    bool was = ::kernels::lane_order();
-    LaneOrderOn() { ::kernels::set_lane_order(true); }
-    ~LaneOrderOn() { ::kernels::set_lane_order(was); }
-  } lane_order_on;
-  std::mt19937 rng(30);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (Type t : {Type::Q4_0, Type::Q4_1, Type::Q8_0, Type::IQ4_NL, Type::MXFP4, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
-    const int64_t n = tensor::traits(t).block_size == 256 ? 3 * 256 : 7 * 32;
-    const Type at = tensor::traits(t).vec_dot_type;
-    const size_t ws = tensor::row_bytes(t, n), xs = tensor::row_bytes(at, n);
-    std::vector<uint8_t> w(ws * kR), x(xs * kB);
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t r = 0; r < kR; ++r) {
-      for (float& f : v) f = nd(rng);
-      tensor::quantize_row(t, v.data(), w.data() + r * ws, n);
-    }
-    for (int64_t c = 0; c < kB; ++c) {
-      for (float& f : v) f = nd(rng);
-      ref::quantize_activation(at, v.data(), x.data() + c * xs, n);
-    }
-    std::vector<float> got(size_t(kB * kR), -1.0f), want(size_t(kB * kR), -2.0f);
-    avx512_table().matmul[slot(t)](n, w.data(), ws, 0, kR, x.data(), xs, kB, want.data(), kR);
-    (emulated ? amx::gemm_of<amx::EmuTiles>(t) : amx::gemm_of<amx::HwTiles>(t))(n, w.data(), ws, 0, kR, x.data(), xs,
-                                                                                kB, got.data(), kR);
-    for (size_t i = 0; i < got.size(); ++i)
-      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%s AMX GEMM, row %d column %d: %.9g, expected %.9g", tensor::type_name(t),
-                      int(i % kR), int(i / kR), double(got[i]), double(want[i]));
-        return buf;
-      }
-  }
-  return "";
+MatmulFn amx_gemm(tensor::Type t, bool emulated) {
+  return emulated ? amx::gemm_of<amx::EmuTiles>(t) : amx::gemm_of<amx::HwTiles>(t);
 }
 
 }  // namespace kernels::cpu
@@ -517,8 +475,7 @@ const KernelTable& amx_table() {
   static const KernelTable table;
   return table;
 }
-MatmulFn amx_emulated(tensor::Type) { return nullptr; }
-std::string amx_self_test(bool) { return "built without AMX support"; }
+MatmulFn amx_gemm(tensor::Type, bool) { return nullptr; }
 }  // namespace kernels::cpu
 #endif
 #endif  // x86-64

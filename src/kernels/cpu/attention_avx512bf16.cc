@@ -15,6 +15,7 @@
 // Deliberately not here: Q8_0 and F32 caches (the flag leaves them on the usual kernels),
 // AMX-BF16 tiles, and the run-time CPU check.
 #include "kernels/attention.h"
+#include "kernels/cpu/tu_vector.h"
 
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__AVX512BF16__)
 // GCC 12's AVX-512 headers initialise their _mm512_undefined_* values from themselves, which
@@ -24,7 +25,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 namespace kernels::attention_internal {
 namespace {
@@ -74,7 +74,7 @@ inline void transpose16(__m512i* r) {
 struct Bf16Scratch {
   alignas(64) uint32_t k[128 * kTile];
   alignas(64) uint32_t v[(kTile / 2) * 256];
-  std::vector<uint32_t> p;
+  cpu::TuVector<uint32_t> p;
 };
 
 Bf16Scratch& scratch() {

@@ -16,11 +16,11 @@
 // broadcasts (one in-lane permute per row and pair). An odd last block: ggml's scalar tail.
 #pragma once
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/tu_vector.h"
 
 namespace kernels::cpu::avx2 {
 // Internal linkage: these are compiled with different -m flags in different files, so
@@ -34,7 +34,7 @@ struct CbPairActs {
     __m256i lo, hi, ol, oh;
     __m256 da;  // lanes 0..3: d of block 2p, 4..7: of 2p + 1
   };
-  std::vector<Pair> p;
+  TuVector<Pair> p;
 };
 
 template <class D, class Dot>

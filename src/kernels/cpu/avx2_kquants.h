@@ -9,10 +9,10 @@
 // Q2_K, Q3_K and IQ4_XS decode into DecodedK in avx2_lowbit.h (Q2_K and Q3_K also fused there).
 #pragma once
 #include <algorithm>
-#include <vector>
 
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_lanes32.h"
+#include "kernels/cpu/tu_vector.h"
 
 namespace kernels::cpu::avx2 {
 // Internal linkage: these are compiled with different -m flags in different files, so
@@ -207,14 +207,14 @@ float vec_dot_k(int64_t n, const void* w, const void* x) {
 // Q5_K: the same with its 5-bit quants (0..31) in place of the nibbles; four maddubs per
 // int16 sum (4 * 2 * 31 * 128 = 31744), two madds by the scales.
 struct LaneActsK {
-  std::vector<BlockQ8_K> q;   // [b * nc + c]: the chunk's blocks, block-major
-  std::vector<int32_t> bs2;   // [(b * nc + c) * 4 + p] = int16 pair (bsum_2p, bsum_2p+1)
+  TuVector<BlockQ8_K> q;  // [b * nc + c]: the chunk's blocks, block-major
+  TuVector<int32_t> bs2;  // [(b * nc + c) * 4 + p] = int16 pair (bsum_2p, bsum_2p+1)
 };
 struct LaneRowsK {
-  std::vector<Quants32> v;    // [b * 64 + 8 j + k]
-  std::vector<Quants32> sc;   // [b * 8 + j]
-  std::vector<Quants32> mn;   // [b * 4 + p]
-  std::vector<float> d, dmin; // [b * 8 + r]
+  TuVector<Quants32> v;     // [b * 64 + 8 j + k]
+  TuVector<Quants32> sc;    // [b * 8 + j]
+  TuVector<Quants32> mn;    // [b * 4 + p]
+  TuVector<float> d, dmin;  // [b * 8 + r]
 };
 
 inline void lane_pack_acts_k(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, LaneActsK& p) {
@@ -369,10 +369,10 @@ inline void lane_tile_k(int64_t nb, const LaneRowsK& w, int rm, const LaneActsK&
 // scp[p] int16 lanes 2r, 2r+1 = sc_2p, sc_2p+1 of row r (for the bias); d per row. Quants
 // up to 63 allow only two maddubs per int16 sum (2 * 2 * 63 * 128 = 32256).
 struct LaneRowsQ6 {
-  std::vector<Quants32> v;    // [b * 64 + 8 j + k]
-  std::vector<Quants32> sc;   // [b * 16 + s]
-  std::vector<Quants32> scp;  // [b * 8 + p]
-  std::vector<float> d;       // [b * 8 + r]
+  TuVector<Quants32> v;    // [b * 64 + 8 j + k]
+  TuVector<Quants32> sc;   // [b * 16 + s]
+  TuVector<Quants32> scp;  // [b * 8 + p]
+  TuVector<float> d;       // [b * 8 + r]
 };
 
 inline void lane_pack_rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsQ6& p) {

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/avx2_tiles.h"
+#include "kernels/cpu/tu_vector.h"
 
 namespace kernels::cpu::avx2 {
 namespace {  // internal linkage, as avx2_tiles.h (per-ISA copies never merged)
@@ -29,15 +30,15 @@ namespace {  // internal linkage, as avx2_tiles.h (per-ISA copies never merged)
 // columns, so a row's result is the same in any row range or batch.
 
 struct LaneActs {                // a chunk of nc columns, block-major: [b * nc + c]
-  std::vector<Quants32> qs;      // the activation quants
-  std::vector<int32_t> off;      // 8 * sum of the block's quants (Q8_1: 0, no offset)
-  std::vector<float> d;          // scale
-  std::vector<float> s;          // Q8_1 only: its fp16 s (d * sum of the quants) as float
+  TuVector<Quants32> qs;         // the activation quants
+  TuVector<int32_t> off;         // 8 * sum of the block's quants (Q8_1: 0, no offset)
+  TuVector<float> d;             // scale
+  TuVector<float> s;             // Q8_1 only: its fp16 s (d * sum of the quants) as float
 };
 struct LaneRows {                // a tile of 8 rows
-  std::vector<Quants32> v;       // [b * 8 + k]: V[k] of block b
-  std::vector<float> d;          // [b * 8 + r]: scale of row r
-  std::vector<float> m;          // Q4_1 only: [b * 8 + r]: min of row r
+  TuVector<Quants32> v;          // [b * 8 + k]: V[k] of block b
+  TuVector<float> d;             // [b * 8 + r]: scale of row r
+  TuVector<float> m;             // Q4_1 only: [b * 8 + r]: min of row r
 };
 
 // A chunk of Q8_0 (or, A = BlockQ8_1, Q8_1) activation columns into LaneActs.

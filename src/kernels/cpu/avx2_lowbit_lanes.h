@@ -23,13 +23,13 @@
 // formulas in kernels_test.cc (lane_order_*) pin the orders.
 #pragma once
 #include <type_traits>
-#include <vector>
 
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kquants.h"
-#include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/avx2_lanes32.h"
+#include "kernels/cpu/avx2_lowbit.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/tu_vector.h"
 
 namespace kernels::cpu::avx2 {
 // Internal linkage: these are compiled with different -m flags in different files, so
@@ -39,9 +39,9 @@ namespace {
 // ---- IQ4_NL, MXFP4 -------------------------------------------------------------------------
 
 struct LaneRowsCB {           // a tile of 8 rows
-  std::vector<Quants32> v;    // [b * 8 + k]: int32 lane r = signed weights 4k..4k+3 of row r
-  std::vector<Quants32> va;   // |v|
-  std::vector<float> d;       // [b * 8 + r]: scale of row r
+  TuVector<Quants32> v;       // [b * 8 + k]: int32 lane r = signed weights 4k..4k+3 of row r
+  TuVector<Quants32> va;      // |v|
+  TuVector<float> d;          // [b * 8 + r]: scale of row r
 };
 
 template <class D>
@@ -109,13 +109,14 @@ struct TileCB {
 // ---- Q2_K, Q3_K, IQ4_XS --------------------------------------------------------------------
 
 struct LaneRowsLow {          // a tile of 8 rows, per super-block b:
-  std::vector<Quants32> v;    // [b * 64 + 8 j + k]: int32 lane r = quants 32j+4k..+3 of row r
+  TuVector<Quants32> v;       // [b * 64 + 8 j + k]: int32 lane r = quants 32j+4k..+3 of row r
                               // (Q3_K: q + 4 for Q2_K's form, q itself when flipped)
-  std::vector<Quants32> va;   // IQ4_XS without VNNI: |v| (its quants are signed)
-  std::vector<Quants32> sc;   // [b * 16 + s]: int16 lanes 2r, 2r+1 = scale of sub-block s of row r
-  std::vector<Quants32> bp;   // [b * 8 + t]: int16 lanes 2r, 2r+1 = Q2_K mins
-  std::vector<Quants32> corr; // [b], flipped forms: int32 lane r = -128 * sum_s sc_s * (sum of q in s)
-  std::vector<float> d, dmin; // [b * 8 + r]
+  TuVector<Quants32> va;      // IQ4_XS without VNNI: |v| (its quants are signed)
+  TuVector<Quants32> sc;      // [b * 16 + s]: int16 lanes 2r, 2r+1 = scale of sub-block s of row r
+  TuVector<Quants32> bp;      // [b * 8 + t]: int16 lanes 2r, 2r+1 = Q2_K mins
+  TuVector<Quants32>
+      corr;  // [b], flipped forms: int32 lane r = -128 * sum_s sc_s * (sum of q in s)
+  TuVector<float> d, dmin;  // [b * 8 + r]
 };
 
 // Whether a lane tile takes its activations + 128 (unsigned, lane_pack_acts_flip) against

@@ -13,10 +13,10 @@
 #include <cmath>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/tu_vector.h"
 #include "kernels/kernels.h"
 
 namespace kernels::cpu::avx2 {
@@ -309,17 +309,17 @@ struct alignas(32) Quants32 { int8_t q[32]; };
 
 // A chunk of nc activation columns, block-major: element [b * nc + c].
 struct GemmActs {
-  std::vector<Quants32> qs;    // the 32 int8 quants
-  std::vector<Quants32> qoff;  // Dot::u8(kOff, qs) for the offset types (8 int32)
-  std::vector<float> d, s;     // scale, and sum term (Q8_1)
+  TuVector<Quants32> qs;    // the 32 int8 quants
+  TuVector<Quants32> qoff;  // Dot::u8(kOff, qs) for the offset types (8 int32)
+  TuVector<float> d, s;     // scale, and sum term (Q8_1)
 };
 
 // A tile of rm weight rows, block-major: q[b * kGemmRows + r]; d / m[b * 4 + r] (rows
 // past rm are zero).
 struct GemmRows {
-  std::vector<Quants32> q;
-  std::vector<float> d, m;
-  std::vector<float> prod;  // scratch for gemm_tile_q: nb * 4 * RN scale products
+  TuVector<Quants32> q;
+  TuVector<float> d, m;
+  TuVector<float> prod;  // scratch for gemm_tile_q: nb * 4 * RN scale products
 };
 
 template <class D, class Dot>

@@ -20,20 +20,20 @@
 #include "kernels/cpu/kernel_table.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
-#include "kernels/cpu/avx2_cb_pairs.h"
-#include "kernels/cpu/avx2_kfused.h"
-#include "kernels/cpu/avx2_kquants.h"
-#include "kernels/cpu/avx2_lowbit.h"
-#include "kernels/cpu/avx2_lowbit_lanes.h"
-#include "kernels/cpu/avx2_lanes32.h"
-#include "kernels/cpu/avx512_wide.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
+
+#include "kernels/cpu/avx2_cb_pairs.h"
+#include "kernels/cpu/avx2_kfused.h"
+#include "kernels/cpu/avx2_kquants.h"
+#include "kernels/cpu/avx2_lanes32.h"
+#include "kernels/cpu/avx2_lowbit.h"
+#include "kernels/cpu/avx2_lowbit_lanes.h"
+#include "kernels/cpu/avx512_wide.h"
+#include "kernels/cpu/tu_vector.h"
 
 namespace kernels::cpu {
 namespace avx512 {
@@ -170,20 +170,20 @@ KernelTable make_table(bool wide) {
 // subnormals). About 0.3 ms on Zen 4, once per process.
 double measure_wide_speedup(const KernelTable& narrow, const KernelTable& wide) {
   constexpr int64_t kN = 4096, kR = 64, kNb = kN / 256;
-  std::vector<BlockQ4_K> w(size_t(kR * kNb));
+  TuVector<BlockQ4_K> w(size_t(kR * kNb));
   for (size_t i = 0; i < w.size(); ++i) {
     auto* bytes = reinterpret_cast<uint8_t*>(&w[i]);
     for (size_t k = 0; k < sizeof(BlockQ4_K); ++k) bytes[k] = uint8_t((i * 131 + k * 37) % 251);
     w[i].d = 0x3C00;     // 1.0
     w[i].dmin = 0x3800;  // 0.5
   }
-  std::vector<BlockQ8_K> x(static_cast<size_t>(kNb));
+  TuVector<BlockQ8_K> x(static_cast<size_t>(kNb));
   for (size_t i = 0; i < x.size(); ++i) {
     for (int k = 0; k < 256; ++k) x[i].qs[k] = int8_t((int(i) * 7 + k * 13) % 255 - 127);
     for (int k = 0; k < 16; ++k) x[i].bsums[k] = int16_t(k * 5 - 40);
     x[i].d = 1.0f;
   }
-  std::vector<float> y(static_cast<size_t>(kR));
+  TuVector<float> y(static_cast<size_t>(kR));
   const size_t ws = size_t(kNb) * sizeof(BlockQ4_K);
   double best[2] = {1e30, 1e30};
   for (int round = 0; round < 5; ++round)

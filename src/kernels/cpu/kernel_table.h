@@ -57,13 +57,14 @@ const KernelTable& avx512_table_of_width(int bits);
 // 512 / 256 speed, 0 when forced. 0 if built without AVX-512.
 int avx512_kquant_width(double* speedup);
 const KernelTable& amx_table();  // AMX-INT8 entries over avx512 (amx.cc; empty if built without)
-// amx.cc's lane-order GEMMs (Q4_0, Q4_K) against AVX2's gemm_lanes on one odd shape each, to
-// the bit: "" or what differed. emulated: on the C++ model of the tile instructions (any
-// AVX-512 CPU); else on the hardware (dispatch.cc runs it in a child process).
+// amx.cc's lane-order GEMMs (Q4_0, Q4_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K) against the
+// AVX-512 table's on one odd shape each, to the bit: "" or what differed (self_test.cc).
+// emulated: on the C++ model of the tile instructions (any AVX-512 CPU); else on the
+// hardware (dispatch.cc runs it in a child process).
 std::string amx_self_test(bool emulated);
-// Type t's AMX GEMM on the emulated tile unit, whatever the batch and order (kernels_test);
-// null for a type without one or if built without AMX support.
-MatmulFn amx_emulated(tensor::Type t);
+// Type t's AMX GEMM, whatever the batch and order, on the emulated tile unit or the
+// hardware; null for a type without one or if built without AMX support.
+MatmulFn amx_gemm(tensor::Type t, bool emulated);
 #endif
 #if defined(__aarch64__)
 const KernelTable& neon_table();          // plain Advanced SIMD (neon.cc)

@@ -26,10 +26,10 @@
 #include <algorithm>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/neon_kquants.h"
+#include "kernels/cpu/tu_vector.h"
 #include "kernels/kernels.h"
 
 #if !defined(__ARM_FEATURE_DOTPROD)
@@ -50,10 +50,10 @@ inline void unroll(F&& f) {
 }
 
 struct GemmRows {
-  std::vector<int8x16_t> q;
-  std::vector<float> d, dmin;  // [b * 8 + r]
-  std::vector<int32_t> sc;     // [(b * kSub + j) * 8 + r]
-  std::vector<int16_t> mn;     // Q4_K: [(b * 8 + j) * 8 + r]; Q2_K: [(b * 16 + s) * 8 + r]
+  TuVector<int8x16_t> q;
+  TuVector<float> d, dmin;  // [b * 8 + r]
+  TuVector<int32_t> sc;     // [(b * kSub + j) * 8 + r]
+  TuVector<int16_t> mn;     // Q4_K: [(b * 8 + j) * 8 + r]; Q2_K: [(b * 16 + s) * 8 + r]
 };
 
 // ---- the weight types: a block as kNV vectors of 16 elements, and its per-row scalars ----
@@ -502,7 +502,8 @@ using MmlaQ6_K = MmlaK<GQ6_K>;
 // K] = chunk K (elements 8K..8K+7) of columns 2t and 2t + 1 zipped (an odd last column
 // with itself). da[b * nc + c]: the blocks' scales as floats.
 template <class G, bool kMmla>
-void pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, std::vector<int8x16_t>& a, std::vector<float>& da) {
+void pack_acts(int64_t nb, const uint8_t* x, size_t xs, int64_t nc, TuVector<int8x16_t>& a,
+               TuVector<float>& da) {
   constexpr int kNV = G::kNV;
   const int64_t np = (nc + 1) / 2;
   const size_t n = size_t(nb) * size_t(kMmla ? 2 * np : nc) * kNV;
@@ -543,8 +544,8 @@ void gemm_lanes(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1,
   using G = typename Tile::G;
   constexpr int RN = Tile::kCols;
   thread_local GemmRows rows;
-  thread_local std::vector<int8x16_t> acts;
-  thread_local std::vector<float> da;
+  thread_local TuVector<int8x16_t> acts;
+  thread_local TuVector<float> da;
   const int64_t col_bytes = nb * int64_t(sizeof(typename G::A));
   const int64_t chunk = std::max<int64_t>(kGemmMinChunkCols, int64_t(kGemmChunkBytes) / col_bytes / RN * RN);
   for (int64_t c0 = 0; c0 < n_batch; c0 += chunk) {
