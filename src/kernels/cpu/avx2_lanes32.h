@@ -267,7 +267,10 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
   // 14336-wide ffn_down) software-prefetch the row after next into L2 (tile_q's prefetch,
   // prefetch_lines): from 2 MiB-page memory 16.1-18.4 -> 25.9-28.6 GB/s on that matrix,
   // as fast as the 4096-wide ones (25-28; 1 thread, Zen 4, BENCHMARKS.md issue 28).
-  if constexpr (std::is_same_v<D, DecQ8_0>)
+  // The AVX-512 table only (VnniDot): the CPUs that run the AVX2 table read Q8_0 faster
+  // through the 4-row tiles below (Zen 3, the first AVX2-only CPU measured: tg32 of the 1B
+  // shape 14.3 through the tiles, 10.9 one row at a time; BENCHMARKS.md "An AVX2-only CPU").
+  if constexpr (std::is_same_v<D, DecQ8_0> && !std::is_same_v<Dot, MaddubsDot>)
     if (n_batch == 1) {
       if (row_stride > kPrefetchL1TileBytes)
         for (int64_t r = r0; r < r1; ++r)
