@@ -51,8 +51,6 @@ class TuVector {
   size_t size() const { return n_; }
   T& operator[](size_t i) { return p_[i]; }
   const T& operator[](size_t i) const { return p_[i]; }
-  T* begin() { return p_; }
-  T* end() { return p_ + n_; }
 
  private:
   static constexpr bool kOverAligned = alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__;  // Quants32: 32
