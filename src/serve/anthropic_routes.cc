@@ -18,9 +18,18 @@ json thinking_block(const std::string& thought) {
   return {{"type", "thinking"}, {"thinking", thought}, {"signature", ""}};
 }
 
+// A call's id as Anthropic writes them ("toolu_..."): the parsers' "call_" prefix (OpenAI's)
+// swapped; a client sends it back in tool_use / tool_result, which take any string.
+std::string tool_use_id(const std::string& id) {
+  return id.rfind("call_", 0) == 0 ? "toolu_" + id.substr(5) : id;
+}
+
 json tool_use(const ToolCall& c) {
   json input = json::parse(c.arguments, nullptr, false);
-  return {{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", input.is_object() ? input : json::object()}};
+  return {{"type", "tool_use"},
+          {"id", tool_use_id(c.id)},
+          {"name", c.name},
+          {"input", input.is_object() ? input : json::object()}};
 }
 
 // stop_reason and stop_sequence of a finished reply; stops: the request's own.
@@ -70,7 +79,7 @@ class MessageStream {
       close_thinking();
       close_text();
       close_call();
-      json block = {{"type", "tool_use"}, {"id", d.id}, {"name", d.name}, {"input", json::object()}};
+      json block = {{"type", "tool_use"}, {"id", tool_use_id(d.id)}, {"name", d.name}, {"input", json::object()}};
       call_open_ = true;
       return event("content_block_start", {{"index", index_}, {"content_block", block}});
     }

@@ -101,16 +101,18 @@ def check_tools(url, where):
     m = ac.messages.create(model="m", max_tokens=40, messages=msgs, tools=[WEATHER],
                            tool_choice={"type": "tool", "name": "get_weather"}, extra_body=GREEDY)
     uses = [b for b in m.content if b.type == "tool_use"]
-    ok = m.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name == "get_weather" and uses[0].id
-    check(ok and isinstance(uses[0].input, dict), "%s: tool_choice tool gives a get_weather tool_use block %r" %
-          (where, uses[0].input if uses else m.content))
+    ok = (m.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name == "get_weather"
+          and uses[0].id.startswith("toolu_"))
+    check(ok and isinstance(uses[0].input, dict), "%s: tool_choice tool gives a get_weather tool_use block, id toolu_ %r" %
+          (where, (uses[0].id, uses[0].input) if uses else m.content))
     if not ok:
         return
     with ac.messages.stream(model="m", max_tokens=40, messages=msgs, tools=[WEATHER],
                             tool_choice={"type": "tool", "name": "get_weather"}, extra_body=GREEDY) as s:
         sm = s.get_final_message()
     su = [b for b in sm.content if b.type == "tool_use"]
-    check(len(su) == 1 and su[0].input == uses[0].input and sm.stop_reason == "tool_use",
+    check(len(su) == 1 and su[0].input == uses[0].input and sm.stop_reason == "tool_use"
+          and su[0].id.startswith("toolu_"),
           "%s: streamed, the same tool_use (input_json_delta)" % where)
     msgs += [{"role": "assistant", "content": [{"type": "tool_use", "id": uses[0].id, "name": "get_weather",
                                                 "input": uses[0].input}]},
