@@ -71,9 +71,24 @@ def same(a, b):
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
+def settled(url):
+    """/cluster and /metrics read while no step ran between them: /cluster read before and
+    after /metrics gave the same counters. A reply can reach the client just before its
+    step's counters are added (a CI run on a loaded Zen 3 saw them differ once), so a
+    snapshot taken right after a request is retried until it holds still (up to 10 s)."""
+    deadline = time.time() + 10
+    while True:
+        cl = json.loads(get(url + "/cluster"))
+        met = metrics(url)
+        again = json.loads(get(url + "/cluster"))
+        counters = lambda c: [[n.get(k) for k in COUNTERS] for n in c["nodes"]]  # noqa: E731
+        if counters(cl) == counters(again) or time.time() > deadline:
+            return cl, met
+        time.sleep(0.05)
+
+
 def check_against_metrics(url, where, want_nodes):
-    cl = json.loads(get(url + "/cluster"))
-    met = metrics(url)
+    cl, met = settled(url)
     live = [n for n in cl["nodes"] if n["state"] != "lost"]
     ok = len(live) == want_nodes and all(n["name"] in met for n in live)
     for n in live if ok else []:
