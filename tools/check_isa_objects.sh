@@ -7,7 +7,7 @@
 # from the kernels. Weak data (nm V, u: inline tables, the personality pointer) is fine.
 # Nor may such a file have a dynamic initializer (_GLOBAL__sub_I_*): it runs at start-up on
 # every CPU, before any table is chosen.
-# Run by ctest (IsaObjects.NoWeakFunctions), tools/arm64_ci.sh and `make fuzz`.
+# Run by ctest (IsaObjects.NoWeakFunctions, release and ASan builds) and tools/arm64_ci.sh.
 set -uo pipefail
 nm_bin="${1:?usage: check_isa_objects.sh NM LIST}" list="${2:?usage: check_isa_objects.sh NM LIST}"
 [ -s "$list" ] || { echo "check_isa_objects: $list is missing or empty: configure the build with CMake first"; exit 1; }
