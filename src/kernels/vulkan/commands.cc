@@ -17,6 +17,7 @@ constexpr uint32_t kMaxGroups = 65535;  // the minimum maxComputeWorkGroupCount 
 constexpr int kDecodeChunk = 64;        // KV positions per workgroup of flash_decode.comp
 constexpr int kPrefillRows = 8;         // query rows per workgroup of flash_attention.comp
 constexpr int kMatvecRows = 16;         // weight rows per workgroup of matvec.comp
+constexpr int kMatmulTile = 32;         // weight rows and batch columns per workgroup of matmul.comp
 
 uint32_t groups(int64_t n, int64_t per_group) {
   return uint32_t(std::min<int64_t>((n + per_group - 1) / per_group, kMaxGroups));
@@ -275,10 +276,11 @@ void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t co
     struct { uint32_t rows, cols, row_bytes; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes)};
     impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push, groups(rows, kMatvecRows));
   } else {
-    CHECK((rows + 15) / 16 <= kMaxGroups && (n_batch + 15) / 16 <= kMaxGroups);
+    CHECK((rows + kMatmulTile - 1) / kMatmulTile <= kMaxGroups && (n_batch + kMatmulTile - 1) / kMatmulTile <= kMaxGroups);
     struct { uint32_t rows, cols, row_bytes, n_batch; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes),
                                                             uint32_t(n_batch)};
-    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y, &s}, push, groups(rows, 16), groups(n_batch, 16));
+    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y, &s}, push, groups(rows, kMatmulTile),
+                    groups(n_batch, kMatmulTile));
   }
 }
 
