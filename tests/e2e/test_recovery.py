@@ -38,10 +38,11 @@ PARTS = set(os.environ.get("RECOVERY_PARTS", "a,b,c,d").replace(" ", "").split("
 REQUESTS = int(os.environ.get("RECOVERY_REQUESTS", "100"))
 SEED = int(os.environ.get("RECOVERY_SEED", str(int(time.time()) % 100000)))
 N = 200
-# Part c: long enough for a rejoin (a restart after 1.5 s; probes 2 s after the loss, then
-# 4 s later) and a second loss: ~8 s at the 4-node cluster's ~125 tokens/s here. (400 tokens
-# ended before the rejoin on a quiet machine; the second kill now waits for it, below.)
-N_REJOIN = 1000
+# Part c: runs long enough for a rejoin (a restart after 1.5 s; probes 2 s after the loss,
+# then 4 s later) and a second loss: REJOIN_S seconds at the 4-node cluster's decode speed,
+# measured first, between 300 and 1000 tokens (400 ended before the rejoin on a quiet
+# machine; a fixed 1000 took ~13 s a run on a quiet Zen 3, ~110 s in a loaded CI).
+REJOIN_S = 15
 PROMPT = "The history of the printing press begins"
 rng = random.Random(SEED)
 
@@ -222,10 +223,23 @@ def part_b():
         p.kill()
 
 
+def decode_rate(addrs, n=64):
+    """Tokens/s of the cluster from its first output to its last (n tokens)."""
+    p = subprocess.Popen(generate_cmd(MODEL, addrs, n=n), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p.stdout.read(1)
+    t0 = time.time()
+    p.stdout.read()
+    p.wait(timeout=300)
+    return (n - 1) / max(time.time() - t0, 1e-3)
+
+
 def part_c():
     ws = workers(3)
     addrs = [a for _, a in ws]
-    rc, ref, _ = run(MODEL, addrs, n=N_REJOIN)
+    rate = decode_rate(addrs)
+    n_rejoin = int(min(1000, max(300, rate * REJOIN_S)))
+    print("part c: %.0f tokens/s on 4 nodes: %d tokens a run" % (rate, n_rejoin), flush=True)
+    rc, ref, _ = run(MODEL, addrs, n=n_rejoin)
     victim_port = port_of(addrs[2])
     back = []
 
@@ -235,14 +249,14 @@ def part_c():
             back.append(worker(victim_port, key=key))
         return lambda: threading.Thread(target=go).start()
 
-    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart())], n=N_REJOIN)
+    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart())], n=n_rejoin)
     lines = [l for l in err.splitlines() if l.startswith("recovery:")]
     check(rc == 0 and out == ref and any(addrs[2] in l and "is back" in l for l in lines)
           and any("rejoined on 4 nodes (full size)" in l for l in lines),
           "a killed worker restarted on its port is taken back: 4 nodes again, same text (rc %d, same %s; %s)" %
           (rc, out == ref, " | ".join(lines)[-400:]))
     ws[2] = back.pop()
-    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart("wrong-key"))], n=N_REJOIN)
+    rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart("wrong-key"))], n=n_rejoin)
     lines = [l for l in err.splitlines() if l.startswith("recovery:")]
     check(rc == 0 and out == ref and any(addrs[2] in l and "refused" in l and "cluster key" in l for l in lines)
           and not any("rejoined" in l for l in lines),
@@ -255,7 +269,7 @@ def part_c():
     ws[2] = worker(victim_port)
     rc, out, err = run(MODEL, addrs, events=[(40, kill(ws[2][0])), (41, restart()),
                                              (42, lambda: (back[-1][0].kill(), back[-1][0].wait()), "rejoined on"),
-                                             (43, restart())], n=N_REJOIN)
+                                             (43, restart())], n=n_rejoin)
     lines = [l for l in err.splitlines() if l.startswith("recovery:")]
     check(rc == 0 and out == ref and sum("rejoined on" in l for l in lines) == 1
           and any(addrs[2] in l and "lost again" in l and "not taken back" in l for l in lines),
