@@ -139,10 +139,12 @@ struct FusedQ6K {
   }
 };
 
-// Prefetch for a matrix x vector step at block p. The AVX2 table (AVX2-only CPUs) takes
-// every line of the block kAvx2PrefetchBytes ahead: on a Zen 3 (kernels_bench
-// Matvec/*/14336x4096, weights from memory, medians of 9 alternating runs) Q4_K 11.7 -> 13.0
-// GB/s and Q6_K 11.7 -> 14.0, against one line 256 bytes ahead (no prefetch: slower still).
+// Prefetch for a matrix x vector step at block p (and row_cols' 2-4 columns). The AVX2 table
+// (AVX2-only CPUs) takes every line of the block kAvx2PrefetchBytes ahead: on a Zen 3
+// (kernels_bench Matvec/*/14336x4096, weights from memory, medians of 9 alternating runs)
+// Q4_K 11.7 -> 13.0 GB/s and Q6_K 11.7 -> 14.0, against one line 256 bytes ahead (no
+// prefetch: slower still); 2 and 3 sequences decoding (1B shape, `bench --parallel`) Q6_K
+// +8%, Q4_K +7% at 2, Q5_K and --exact-batches prompts unchanged.
 // The AVX-512 table keeps one line kPrefetchBytes ahead (chosen on Zen 4, see there; not
 // measured with this rule). Prefetch only: the hint changes no result.
 constexpr int kAvx2PrefetchBytes = 1536;
@@ -219,7 +221,7 @@ void row_cols(int64_t nb, const typename F::W* wr, const uint8_t* x, size_t xs, 
   AccK acc[N];
   const BlockQ8_K* a[N];
   for (int64_t b = 0; b < nb; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(wr + b) + kPrefetchBytes, _MM_HINT_T0);
+    prefetch_block<Scale>(wr + b);
     for (int j = 0; j < N; ++j) a[j] = reinterpret_cast<const BlockQ8_K*>(x + j * xs) + b;
     F::template dot_cols<Scale, N>(wr[b], a, acc);
   }
