@@ -8,8 +8,9 @@ are two draws of the same noise, so one within the other's single spread is a co
 (2026-12-06, Zen 3: scalar 1.71% off, the device 0.45% with matmul.comp's 16 x 16 tiles and
 2.64% with its 32 x 32 register tiles, whose kernel errors are the same or smaller,
 vulkan_test). Not the 0.1% the issue asks for, which even the CPU does not meet against
-itself: rounding to a Q8 grid turns last-bit differences into whole steps now and then. And on SmolLM2 requantized to F32 (no activation rounding anywhere) within 0.1% of
-the CPU backend's. To F16, a 3-node loopback cluster whose second worker runs `--device
+itself: rounding to a Q8 grid turns last-bit differences into whole steps now and then.
+And on SmolLM2 requantized to F32 (no activation rounding anywhere) within 0.1% of the CPU
+backend's. To F16, a 3-node loopback cluster whose second worker runs `--device
 vulkan` gives the CPU cluster's greedy tokens (--sync-type f32: partial sums all-reduced, so
 the nodes need not compute bit-identical parts), with equal shares and with the default
 --shares auto (which measures each node's speed when their devices differ: the device's

@@ -276,7 +276,8 @@ void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t co
     struct { uint32_t rows, cols, row_bytes; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes)};
     impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push, groups(rows, kMatvecRows));
   } else {
-    CHECK((rows + kMatmulTile - 1) / kMatmulTile <= kMaxGroups && (n_batch + kMatmulTile - 1) / kMatmulTile <= kMaxGroups);
+    auto tiles = [](int64_t n) { return (n + kMatmulTile - 1) / kMatmulTile; };
+    CHECK(tiles(rows) <= kMaxGroups && tiles(n_batch) <= kMaxGroups);
     struct { uint32_t rows, cols, row_bytes, n_batch; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes),
                                                             uint32_t(n_batch)};
     impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y, &s}, push, groups(rows, kMatmulTile),

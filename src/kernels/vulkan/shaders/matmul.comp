@@ -12,6 +12,9 @@
 #define TK 2   // 32-element chunks per step
 #define TM 32  // weight rows per tile
 #define TN 32  // batch columns per tile
+#if TM != TN || TM * TK != 64
+#error "one chunk (and, with mins, one s) per invocation needs TM == TN and TM * TK == 64"
+#endif
 layout(local_size_x = 64) in;
 layout(std430, binding = 1) readonly buffer X { float x[]; };   // [n_batch][cols]
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };  // [n_batch][rows]
