@@ -146,8 +146,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VulkanModel,
 // difference of a picked logit must stay within twice that spread (and below 1.0).
 // Measured (2026-12-03): scalar vs SIMD 0.73 for the picked token (1.31 over the whole
 // vocabulary), no step parted; the device 0.71 (1.41), parted at 2 of 48 steps, at gaps
-// 0.06 and 0.31. About 3 minutes on lavapipe on two cores under a load of 9 (8 before matvec.comp
-// took 16 rows per workgroup): labels e2e and gpu, not unit.
+// 0.06 and 0.31. 31 s on lavapipe on two quiet cores (96 s before matvec.comp and matmul.comp
+// read straight from the buffers, 2026-12-06): labels e2e and gpu, not unit.
 TEST(VulkanSmolLM2, GreedyTokensMatchTheCpuFlashPathOrPartAtNearTies) {
   SKIP_WITHOUT_DEVICE();
   constexpr float kNearTie = 0.05f;

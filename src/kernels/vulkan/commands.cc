@@ -16,8 +16,9 @@ constexpr uint32_t kSetsPerPool = 64;
 constexpr uint32_t kMaxGroups = 65535;  // the minimum maxComputeWorkGroupCount Vulkan guarantees
 constexpr int kDecodeChunk = 64;        // KV positions per workgroup of flash_decode.comp
 constexpr int kPrefillRows = 8;         // query rows per workgroup of flash_attention.comp
-constexpr int kMatvecRows = 16;         // weight rows per workgroup of matvec.comp
-constexpr int kMatmulTile = 32;         // weight rows and batch columns per workgroup of matmul.comp
+constexpr int kMatvecGroup = 64;        // invocations per workgroup of matvec.comp (each matvec_rows rows)
+constexpr int kMatmulRows = 64;         // weight rows per workgroup of matmul.comp (its TM)
+constexpr int kMatmulCols = 32;         // batch columns per workgroup of matmul.comp (its TN)
 
 uint32_t groups(int64_t n, int64_t per_group) {
   return uint32_t(std::min<int64_t>((n + per_group - 1) / per_group, kMaxGroups));
@@ -274,14 +275,15 @@ void Commands::matmul(tensor::Type wt, const Buffer& W, int64_t rows, int64_t co
   const Buffer& s = sums ? *sums : x;  // binding 3: read by the Q4_1 and Q5_1 shaders only
   if (n_batch == 1) {
     struct { uint32_t rows, cols, row_bytes; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes)};
-    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push, groups(rows, kMatvecRows));
+    impl_->dispatch(typed_name("matvec", wt), {&W, &x, &y, &s}, push,
+                    groups(rows, int64_t(kMatvecGroup) * impl_->d.matvec_rows));
   } else {
-    auto tiles = [](int64_t n) { return (n + kMatmulTile - 1) / kMatmulTile; };
-    CHECK(tiles(rows) <= kMaxGroups && tiles(n_batch) <= kMaxGroups);
+    const int64_t row_tiles = (rows + kMatmulRows - 1) / kMatmulRows;
+    const int64_t col_tiles = (n_batch + kMatmulCols - 1) / kMatmulCols;
+    CHECK(row_tiles <= kMaxGroups && col_tiles <= kMaxGroups);
     struct { uint32_t rows, cols, row_bytes, n_batch; } push{uint32_t(rows), uint32_t(cols), uint32_t(row_bytes),
                                                             uint32_t(n_batch)};
-    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y, &s}, push, groups(rows, kMatmulTile),
-                    groups(n_batch, kMatmulTile));
+    impl_->dispatch(typed_name("matmul", wt), {&W, &x, &y, &s}, push, uint32_t(row_tiles), uint32_t(col_tiles));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "kernels/vulkan/device_impl.h"
@@ -11,6 +12,11 @@
 namespace kernels::vulkan {
 
 namespace {
+
+// matvec.comp's rows per invocation on a CPU device (lavapipe), where an activation read
+// costs as much when every invocation reads the same word: 8 rows share one read of the
+// activations (the shader's header has the measurements). GPUs get 1.
+constexpr uint32_t kMatvecRowsOnCpu = 8;
 
 util::Status vk_error(const std::string& what, VkResult r) {
   return util::Status::error(what + " failed: " + result_name(r));
@@ -136,6 +142,9 @@ util::Expected<std::unique_ptr<Device>> Device::open(int index, const OpenOption
   const bool unified = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ||
                        props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
   d.staging = !unified || opts.force_staging;
+  d.matvec_rows = opts.matvec_rows > 0                              ? opts.matvec_rows
+                  : props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? kMatvecRowsOnCpu
+                                                                    : 1;
 
   uint32_t n_fam = 0;
   vk.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n_fam, nullptr);
@@ -197,6 +206,9 @@ util::Expected<std::unique_ptr<Device>> Device::open(int index, const OpenOption
     cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     cpci.stage.module = module;
     cpci.stage.pName = "main";
+    const VkSpecializationMapEntry entry{0, 0, sizeof(uint32_t)};
+    const VkSpecializationInfo spec{1, &entry, sizeof(uint32_t), &d.matvec_rows};
+    if (std::string_view(code.name).starts_with("matvec_")) cpci.stage.pSpecializationInfo = &spec;
     cpci.layout = d.pipeline_layout;
     VkPipeline pipeline;
     VkResult r = vk.vkCreateComputePipelines(d.device, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);

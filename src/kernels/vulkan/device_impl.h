@@ -25,6 +25,7 @@ struct Device::Impl {
   VkPhysicalDeviceMemoryProperties memory{};
   VkPhysicalDeviceLimits limits{};
   bool staging = false;  // storage buffers are not host-visible: copy through staging
+  uint32_t matvec_rows = 1;  // rows per invocation of matvec.comp (its constant_id 0; device.cc)
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
   std::map<std::string, VkPipeline> pipelines;  // by shader name

@@ -75,6 +75,9 @@ struct OpenOptions {
   // Use device-local buffers with staging copies even where device memory is host-visible
   // (tests: exercises the path discrete GPUs take on a unified-memory driver).
   bool force_staging = false;
+  // Rows per invocation of matvec.comp; 0: by device type (8 on a CPU device, 1 on a GPU).
+  // Tests: exercises the other layouts on lavapipe.
+  uint32_t matvec_rows = 0;
 };
 
 // One opened device: instance, logical device, a compute queue, and a pipeline per
