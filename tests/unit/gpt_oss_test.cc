@@ -18,19 +18,13 @@
 #include "model/synthetic.h"
 #include "model/transformer.h"
 #include "scratch.h"
+#include "toy_model.h"
 #include "vec_dot_order.h"
 #include "tensor/quants.h"
 
 namespace {
 
-std::string make(const std::string& shape) {
-  const std::string path = shardlm_test::scratch_path(shape + ".gguf");
-  auto s = model::shape_by_name(shape);
-  EXPECT_TRUE(s.has_value());
-  util::Status st = model::write_synthetic_model(path, *s, tensor::Type::Q8_0, 7);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return path;
-}
+std::string make(const std::string& shape) { return shardlm_test::toy_model(shape, tensor::Type::Q8_0, 7); }
 
 // Logits of the last position of toks, evaluated in batches of `batch`.
 std::vector<float> run(const model::Config& c, const model::Weights& w, const std::vector<int32_t>& toks, int batch,

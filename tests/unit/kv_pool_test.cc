@@ -12,7 +12,8 @@
 // Preemption: four jobs that each need 2 blocks in a pool of 4 run at once; when none can
 // get its next block the youngest gives its blocks back, reads its prompt and its tokens
 // again later, and its text does not change. A prompt longer than the whole pool ends at
-// once with an error naming both sizes.
+// once with an error naming both sizes. The pool itself (runtime::BlockPool): sharing,
+// eviction and the host cache, block by block.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -25,6 +26,7 @@
 #include "model/synthetic.h"
 #include "net/transport.h"
 #include "runtime/cluster.h"
+#include "runtime/kv_blocks.h"
 #include "runtime/scheduler.h"
 #include "runtime/worker.h"
 #include "scheduler_waves.h"
@@ -299,3 +301,161 @@ TEST(SharedPrefix, RowOrderMattersOnlyForLaneOrderTypes) {
 }
 
 }  // namespace
+
+// The root's KV block allocation (issue 32): tables grow from one pool; full blocks are
+// registered by their prefix and shared by a later prompt with the same prefix, token for
+// token and in the same row order, reference-counted (blocks in use drop when shared);
+// cached blocks are taken back least recently used first and only when no table holds
+// them; a log cut short unregisters what it rewrites and never rewrites a shared block.
+TEST(BlockPool, SharesRegisteredPrefixesAndEvictsLeastRecentlyUsed) {
+  constexpr int B = model::kKvBlockRows;
+  runtime::BlockPool p(6, 3);
+  std::vector<int32_t> a(3 * B + 10), b;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int32_t(i % 97);
+  ASSERT_TRUE(p.reserve(0, int(a.size())));
+  EXPECT_EQ(p.held(0), 4);
+  EXPECT_EQ(p.free_blocks(), 2);
+  EXPECT_FALSE(p.reserve(1, 3 * B));  // 3 blocks, 2 free: nothing taken
+  EXPECT_EQ(p.held(1), 0);
+  p.note_rows(0, 0, B + 5, false);  // a prompt chunk in lane order
+  p.note_rows(0, B + 5, int(a.size()) - B - 5, true);  // then decode rows (vec_dot order)
+  p.register_full(0, a);  // 3 full blocks
+  EXPECT_EQ(p.registered(0), 3 * B);
+  // The same prefix, another last block: only block 0's rows are all in lane order.
+  b.assign(a.begin(), a.begin() + 2 * B + 5);
+  EXPECT_EQ(p.prefix_blocks(b, 2, false), 1);
+  EXPECT_EQ(p.prefix_blocks(b, 2, true), 0);  // lane order off: all rows must be vec_dot
+  p.note_rows(0, B, 2 * B + 10, false);  // as if rows B.. were a prompt too
+  EXPECT_EQ(p.prefix_blocks(b, 2, false), 2);
+  EXPECT_EQ(p.used_blocks(), 4);
+  EXPECT_EQ(p.attach_prefix(1, b, int(b.size() - 1) / B, false), 2);
+  EXPECT_EQ(p.held(1), 2);
+  EXPECT_EQ(p.used_blocks(), 4);  // shared: no block taken
+  EXPECT_EQ(p.shared_blocks(), 2);
+  EXPECT_EQ(p.table(1)[0], p.table(0)[0]);
+  EXPECT_EQ(p.refs(p.table(0)[1]), 2);
+  EXPECT_EQ(p.prefix_hits(), 1u);
+  EXPECT_EQ(p.prefix_tokens(), uint64_t(2 * B));
+  std::vector<int32_t> e0, e1;
+  EXPECT_EQ(p.entries(0, 3 * B, 10, &e0), 0);  // the nodes hold nothing of slot 0 yet: from 0
+  EXPECT_EQ(e0.size(), 4u);
+  EXPECT_EQ(p.entries(0, 3 * B, 10, &e0), 3);  // then only the block written
+  ASSERT_TRUE(p.reserve(1, 2 * B + 5));
+  EXPECT_EQ(p.used_blocks(), 5);
+  EXPECT_EQ(p.entries(1, 2 * B, 5, &e1), 0);  // the shared blocks, then its own
+  ASSERT_EQ(e1.size(), 3u);
+  EXPECT_EQ(p.entries(1, 2 * B + 5, 1, &e1), 2);  // synced: only the block written
+  // A different first token shares nothing; a changed token in block 1 shares block 0 only.
+  b[0] = 1000;
+  EXPECT_EQ(p.prefix_blocks(b, 3, false), 0);
+  b[0] = a[0];
+  b[B + 3] = 1000;
+  EXPECT_EQ(p.prefix_blocks(b, 3, false), 1);
+  // Slot 0 rewriting from position B + 1 would write block 1, which slot 1 holds too.
+  EXPECT_FALSE(p.truncate(0, B + 1));
+  EXPECT_EQ(p.held(0), 4);
+  EXPECT_TRUE(p.truncate(0, 3 * B));  // its own last block: it leaves the table
+  EXPECT_EQ(p.held(0), 3);
+  EXPECT_EQ(p.used_blocks(), 4);
+  // Released, registered blocks stay cached (still shareable) and count as free.
+  p.release(1);
+  EXPECT_EQ(p.shared_blocks(), 0);
+  EXPECT_EQ(p.cached_blocks(), 0);  // slot 0 still holds them: none can be taken back
+  EXPECT_EQ(p.free_blocks(), 3);
+  p.release(0);
+  EXPECT_EQ(p.free_blocks(), 6);
+  EXPECT_EQ(p.cached_blocks(), 3);
+  EXPECT_EQ(p.prefix_blocks(a, 3, false), 3);
+  // Slot 2 holds the first block again (not cached now); taking 4 blocks uses the 3
+  // unregistered free ones, then the least recently cached: the prefix's last block (a
+  // released table lets its tail go first); one more takes block 1. Block 0, held, stays.
+  EXPECT_EQ(p.attach_prefix(2, a, 1, false), 1);
+  EXPECT_EQ(p.cached_blocks(), 2);
+  ASSERT_TRUE(p.reserve(2, 5 * B));
+  EXPECT_EQ(p.prefix_blocks(a, 3, false), 2);
+  EXPECT_EQ(p.cached_blocks(), 1);
+  ASSERT_TRUE(p.reserve(2, 6 * B));
+  EXPECT_EQ(p.prefix_blocks(a, 3, false), 1);
+  EXPECT_EQ(p.free_blocks(), 0);
+  EXPECT_FALSE(p.reserve(1, 1));  // nothing left: the block held is never taken
+  // A log cut inside a registered block unregisters it (its rows will change).
+  runtime::BlockPool q(3, 1);
+  const std::vector<int32_t> c(a.begin(), a.begin() + 2 * B);
+  ASSERT_TRUE(q.reserve(0, 2 * B));
+  q.note_rows(0, 0, 2 * B, false);
+  q.register_full(0, c);
+  EXPECT_EQ(q.prefix_blocks(c, 2, false), 2);
+  EXPECT_TRUE(q.truncate(0, B + 7));
+  EXPECT_EQ(q.registered(0), B);
+  EXPECT_EQ(q.held(0), 2);
+  EXPECT_EQ(q.prefix_blocks(c, 2, false), 1);
+}
+
+// The host cache (issue 32 step 4): a cached block the pool takes back is saved (a KvCopy
+// the next step carries); a prompt whose prefix continues past the pool's blocks into saved
+// ones takes them back only when the pool has blocks for them (any_room: as if it had),
+// restored into fresh blocks, registered again (a later prompt shares them from the pool);
+// past the capacity the least recently saved entry is dropped first; a mixed-order block is
+// never saved; drop_cache forgets the host cache and the copies not sent.
+TEST(BlockPool, HostCacheSavesEvictedBlocksAndRestoresThem) {
+  constexpr int B = model::kKvBlockRows;
+  using K = model::KvCopy::Kind;
+  runtime::BlockPool p(3, 2);
+  p.set_host_capacity(1);
+  std::vector<int32_t> t(3 * B + 5);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = int32_t(i % 50) + 1;
+  ASSERT_TRUE(p.reserve(0, 3 * B));
+  EXPECT_EQ(p.table(0), (std::vector<int32_t>{0, 1, 2}));
+  p.note_rows(0, 0, 3 * B, false);
+  p.register_full(0, std::span<const int32_t>(t).first(3 * B));
+  p.release(0);  // the cache: 2, 1, 0 (its tail first in line)
+  std::vector<model::KvCopy> c;
+  p.take_copies(&c);
+  EXPECT_TRUE(c.empty());
+  ASSERT_TRUE(p.reserve(1, 1));  // takes block 2 back: saved
+  EXPECT_EQ(p.table(1), std::vector<int32_t>{2});
+  EXPECT_EQ(p.host_blocks(), 1);
+  EXPECT_EQ(p.host_saves(), 1u);
+  // The pool's 2 blocks, then the host's 1 only when a block is there to take for it.
+  EXPECT_EQ(p.prefix_blocks(t, 3, false), 2);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true), 2);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true, true), 3);
+  EXPECT_EQ(p.prefix_blocks(t, 3, true, true, true), 0);  // rows in another order
+  p.release(1);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true), 3);
+  EXPECT_EQ(p.attach_prefix(1, t, 3, false, true), 3);
+  EXPECT_EQ(p.table(1), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(p.host_blocks(), 0);
+  EXPECT_EQ(p.host_restores(), 1u);
+  p.take_copies(&c);
+  EXPECT_EQ(c, (std::vector<model::KvCopy>{{K::kSave, 2, 0}, {K::kRestore, 2, 0}}));
+  p.take_copies(&c);
+  EXPECT_TRUE(c.empty());
+  // Registered again: shared from the pool with no copy.
+  EXPECT_EQ(p.prefix_blocks(t, 3, false), 3);
+  // Capacity 1: the second save drops the first entry.
+  p.release(1);
+  ASSERT_TRUE(p.reserve(0, 2 * B));
+  EXPECT_EQ(p.table(0), (std::vector<int32_t>{2, 1}));
+  p.take_copies(&c);
+  EXPECT_EQ(c, (std::vector<model::KvCopy>{{K::kSave, 2, 1}, {K::kForget, 0, 1}, {K::kSave, 1, 2}}));
+  EXPECT_EQ(p.host_blocks(), 1);
+  // Block 0 still cached, block 1 saved, block 2's entry gone: 2 of the prefix.
+  p.release(0);
+  EXPECT_EQ(p.prefix_blocks(t, 3, false, true), 2);
+  // Rows of two orders in one block: not saved when taken back.
+  runtime::BlockPool q(1, 1);
+  q.set_host_capacity(4);
+  ASSERT_TRUE(q.reserve(0, B));
+  q.note_rows(0, 0, B - 1, false);
+  q.note_rows(0, B - 1, 1, true);
+  q.register_full(0, std::span<const int32_t>(t).first(B));
+  q.release(0);
+  ASSERT_TRUE(q.reserve(0, 1));
+  EXPECT_EQ(q.host_blocks(), 0);
+  // drop_cache: nothing saved, nothing to send.
+  p.drop_cache();
+  p.take_copies(&c);
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(p.host_blocks(), 0);
+}

@@ -25,20 +25,14 @@
 #include "sampler/sampler.h"
 #include "scratch.h"
 #include "tensor/quants.h"
+#include "toy_model.h"
 #include "vec_dot_order.h"
 
 namespace {
 
 std::string tmp_path(const std::string& name) { return shardlm_test::scratch_path(name); }
 
-std::string make(const std::string& shape, tensor::Type type) {
-  const std::string path = tmp_path(shape + "_" + tensor::type_name(type) + ".gguf");
-  auto s = model::shape_by_name(shape);
-  EXPECT_TRUE(s.has_value());
-  util::Status st = model::write_synthetic_model(path, *s, type, 7);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return path;
-}
+std::string make(const std::string& shape, tensor::Type type) { return shardlm_test::toy_model(shape, type, 7); }
 
 std::vector<float> run(const model::LoadedModel& m, const std::vector<int32_t>& toks, int threads, int batch,
                        model::KvType kv = model::KvType::kF16,
