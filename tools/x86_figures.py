@@ -11,7 +11,7 @@ What it measures, each shardlm / llama.cpp pair alternating round by round, medi
      on a CPU with AMX, shardlm's pp512 again with SHARDLM_ISA=avx512 (what AMX adds);
   3. tg32 for the 8B shape (--shapes; each file 4.6-8.5 GB, made on the fly and deleted);
   4. 1 and 8 sequences decoding (`bench --parallel`, default = exact mode) against
-     `llama-batched-bench -npp 16 -ntg 32 -npl 1,8` on the 1B Q4_0 and Q4_K shapes;
+     `llama-batched-bench -npp 16 -ntg 32 -npl 1,8` on the 1B Q4_0 and Q4_K shapes (--batched-types);
   5. kernel int8 throughput: kernels_bench Matmul per type and batch, AMX against AVX-512,
      as TOPS and as a share of one core's AMX peak (1024 int8 multiply-adds per cycle).
 llama.cpp: --llama-bin DIR with llama-bench and llama-batched-bench, else built once into
@@ -163,7 +163,7 @@ def section_batched(a, lbin, models):
     print("| model | threads | shardlm 1 | shardlm 8 | 8 / 1 | llama-batched-bench 1 | llama-batched-bench 8 |"
           " shardlm 8 / llama.cpp 8 |")
     print("|---|---|---|---|---|---|---|---|")
-    for qtype in [q for q in ("Q4_0", "Q4_K") if q in a.types]:
+    for qtype in a.batched_types.split(","):
         m = model_path(models, "llama3.2-1b", qtype)
         for t in a.threads:
             s1, s8, l1, l8 = [], [], [], []
@@ -217,6 +217,7 @@ def main():
     ap.add_argument("--llama-bin")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip", default="", help="sections to leave out: speed,batched,kernels")
+    ap.add_argument("--batched-types", default="Q4_0,Q4_K", help="the 1B types of the batched section")
     a = ap.parse_args()
     full = (5, "1,2", "Q4_0,Q4_K,Q6_K,Q8_0", "llama3.2-1b,llama3-8b")
     quick = (2, "1", "Q4_0,Q4_K", "llama3.2-1b")

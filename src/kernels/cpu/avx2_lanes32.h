@@ -9,7 +9,7 @@
 #pragma once
 #include <type_traits>
 
-#include "kernels/cpu/avx2_off_cols.h"
+#include "kernels/cpu/avx2_cols4.h"
 #include "kernels/cpu/avx2_tiles.h"
 #include "kernels/cpu/tu_vector.h"
 
@@ -258,9 +258,9 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
     if constexpr (std::is_same_v<D, DecQ4_0>)
       if (::kernels::lane_order()) return gemm_lanes_q4_0(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
     if (n_batch > kDecodeTilesMaxBatch) return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
-    // Decode batches of the offset types (Q4_0, Q5_0) in vec_dot order: avx2_off_cols.h.
-    if constexpr (D::kOff > 0 && !D::kHasMin && !pair_acc<D>() && std::is_same_v<Dot, MaddubsDot>)
-      return matmul_off_cols<D>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
+    // Decode batches of Q4_0, Q5_0, Q4_1, Q5_1 in vec_dot order: avx2_cols4.h.
+    if constexpr (cols4_type<D>() && std::is_same_v<Dot, MaddubsDot>)
+      return matmul_cols4<D>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
   }
   // Q8_0 times one vector, as in decode, where the weights come from memory: one row at a
   // time and only the hardware prefetcher (one sequential stream) reads 1.4-1.75x faster
