@@ -31,7 +31,8 @@ constexpr bool cols4_type() {
 // of the nc packed by gemm_pack_acts (quants, u8dot(kOff, a), float scales and s; block-major).
 template <class D, int RM>
 inline void tile_cols4(int64_t nb, const uint8_t* w, size_t ws, const GemmActs& a, int64_t nc, int64_t c0, float* y,
-                      int64_t ys) {
+                       int64_t ys) {
+  static_assert(RM == 1 || RM == 2, "acc_m holds 2 rows x 4 columns");
   using W = typename D::W;
   constexpr int RN = 4;
   __m256 acc[RM][RN];
@@ -82,7 +83,7 @@ inline void tile_cols4(int64_t nb, const uint8_t* w, size_t ws, const GemmActs& 
 // time, the last n_batch % 4 columns through tile_q.
 template <class D>
 void matmul_cols4(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x, size_t xs,
-                     int64_t n_batch, float* y, int64_t ys) {
+                  int64_t n_batch, float* y, int64_t ys) {
   static_assert(cols4_type<D>());
   thread_local GemmActs acts;
   gemm_pack_acts<D, MaddubsDot>(nb, x, xs, n_batch, acts);
