@@ -35,6 +35,15 @@ std::vector<float> gaussian(std::mt19937& rng, size_t n, float sigma = 1.0f) {
   return v;
 }
 
+// v in a new buffer of `dev` (a failure is a test failure here).
+template <typename T>
+Buffer upload_to(Device& dev, const std::vector<T>& v) {
+  util::Expected<Buffer> b = dev.alloc(v.size() * sizeof(T), "test buffer");
+  EXPECT_TRUE(b.ok()) << b.error();
+  EXPECT_TRUE(dev.upload(*b, v.data(), v.size() * sizeof(T)).ok());
+  return std::move(b.value());
+}
+
 class VulkanTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -61,9 +70,7 @@ class VulkanTest : public ::testing::Test {
   }
   template <typename T>
   static Buffer upload(const std::vector<T>& v) {
-    Buffer b = alloc(v.size() * sizeof(T));
-    EXPECT_TRUE(dev_->upload(b, v.data(), v.size() * sizeof(T)).ok());
-    return b;
+    return upload_to(*dev_, v);
   }
   static std::vector<float> download(const Buffer& b, size_t n) {
     std::vector<float> v(n);
@@ -214,21 +221,16 @@ double check_matmul(Device& dev, Type t, std::mt19937& rng, const std::vector<in
     for (int64_t n_blocks : {1, 3, 5}) {
       const int64_t cols = block * n_blocks;
       const Weights w = random_weights(rng, t, rows, cols);
-      auto upload = [&](const auto& v) {
-        util::Expected<Buffer> b = dev.alloc(v.size() * sizeof(v[0]), "test buffer");
-        EXPECT_TRUE(b.ok() && dev.upload(*b, v.data(), v.size() * sizeof(v[0])).ok());
-        return std::move(b.value());
-      };
-      Buffer wb = upload(w.bytes);
+      Buffer wb = upload_to(dev, w.bytes);
       std::vector<std::vector<float>> xs, raw;
       std::vector<Buffer> xbs, ybs;
       Commands cmd(dev);
       for (int64_t n_batch : batches) {
         const std::vector<float> x = gaussian(rng, size_t(n_batch * cols));
-        xbs.push_back(upload(x));
+        xbs.push_back(upload_to(dev, x));
         xs.push_back(cpu_rounded(t, x, cols));
         raw.push_back(x);
-        ybs.push_back(upload(std::vector<float>(size_t(n_batch * rows))));
+        ybs.push_back(upload_to(dev, std::vector<float>(size_t(n_batch * rows))));
         cmd.matmul(t, wb, rows, cols, xbs.back(), n_batch, ybs.back());
       }
       const util::Status st = cmd.submit_and_wait();
