@@ -1,4 +1,4 @@
-// device.cc: `--device` (see device.h). SHARDLM_VULKAN (0 or 1) is set for this file by
+// device.cc: `--device` (see device.h). SHARDLM_VULKAN (0 or 1) is set for the shardlm target by
 // CMake; with 1 the Vulkan backend (model/vulkan/vulkan_backend.h) is linked.
 #include "cli/device.h"
 

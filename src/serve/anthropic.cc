@@ -9,10 +9,6 @@ using nlohmann::json;
 
 namespace {
 
-ApiError wrong(const std::string& field, const char* want) {
-  return bad_request("'" + field + "' must be " + want, field, "invalid_type");
-}
-
 // A tool_result's content: a string or text blocks.
 std::optional<ApiError> result_text(const ojson& c, const std::string& p, std::string* out) {
   if (c.is_null()) return std::nullopt;
@@ -20,7 +16,7 @@ std::optional<ApiError> result_text(const ojson& c, const std::string& p, std::s
     *out = c.get<std::string>();
     return std::nullopt;
   }
-  if (!c.is_array()) return wrong(p, "a string or an array of text blocks");
+  if (!c.is_array()) return wrong_type(p, "a string or an array of text blocks");
   for (size_t i = 0; i < c.size(); ++i) {
     const ojson& b = c[i];
     if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
@@ -35,7 +31,7 @@ std::optional<ApiError> result_text(const ojson& c, const std::string& p, std::s
 // One message's content blocks onto OpenAI messages: text (joined), an assistant's
 // tool_use as tool_calls, a user's tool_result as role "tool" messages before its text.
 std::optional<ApiError> message(const ojson& m, const std::string& p, ojson* out) {
-  if (!m.is_object()) return wrong(p, "an object {\"role\", \"content\"}");
+  if (!m.is_object()) return wrong_type(p, "an object {\"role\", \"content\"}");
   auto role = m.find("role");
   if (role == m.end() || !role->is_string()) return bad_request("'" + p + ".role' is required: user or assistant", p + ".role");
   const std::string r = role->get<std::string>();
@@ -48,7 +44,7 @@ std::optional<ApiError> message(const ojson& m, const std::string& p, ojson* out
     out->push_back({{"role", r}, {"content", *content}});
     return std::nullopt;
   }
-  if (!content->is_array()) return wrong(p + ".content", "a string or an array of content blocks");
+  if (!content->is_array()) return wrong_type(p + ".content", "a string or an array of content blocks");
   std::string text;
   ojson calls = ojson::array();
   for (size_t i = 0; i < content->size(); ++i) {
@@ -58,17 +54,17 @@ std::optional<ApiError> message(const ojson& m, const std::string& p, ojson* out
       return bad_request("'" + q + "' must be a content block with a 'type'", q);
     const std::string type = b["type"].get<std::string>();
     if (type == "text") {
-      if (!b.contains("text") || !b["text"].is_string()) return wrong(q + ".text", "a string");
+      if (!b.contains("text") || !b["text"].is_string()) return wrong_type(q + ".text", "a string");
       if (!text.empty()) text += "\n";
       text += b["text"].get<std::string>();
     } else if (type == "tool_use" && r == "assistant") {
-      if (!b.contains("name") || !b["name"].is_string()) return wrong(q + ".name", "a string");
-      if (!b.contains("input") || !b["input"].is_object()) return wrong(q + ".input", "an object");
-      if (b.contains("id") && !b["id"].is_string()) return wrong(q + ".id", "a string");
+      if (!b.contains("name") || !b["name"].is_string()) return wrong_type(q + ".name", "a string");
+      if (!b.contains("input") || !b["input"].is_object()) return wrong_type(q + ".input", "an object");
+      if (b.contains("id") && !b["id"].is_string()) return wrong_type(q + ".id", "a string");
       calls.push_back({{"id", b.value("id", "")}, {"type", "function"},
                        {"function", {{"name", b["name"]}, {"arguments", b["input"].dump()}}}});
     } else if (type == "tool_result" && r == "user") {
-      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) return wrong(q + ".tool_use_id", "a string");
+      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) return wrong_type(q + ".tool_use_id", "a string");
       std::string result;
       if (b.contains("content"))
         if (auto e = result_text(b["content"], q + ".content", &result)) return e;
@@ -96,16 +92,16 @@ std::optional<ApiError> message(const ojson& m, const std::string& p, ojson* out
 std::optional<ApiError> tools(const ojson& body, ojson* o) {
   auto t = body.find("tools");
   if (t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return wrong("tools", "an array");
+    if (!t->is_array()) return wrong_type("tools", "an array");
     ojson list = ojson::array();
     for (size_t i = 0; i < t->size(); ++i) {
       const ojson& x = (*t)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
-      if (!x.is_object()) return wrong(p, "an object {name, description, input_schema}");
+      if (!x.is_object()) return wrong_type(p, "an object {name, description, input_schema}");
       if (x.contains("type") && x["type"] != "custom")
         return bad_request("'" + p + ".type' " + x["type"].dump() + ": only client tools {name, input_schema} are "
                            "supported", p + ".type", "invalid_value");
-      if (!x.contains("name") || !x["name"].is_string()) return wrong(p + ".name", "a string");
+      if (!x.contains("name") || !x["name"].is_string()) return wrong_type(p + ".name", "a string");
       if (!x.contains("input_schema") || !x["input_schema"].is_object())
         return bad_request("'" + p + ".input_schema' is required: the tool's arguments as a JSON schema object",
                            p + ".input_schema");
@@ -153,7 +149,7 @@ std::optional<ApiError> translate(const ojson& body, bool count, ojson* out) {
     if (auto e = message((*m)[i], "messages[" + std::to_string(i) + "]", &msgs)) return e;
   o["messages"] = msgs;
   if (auto t = body.find("temperature"); t != body.end() && !t->is_null()) {
-    if (!t->is_number()) return wrong("temperature", "a number");
+    if (!t->is_number()) return wrong_type("temperature", "a number");
     if (t->get<double>() < 0 || t->get<double>() > 1)
       return bad_request("'temperature' must be between 0 and 1, not " + t->dump(), "temperature", "invalid_value");
     o["temperature"] = *t;
@@ -161,7 +157,7 @@ std::optional<ApiError> translate(const ojson& body, bool count, ojson* out) {
   for (const char* k : {"top_p", "top_k", "stream"})
     if (auto v = body.find(k); v != body.end()) o[k] = *v;
   if (auto s = body.find("stop_sequences"); s != body.end() && !s->is_null()) {
-    if (!s->is_array()) return wrong("stop_sequences", "an array of strings");
+    if (!s->is_array()) return wrong_type("stop_sequences", "an array of strings");
     o["stop"] = *s;
   }
   return tools(body, &o);

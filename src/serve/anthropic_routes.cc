@@ -11,7 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-void send(httplib::Response& res, const ApiError& e) { send_error(res, e, anthropic_error_json(e)); }
+void send_anthropic(httplib::Response& res, const ApiError& e) { send_error(res, e, anthropic_error_json(e)); }
 
 // A thought (reasoning.h) as Anthropic's thinking block (no signature: nothing to verify).
 json thinking_block(const std::string& thought) {
@@ -122,17 +122,17 @@ class MessageStream {
   bool text_open_ = false, text_seen_ = false, thinking_open_ = false, call_open_ = false;
 };
 
-class Handler {
+class AnthropicHandler {
  public:
-  explicit Handler(const Generator& g) : g_(g) {}
+  explicit AnthropicHandler(const Generator& g) : g_(g) {}
 
   void messages(const httplib::Request& req, httplib::Response& res) const {
     const ServerOptions& o = g_.options();
     Request r;
-    if (auto e = parse_anthropic(req.body, false, g_.engine().ctx(), o.defaults, &r)) return send(res, *e);
+    if (auto e = parse_anthropic(req.body, false, g_.engine().ctx(), o.defaults, &r)) return send_anthropic(res, *e);
     const std::vector<std::string> stops = r.stop;  // before a forced call's own
     Job job;
-    if (auto e = g_.prepare(r, &job)) return send(res, *e);
+    if (auto e = g_.prepare(r, &job)) return send_anthropic(res, *e);
     json head = {{"id", random_id("msg_")}, {"type", "message"}, {"role", "assistant"},
                  {"model", r.model.empty() ? o.model_name : r.model}};
     if (!r.stream) return whole(req, res, job, head, stops);
@@ -148,7 +148,7 @@ class Handler {
              const std::vector<std::string>& stops) const {
     Reply out;
     std::string text;
-    if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
+    if (auto e = g_.run_whole(job, req, &out, &text)) return send_anthropic(res, *e);
     json content = json::array();
     if (!out.reasoning.empty()) content.push_back(thinking_block(out.reasoning));
     if (!text.empty() || out.tail.calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
@@ -194,9 +194,9 @@ class Handler {
 
   void count_tokens(const httplib::Request& req, httplib::Response& res) const {
     Request r;
-    if (auto e = parse_anthropic(req.body, true, g_.engine().ctx(), g_.options().defaults, &r)) return send(res, *e);
+    if (auto e = parse_anthropic(req.body, true, g_.engine().ctx(), g_.options().defaults, &r)) return send_anthropic(res, *e);
     Job job;
-    if (auto e = g_.render(r, &job)) return send(res, *e);
+    if (auto e = g_.render(r, &job)) return send_anthropic(res, *e);
     res.set_content(dump({{"input_tokens", job.gen.prompt.size()}}), "application/json");
   }
 
@@ -207,7 +207,7 @@ class Handler {
 }  // namespace
 
 void add_anthropic_routes(httplib::Server& svr, const Generator& gen) {
-  auto h = std::make_shared<Handler>(gen);
+  auto h = std::make_shared<AnthropicHandler>(gen);
   svr.Post("/v1/messages", [h](const httplib::Request& req, httplib::Response& res) { h->messages(req, res); });
   svr.Post("/v1/messages/count_tokens",
            [h](const httplib::Request& req, httplib::Response& res) { h->count_tokens(req, res); });

@@ -24,6 +24,10 @@
 #include "serve/tools.h"
 #include "tokenizer/chat_template.h"
 
+namespace httplib {
+class Server;
+}
+
 namespace serve {
 
 struct ApiError {
@@ -35,6 +39,8 @@ struct ApiError {
 };
 nlohmann::json error_json(const ApiError& e);
 ApiError bad_request(std::string message, std::string param = "", std::string code = "");
+// A 400 "'param' must be WANT" with code invalid_type.
+ApiError wrong_type(const std::string& param, const std::string& want);
 
 enum class Endpoint { kChat, kCompletion };
 
@@ -140,5 +146,10 @@ nlohmann::json tool_delta_chunk_json(const ResponseIds& ids, int index, const To
 nlohmann::json usage_chunk_json(Endpoint ep, const ResponseIds& ids, const Usage& u);
 // A streamed chat choice's piece of thought: {"delta": {"reasoning_content": TEXT}}.
 nlohmann::json reasoning_chunk_json(const ResponseIds& ids, int index, const std::string& text, bool first);
+
+class Generator;
+// POST /v1/chat/completions, /v1/completions, /tokenize and /detokenize, GET /props
+// (openai_routes.cc).
+void add_openai_routes(httplib::Server& svr, const Generator& gen);
 
 }  // namespace serve

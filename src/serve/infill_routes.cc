@@ -59,11 +59,11 @@ std::vector<int32_t> infill_prompt(const tokenizer::Tokenizer& tok, const FimTok
 
 namespace {
 
-void send(httplib::Response& res, const ApiError& e) { send_error(res, e, infill_error_json(e)); }
+void send_infill(httplib::Response& res, const ApiError& e) { send_error(res, e, infill_error_json(e)); }
 
-class Handler {
+class InfillHandler {
  public:
-  explicit Handler(const Generator& g) : g_(g), fim_(find_fim_tokens(g.prompts().tokenizer())) {}
+  explicit InfillHandler(const Generator& g) : g_(g), fim_(find_fim_tokens(g.prompts().tokenizer())) {}
 
   void infill(const httplib::Request& req, httplib::Response& res) const {
     const tokenizer::Tokenizer& tok = g_.prompts().tokenizer();
@@ -71,17 +71,17 @@ class Handler {
       std::string missing;
       for (auto [id, name] : {std::pair{fim_.pre, "prefix"}, std::pair{fim_.suf, "suffix"}, std::pair{fim_.mid, "middle"}})
         if (id < 0) missing += std::string(missing.empty() ? "" : ", ") + name;
-      return send(res, api_error(400, "Infill is not supported by this model: its vocabulary has no FIM " + missing +
+      return send_infill(res, api_error(400, "Infill is not supported by this model: its vocabulary has no FIM " + missing +
                                           " token (/infill needs a code model with FIM tokens, such as "
                                           "Qwen2.5-Coder's <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>)",
                                  "not_supported_error"));
     }
     InfillRequest r;
-    if (auto e = parse_infill(req.body, g_.engine().ctx(), g_.options().defaults, &r)) return send(res, *e);
+    if (auto e = parse_infill(req.body, g_.engine().ctx(), g_.options().defaults, &r)) return send_infill(res, *e);
     Request& c = r.completion;
     c.prompt_tokens = infill_prompt(tok, fim_, r);
     Job job;
-    if (auto e = g_.prepare(c, &job)) return send(res, *e);
+    if (auto e = g_.prepare(c, &job)) return send_infill(res, *e);
     const json head = {{"index", 0}, {"model", c.model.empty() ? g_.options().model_name : c.model},
                        {"prompt", tok.decode(c.prompt_tokens, true)}};
     auto last = [head](const std::string& content, const Reply& out) {
@@ -101,7 +101,7 @@ class Handler {
     if (!c.stream) {
       Reply out;
       std::string text;
-      if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send_infill(res, *e);
       res.set_content(dump(last(text, out)), "application/json");
       return;
     }
@@ -133,7 +133,7 @@ class Handler {
 }  // namespace
 
 void add_infill_routes(httplib::Server& svr, const Generator& gen) {
-  auto h = std::make_shared<Handler>(gen);
+  auto h = std::make_shared<InfillHandler>(gen);
   svr.Post("/infill", [h](const httplib::Request& req, httplib::Response& res) { h->infill(req, res); });
 }
 

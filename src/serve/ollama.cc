@@ -31,21 +31,17 @@ ApiError renamed(ApiError e) {
   return e;
 }
 
-ApiError wrong(const std::string& field, const char* want) {
-  return bad_request("'" + field + "' must be " + want, field, "invalid_type");
-}
-
 // options: Ollama's sampling fields onto OpenAI's; the rest (num_ctx, num_thread, ...) are
 // the server's to choose, ignored as Ollama ignores unknown ones.
 std::optional<ApiError> options(const ojson& body, ojson* out) {
   auto it = body.find("options");
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_object()) return wrong("options", "an object");
+  if (!it->is_object()) return wrong_type("options", "an object");
   for (const char* k : {"temperature", "top_p", "top_k", "min_p", "seed", "stop", "repeat_penalty",
                         "presence_penalty", "frequency_penalty"})
     if (auto v = it->find(k); v != it->end() && !v->is_null()) (*out)[k] = *v;
   if (auto v = it->find("num_predict"); v != it->end() && !v->is_null()) {
-    if (!v->is_number_integer()) return wrong("options.num_predict", "an integer");
+    if (!v->is_number_integer()) return wrong_type("options.num_predict", "an integer");
     if (v->get<long long>() > 0) (*out)["max_tokens"] = *v;  // -1 (until done) and -2 (fill the context): none
   }
   return std::nullopt;
@@ -70,20 +66,20 @@ std::optional<ApiError> messages(const ojson& body, ojson* out) {
   for (size_t i = 0; i < it->size(); ++i) {
     ojson m = (*it)[i];
     const std::string p = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return wrong(p, "an object");
+    if (!m.is_object()) return wrong_type(p, "an object");
     if (auto im = m.find("images"); im != m.end() && !im->is_null() && !(im->is_array() && im->empty()))
       return bad_request("'" + p + ".images': this model reads text only", p + ".images", "unsupported_parameter");
     if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
-      if (!tc->is_array()) return wrong(p + ".tool_calls", "an array");
+      if (!tc->is_array()) return wrong_type(p + ".tool_calls", "an array");
       ojson calls = ojson::array();
       for (size_t j = 0; j < tc->size(); ++j) {
         const ojson& c = (*tc)[j];
         const std::string q = p + ".tool_calls[" + std::to_string(j) + "].function";
         if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-          return wrong(q, "an object {name, arguments}");
+          return wrong_type(q, "an object {name, arguments}");
         const ojson& fn = c["function"];
-        if (!fn.contains("name") || !fn["name"].is_string()) return wrong(q + ".name", "a string");
-        if (!fn.contains("arguments") || !fn["arguments"].is_object()) return wrong(q + ".arguments", "an object");
+        if (!fn.contains("name") || !fn["name"].is_string()) return wrong_type(q + ".name", "a string");
+        if (!fn.contains("arguments") || !fn["arguments"].is_object()) return wrong_type(q + ".arguments", "an object");
         calls.push_back({{"id", "call_" + std::to_string(j)}, {"type", "function"},
                          {"function", {{"name", fn["name"]}, {"arguments", fn["arguments"].dump()}}}});
       }
@@ -105,7 +101,7 @@ std::optional<ApiError> translate(const ojson& body, bool chat, bool has_chat, o
   o = ojson::object();
   if (auto m = body.find("model"); m != body.end()) o["model"] = *m;
   auto stream = body.find("stream");
-  if (stream != body.end() && !stream->is_null() && !stream->is_boolean()) return wrong("stream", "a boolean");
+  if (stream != body.end() && !stream->is_null() && !stream->is_boolean()) return wrong_type("stream", "a boolean");
   o["stream"] = stream == body.end() || stream->is_null() || stream->get<bool>();
   if (chat) {
     *ep = Endpoint::kChat;
@@ -117,13 +113,13 @@ std::optional<ApiError> translate(const ojson& body, bool chat, bool has_chat, o
       if (auto v = body.find(k); v != body.end() && !v->is_null() && !v->empty())
         return bad_request(std::string("'") + k + "' is not supported by this server", k, "unsupported_parameter");
     auto p = body.find("prompt");
-    if (p != body.end() && !p->is_string()) return wrong("prompt", "a string");
+    if (p != body.end() && !p->is_string()) return wrong_type("prompt", "a string");
     const std::string prompt = p == body.end() ? "" : p->get<std::string>();
     auto raw = body.find("raw");
-    if (raw != body.end() && !raw->is_null() && !raw->is_boolean()) return wrong("raw", "a boolean");
+    if (raw != body.end() && !raw->is_null() && !raw->is_boolean()) return wrong_type("raw", "a boolean");
     const bool as_is = (raw != body.end() && raw->is_boolean() && raw->get<bool>()) || !has_chat;
     auto sys = body.find("system");
-    if (sys != body.end() && !sys->is_null() && !sys->is_string()) return wrong("system", "a string");
+    if (sys != body.end() && !sys->is_null() && !sys->is_string()) return wrong_type("system", "a string");
     if (as_is) {
       *ep = Endpoint::kCompletion;
       o["prompt"] = prompt;

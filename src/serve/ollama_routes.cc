@@ -27,7 +27,7 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-void send(httplib::Response& res, const ApiError& e) { send_error(res, e, ollama_error_json(e)); }
+void send_ollama(httplib::Response& res, const ApiError& e) { send_error(res, e, ollama_error_json(e)); }
 
 // The served model as Ollama describes one.
 json details(const ServerOptions& o) {
@@ -46,17 +46,17 @@ json model_entry(const ServerOptions& o) {
           {"size", ec ? uintmax_t(0) : size}, {"details", details(o)}};
 }
 
-class Handler {
+class OllamaHandler {
  public:
-  explicit Handler(const Generator& g) : g_(g) {}
+  explicit OllamaHandler(const Generator& g) : g_(g) {}
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) const {
     const ServerOptions& o = g_.options();
     Request r;
     if (auto e = parse_ollama(req.body, chat, g_.prompts().has_chat(), g_.engine().ctx(), o.defaults, &r))
-      return send(res, *e);
+      return send_ollama(res, *e);
     Job job;
-    if (auto e = g_.prepare(r, &job)) return send(res, *e);
+    if (auto e = g_.prepare(r, &job)) return send_ollama(res, *e);
     const std::string model = r.model.empty() ? o.model_name : r.model;
     // A line of the reply: chat's message or generate's response (and its thinking).
     auto line = [chat, model](const std::string& text, const std::vector<ToolCall>& calls,
@@ -92,7 +92,7 @@ class Handler {
     if (!r.stream) {
       Reply out;
       std::string text;
-      if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send_ollama(res, *e);
       res.set_content(dump(done(line(text, out.tail.calls, out.reasoning), out)), "application/json");
       return;
     }
@@ -134,7 +134,7 @@ class Handler {
   void show(const httplib::Request& req, httplib::Response& res) const {
     const ServerOptions& o = g_.options();
     json body = json::parse(req.body, nullptr, false);
-    if (!body.is_object()) return send(res, bad_request("the request body must be a JSON object {\"model\": NAME}"));
+    if (!body.is_object()) return send_ollama(res, bad_request("the request body must be a JSON object {\"model\": NAME}"));
     json info = {{"general.architecture", o.model_arch}, {o.model_arch + ".context_length", g_.engine().ctx()}};
     json caps = json::array({"completion"});
     if (tool_format(g_.prompts().template_source()) != ToolFormat::kNone) caps.push_back("tools");
@@ -161,7 +161,7 @@ class Handler {
 }  // namespace
 
 void add_ollama_routes(httplib::Server& svr, const Generator& gen) {
-  auto h = std::make_shared<Handler>(gen);
+  auto h = std::make_shared<OllamaHandler>(gen);
   svr.Post("/api/chat", [h](const httplib::Request& req, httplib::Response& res) { h->generate(req, res, true); });
   svr.Post("/api/generate", [h](const httplib::Request& req, httplib::Response& res) { h->generate(req, res, false); });
   svr.Post("/api/show", [h](const httplib::Request& req, httplib::Response& res) { h->show(req, res); });

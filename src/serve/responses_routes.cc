@@ -22,7 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-void send(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
+void send_responses(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
 
 // A finished reply's output items (the thought, the message when there is text or no
 // call, the calls) and the conversation to store: history, then the assistant's turn as a
@@ -207,22 +207,22 @@ class ResponseStream {
   bool call_open_ = false;
 };
 
-class Handler {
+class ResponsesHandler {
  public:
-  Handler(const Generator& g, size_t capacity) : g_(g), store_(capacity) {}
+  ResponsesHandler(const Generator& g, size_t capacity) : g_(g), store_(capacity) {}
 
   void create(const httplib::Request& req, httplib::Response& res) {
     const ServerOptions& o = g_.options();
     ResponsesRequest r;
-    if (auto e = parse_responses(req.body, g_.engine().ctx(), o.defaults, store_, &r)) return send(res, *e);
+    if (auto e = parse_responses(req.body, g_.engine().ctx(), o.defaults, store_, &r)) return send_responses(res, *e);
     if (r.chat.model.empty()) r.chat.model = o.model_name;
     Job job;
-    if (auto e = g_.prepare(r.chat, &job)) return send(res, *e);
+    if (auto e = g_.prepare(r.chat, &job)) return send_responses(res, *e);
     const ResponseNames names;
     if (!r.chat.stream) {
       Reply out;
       std::string text;
-      if (auto e = g_.run_whole(job, req, &out, &text)) return send(res, *e);
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send_responses(res, *e);
       Outcome oc = outcome(names.rs_id, out.reasoning, names.msg_id, text, out.tail.calls,
                            item_ids(out.tail.calls.size()));
       json resp = response_object(r, names.id, names.created, status_of(out), oc.output, out.out.usage);
@@ -266,11 +266,11 @@ class Handler {
 
   void retrieve(const std::string& id, httplib::Response& res) {
     if (auto e = store_.get(id)) return res.set_content(dump(e->response), "application/json");
-    send(res, not_found(id));
+    send_responses(res, not_found(id));
   }
 
   void remove(const std::string& id, httplib::Response& res) {
-    if (!store_.erase(id)) return send(res, not_found(id));
+    if (!store_.erase(id)) return send_responses(res, not_found(id));
     res.set_content(dump({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), "application/json");
   }
 
@@ -295,7 +295,7 @@ class Handler {
 }  // namespace
 
 RouteHook add_responses_routes(httplib::Server& svr, const Generator& gen, size_t store_capacity) {
-  auto h = std::make_shared<Handler>(gen, store_capacity);
+  auto h = std::make_shared<ResponsesHandler>(gen, store_capacity);
   svr.Post("/v1/responses", [h](const httplib::Request& req, httplib::Response& res) { h->create(req, res); });
   const char* by_id = R"(/v1/responses/([A-Za-z0-9_-]+))";
   svr.Get(by_id, [h](const httplib::Request& req, httplib::Response& res) { h->retrieve(req.matches[1], res); });
