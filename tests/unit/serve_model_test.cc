@@ -26,6 +26,17 @@
 
 namespace {
 
+// One request through the engine: its text and result (the status checked).
+std::pair<std::string, serve::GenerationResult> generate(serve::Engine& e, const serve::GenerationRequest& g) {
+  std::string out;
+  serve::GenerationResult r = e.generate(g, [&](const std::string& t) {
+    out += t;
+    return true;
+  });
+  EXPECT_TRUE(r.status.ok()) << r.status.message();
+  return {out, r};
+}
+
 class ServeModel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -77,13 +88,7 @@ TEST_F(ServeModel, GreedyAnswerDoesNotDependOnWhatRanBefore) {
     g.seed_given = true;
     g.max_tokens = n;
     g.stop = std::move(stop);
-    std::string out;
-    serve::GenerationResult r = e.generate(g, [&](const std::string& t) {
-      out += t;
-      return true;
-    });
-    EXPECT_TRUE(r.status.ok()) << r.status.message();
-    return std::make_pair(out, r);
+    return generate(e, g);
   };
   runtime::ClusterOptions o;
   o.run.ctx = 256;
@@ -157,12 +162,7 @@ TEST_F(ServeModel, ConcurrentRequestsEqualEachAlone) {
     return g;
   };
   auto answer = [&](serve::Engine& e, const Case& k) {
-    std::string out;
-    serve::GenerationResult r = e.generate(request(k), [&](const std::string& t) {
-      out += t;
-      return true;
-    });
-    EXPECT_TRUE(r.status.ok()) << r.status.message();
+    auto [out, r] = generate(e, request(k));
     return out + "|" + r.finish_reason;
   };
   runtime::ClusterOptions o;
@@ -226,13 +226,7 @@ TEST_F(ServeModel, SharedPrefixBlocksGiveTheTextAlone) {
     g.prompt = tok_->encode(p, true, true);
     g.params.temperature = 0;
     g.max_tokens = 6;
-    std::string out;
-    serve::GenerationResult r = e.generate(g, [&](const std::string& t) {
-      out += t;
-      return true;
-    });
-    EXPECT_TRUE(r.status.ok()) << r.status.message();
-    return std::make_pair(out, r);
+    return generate(e, g);
   };
   runtime::ClusterOptions o;
   o.run.ctx = 256;
