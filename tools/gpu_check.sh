@@ -68,10 +68,11 @@ build_llama_bench() {
 }
 
 prepare() {
-  cmake --preset release >/dev/null && cmake --build --preset release -j "$JOBS" --target shardlm vulkan_test vulkan_model_test || exit 1
+  cmake --preset release >/dev/null && cmake --build --preset release -j "$JOBS" --target shardlm vulkan_test vulkan_attention_test vulkan_model_test || exit 1
   mkdir -p "$GPU_DEPS/bin" "$GPU_DEPS/lib"
   local b
-  for b in build/release/shardlm build/release/tests/vulkan_test build/release/tests/vulkan_model_test; do
+  for b in build/release/shardlm build/release/tests/vulkan_test build/release/tests/vulkan_attention_test \
+           build/release/tests/vulkan_model_test; do
     [ -f "$b" ] && strip -o "$GPU_DEPS/bin/$(basename "$b")" "$b"
   done
   cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$GPU_DEPS/lib/"  # the loader, in case the machine lacks it
@@ -126,9 +127,10 @@ run() {
   if command -v cmake >/dev/null && command -v g++ >/dev/null && command -v glslc >/dev/null &&
      [ -f /usr/include/vulkan/vulkan.h ]; then
     cmake -S . -B "$bin" -DCMAKE_BUILD_TYPE=Release -DSHARDLM_VULKAN=ON >"$OUT/build.log" 2>&1 &&
-      cmake --build "$bin" -j "$JOBS" --target shardlm vulkan_test >>"$OUT/build.log" 2>&1 || { log "build failed: $OUT/build.log"; exit 1; }
+      cmake --build "$bin" -j "$JOBS" --target shardlm vulkan_test vulkan_attention_test >>"$OUT/build.log" 2>&1 ||
+      { log "build failed: $OUT/build.log"; exit 1; }
     SHARDLM=$bin/shardlm
-    TESTS="$bin/tests/vulkan_test"
+    TESTS="$bin/tests/vulkan_test $bin/tests/vulkan_attention_test"
     cmake --build "$bin" -j "$JOBS" --target vulkan_model_test >>"$OUT/build.log" 2>&1 && TESTS="$TESTS $bin/tests/vulkan_model_test"
     BUILT="built on this machine"
   elif [ -x "$GPU_DEPS/bin/shardlm" ]; then
