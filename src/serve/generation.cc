@@ -271,4 +271,6 @@ void send_error(httplib::Response& res, const ApiError& e, const nlohmann::json&
   res.set_content(dump(body), "application/json");
 }
 
+void send_error(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
+
 }  // namespace serve

@@ -106,5 +106,7 @@ long long unix_now();
 std::string dump(const nlohmann::json& j);
 // e as a reply: its status, Retry-After on 429, and body, the error in the API's own shape.
 void send_error(httplib::Response& res, const ApiError& e, const nlohmann::json& body);
+// The same in OpenAI's shape (error_json): the default of every route that is not another API's.
+void send_error(httplib::Response& res, const ApiError& e);
 
 }  // namespace serve

@@ -15,8 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-void send_openai(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
-
 // A completion's choices, as the request asks for them. n > 1: the choices run one after
 // another, choice i with seed + i, so each is what it would be alone with its seed, and
 // each after the first finds the prompt's KV in the slot the one before left (the
@@ -51,9 +49,9 @@ class OpenAiHandler {
 
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
     Request r;
-    if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_openai(res, *e);
+    if (auto e = parse_request(req.body, ep, engine_.ctx(), o_.defaults, &r)) return send_error(res, *e);
     Job job;
-    if (auto e = gen_.prepare(r, &job)) return send_openai(res, *e);
+    if (auto e = gen_.prepare(r, &job)) return send_error(res, *e);
     Choices c;
     c.ep = ep;
     c.ids.id = random_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
@@ -87,9 +85,9 @@ class OpenAiHandler {
             return client.still_there();
           },
           {}, [&](const std::vector<TokenLogprobs>& t) { lps.insert(lps.end(), t.begin(), t.end()); });
-      if (out.cancelled()) return send_openai(res, api_error(499, "the client went away", "cancelled"));
+      if (out.cancelled()) return send_error(res, api_error(499, "the client went away", "cancelled"));
       if (!out.out.status.ok())
-        return send_openai(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
+        return send_error(res, api_error(503, "generation failed: " + out.out.status.message(), "server_error"));
       c.finish_reason = out.finish_reason;
       c.text += out.tail.content;
       c.tool_calls = std::move(out.tail.calls);
@@ -178,7 +176,7 @@ class OpenAiHandler {
 
   void tokenize(const httplib::Request& req, httplib::Response& res) {
     TokenizeRequest r;
-    if (auto e = parse_tokenize(req.body, &r)) return send_openai(res, *e);
+    if (auto e = parse_tokenize(req.body, &r)) return send_error(res, *e);
     const tokenizer::Tokenizer& tok = prompts_.tokenizer();
     json tokens = json::array();
     for (int32_t id : tok.encode(r.content, r.add_special, r.parse_special)) {
@@ -192,7 +190,7 @@ class OpenAiHandler {
 
   void detokenize(const httplib::Request& req, httplib::Response& res) {
     std::vector<int32_t> ids;
-    if (auto e = parse_detokenize(req.body, prompts_.tokenizer().n_vocab(), &ids)) return send_openai(res, *e);
+    if (auto e = parse_detokenize(req.body, prompts_.tokenizer().n_vocab(), &ids)) return send_error(res, *e);
     res.set_content(dump(json{{"content", prompts_.tokenizer().decode(ids, true)}}), "application/json");
   }
 

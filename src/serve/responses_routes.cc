@@ -22,8 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-void send_responses(httplib::Response& res, const ApiError& e) { send_error(res, e, error_json(e)); }
-
 // A finished reply's output items (the thought, the message when there is text or no
 // call, the calls) and the conversation to store: history, then the assistant's turn as a
 // chat message (without the thought, as chat shows earlier turns).
@@ -214,15 +212,15 @@ class ResponsesHandler {
   void create(const httplib::Request& req, httplib::Response& res) {
     const ServerOptions& o = g_.options();
     ResponsesRequest r;
-    if (auto e = parse_responses(req.body, g_.engine().ctx(), o.defaults, store_, &r)) return send_responses(res, *e);
+    if (auto e = parse_responses(req.body, g_.engine().ctx(), o.defaults, store_, &r)) return send_error(res, *e);
     if (r.chat.model.empty()) r.chat.model = o.model_name;
     Job job;
-    if (auto e = g_.prepare(r.chat, &job)) return send_responses(res, *e);
+    if (auto e = g_.prepare(r.chat, &job)) return send_error(res, *e);
     const ResponseNames names;
     if (!r.chat.stream) {
       Reply out;
       std::string text;
-      if (auto e = g_.run_whole(job, req, &out, &text)) return send_responses(res, *e);
+      if (auto e = g_.run_whole(job, req, &out, &text)) return send_error(res, *e);
       Outcome oc = outcome(names.rs_id, out.reasoning, names.msg_id, text, out.tail.calls,
                            item_ids(out.tail.calls.size()));
       json resp = response_object(r, names.id, names.created, status_of(out), oc.output, out.out.usage);
@@ -266,11 +264,11 @@ class ResponsesHandler {
 
   void retrieve(const std::string& id, httplib::Response& res) {
     if (auto e = store_.get(id)) return res.set_content(dump(e->response), "application/json");
-    send_responses(res, not_found(id));
+    send_error(res, not_found(id));
   }
 
   void remove(const std::string& id, httplib::Response& res) {
-    if (!store_.erase(id)) return send_responses(res, not_found(id));
+    if (!store_.erase(id)) return send_error(res, not_found(id));
     res.set_content(dump({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}), "application/json");
   }
 

@@ -10,16 +10,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 
-#include <atomic>
 #include <chrono>
-#include <cmath>
 #include <csignal>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 
 #include "serve/assets.h"
 #include "serve/cluster_view.h"
@@ -39,14 +34,12 @@ using nlohmann::json;
 
 namespace {
 
-void send_error(httplib::Response& res, const ApiError& e) { serve::send_error(res, e, error_json(e)); }
-
 // An error answered before a route's own handler (401, 404, 405, 411, 413): in the error
 // shape of the API the path belongs to.
 void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
   const bool ollama = req.path.rfind("/api/", 0) == 0, anthropic = req.path.rfind("/v1/messages", 0) == 0;
   if (req.path == "/infill") return serve::send_error(res, e, infill_error_json(e));
-  if (!ollama && !anthropic) return send_error(res, e);
+  if (!ollama && !anthropic) return serve::send_error(res, e);
   res.status = e.status;
   res.set_content(dump(ollama ? ollama_error_json(e) : anthropic_error_json(e)), "application/json");
 }
@@ -266,7 +259,7 @@ void add_state_routes(httplib::Server& svr, Engine& engine, const ServerOptions&
     });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     util::Status st = engine.health();
-    if (!st.ok()) return send_error(res, api_error(503, "the model is unavailable: " + st.message(), "server_error"));
+    if (!st.ok()) return serve::send_error(res, api_error(503, "the model is unavailable: " + st.message(), "server_error"));
     const runtime::ClusterHealth h = engine.metrics().cluster;  // degraded: serving on fewer nodes than started
     res.set_content(dump({{"status", h.nodes < h.nodes_planned ? "degraded" : "ok"}, {"nodes", h.nodes},
                           {"nodes_planned", h.nodes_planned}, {"recoveries", h.recoveries}}),
@@ -323,7 +316,7 @@ void add_fallbacks(httplib::Server& svr, const ServerOptions& o, RequestCounter&
       what = e.what();
     } catch (...) {
     }
-    send_error(res, api_error(500, "internal error: " + what, "server_error"));
+    serve::send_error(res, api_error(500, "internal error: " + what, "server_error"));
   });
   svr.set_logger([&](const httplib::Request& req, const httplib::Response& res) {
     std::string path = "other";

@@ -13,14 +13,11 @@
 #include <vector>
 
 #include "kernels/vulkan/vulkan.h"
-#include "tensor/quants.h"
 
 namespace shardlm_test {
-using kernels::vulkan::AttentionShape;
 using kernels::vulkan::Buffer;
 using kernels::vulkan::Commands;
 using kernels::vulkan::Device;
-using tensor::Type;
 
 inline std::vector<float> gaussian(std::mt19937& rng, size_t n, float sigma = 1.0f) {
   std::normal_distribution<float> dist(0.0f, sigma);
