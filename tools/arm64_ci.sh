@@ -17,8 +17,9 @@
 #                       Neoverse V1): `devices` names the table the AT_HWCAP choice gives; a
 #                       table the core lacks, forced by SHARDLM_ISA, exits 2 with a message;
 #                       the -march=armv8.2-a objects define no weak function (check_isa_objects.sh);
-#                       kernels_test and kernels_order_test (the NEON kernels against the scalar
-#                       reference and, bit for bit, against the x86 arithmetic); then
+#                       kernels_test, kernels_quantize_test and kernels_order_test (the NEON
+#                       kernels against the scalar reference and, bit for bit, against the
+#                       x86 arithmetic); then
 #                       tests/arm64/test_arm64_text.py (the ARM binary's text = the x86 binary's,
 #                       alone and as a worker of an x86 root).
 # Each step says what it does in one line; the logs are in build/arm64/.
@@ -32,7 +33,8 @@ out=build/arm64
 jobs="${JOBS:-$(nproc)}"
 pkgs=(g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libgmock-dev:arm64 libpcre2-dev:arm64 libssl-dev:arm64
       libcpp-httplib-dev:arm64 libedit-dev:arm64)
-targets=(shardlm kernels_test kernels_order_test)
+kernel_bins="kernels_test kernels_quantize_test kernels_order_test"  # a string: kernel_tests runs in xargs' shells
+targets=(shardlm $kernel_bins)
 sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
 
 installed() { dpkg-query -W -f='${db:Status-Abbrev}\n' "$1" 2>/dev/null | grep -q '^ii'; }
@@ -92,12 +94,12 @@ run() { tools/arm64_run.sh "$@"; }
 # The kernel tests of one "cpu:table" pair; prints one summary line, the log on failure.
 kernel_tests() {
   local cpu="${1%%:*}" isa="${1##*:}" log="$out/test-${1%%:*}.log" t
-  for t in kernels_test kernels_order_test; do
+  for t in $kernel_bins; do
     if ! SHARDLM_ARM64_BIN="$out/tests/$t" run --cpu "$cpu" --gtest_brief=1 >>"$log" 2>&1; then
       cat "$log"; echo "FAIL $t --cpu $cpu ($isa)"; return 1
     fi
   done
-  echo "ok   kernels_test, kernels_order_test --cpu $cpu ($isa): $(grep -h 'PASSED' "$log" | tr -s ' ' | paste -sd ' ')"
+  echo "ok   ${kernel_bins// /, } --cpu $cpu ($isa): $(grep -h 'PASSED' "$log" | tr -s ' ' | paste -sd ' ')"
 }
 
 # The table choice, the refusal and the kernel tests at each level.
@@ -120,7 +122,7 @@ test_kernels() {
   # The files compiled with -march=armv8.2-a+... define no weak function that a v8.0 core
   # (a Pi 4) might run for the whole program (src/kernels/cpu/tu_vector.h).
   tools/check_isa_objects.sh aarch64-linux-gnu-nm "$out/isa_objects.txt" || rc=1
-  export -f kernel_tests run; export out
+  export -f kernel_tests run; export out kernel_bins
   printf '%s\n' cortex-a72:neon cortex-a76:dotprod max:i8mm | xargs -P "$jobs" -I{} bash -c 'kernel_tests {}' || rc=1
   return $rc
 }

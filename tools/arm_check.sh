@@ -26,12 +26,12 @@ log "- kernel: $(uname -r); compiler: $(g++ --version | head -1)"
 log "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 
 cmake --preset release >/dev/null
-cmake --build build/release -j "$(nproc)" --target shardlm kernels_test kernels_order_test >/dev/null
+cmake --build build/release -j "$(nproc)" --target shardlm kernels_test kernels_quantize_test kernels_order_test >/dev/null
 log "- kernel table: $(build/release/shardlm devices | sed -n 's/^cpu  //p')"
 log ""
 log "## Kernel tests"
 log ""
-for t in kernels_test kernels_order_test; do
+for t in kernels_test kernels_quantize_test kernels_order_test; do
   if res=$(build/release/tests/$t --gtest_brief=1 2>&1 | tail -3); then status=pass; else status=FAIL; fi
   log "- $t: $status"
   log '```'
