@@ -229,9 +229,9 @@ const KernelTable& avx2_table() {
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_cb_lanes<DecIQ4_NL, MaddubsDot, matmul_q<DecIQ4_NL, MaddubsDot>>);
     set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_cb_lanes<DecMXFP4, MaddubsDot, matmul_q<DecMXFP4, MaddubsDot>>);
     set(Type::Q2_K, vec_dot_fused<FusedQ2K, MaddScale>,
-        matmul_low_lanes<DecQ2_K, MaddScale, matmul_fused<FusedQ2K, MaddScale>>);
+        matmul_low_lanes<DecQ2_K, MaddScale, matmul_cols<FusedQ2K, MaddScale>>);
     set(Type::Q3_K, vec_dot_fused<FusedQ3K, MaddScale>,
-        matmul_low_lanes<DecQ3_K, MaddScale, matmul_fused<FusedQ3K, MaddScale>>);
+        matmul_low_lanes<DecQ3_K, MaddScale, matmul_cols<FusedQ3K, MaddScale>>);
     set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_low_lanes<DecIQ4_XS, MaddScale, matmul_k<DecIQ4_XS>>);
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;

@@ -10,8 +10,9 @@
 //     Q2_K: unsigned 2-bit quants, 4-bit scales per 16, mins through the 16 bsums;
 //     Q3_K: 3-bit quants + 4 (0..7), 6-bit signed scales per 16, the bias as Q6_K's;
 //     IQ4_XS: signed codebook values, one 6-bit scale per 32.
-//   Q2_K, Q3_K matrix x vector: fused (FusedQ2K, FusedQ3K for matmul_fused, as Q4_K /
-//     Q6_K): the same int32 lanes and float steps as the DecodedK dots, no DecodedK.
+//   Q2_K, Q3_K matrix x vector and decode batches: fused (FusedQ2K, FusedQ3K for
+//     matmul_fused and matmul_cols, as Q4_K / Q6_K): the same int32 lanes and float steps
+//     as the DecodedK dots, no DecodedK.
 // Integer sums are exact, so results differ from kernels::ref only in float summation
 // order (the kernels tests' 1e-5 relative bound). Prompt batches of 4 or more take the
 // lane-order GEMMs of avx2_lowbit_lanes.h (vec_dot order here under --exact-batches).
@@ -178,50 +179,66 @@ struct DecIQ4_XS {
   }
 };
 
-// ---- Q2_K and Q3_K matrix x vector: fused ---------------------------------------------
-// As FusedQ4K / FusedQ6K (avx2_kquants.h): the scales of chunk c (sub-blocks 2c, 2c+1)
+// ---- Q2_K and Q3_K matrix x vector and decode batches: fused ---------------------------
+// As FusedQ4K / FusedQ6K (avx2_kfused.h): the scales of chunk c (sub-blocks 2c, 2c+1)
 // picked from one int16 vector by a byte shuffle, the quants unpacked and consumed in
 // registers, no DecodedK. Every int32 lane gets the same integers as DecQ2_K::dot /
 // DecQ3_K::dot (lane l: bytes 4l..4l+3 of each chunk times its scale; the min / bias
 // term lane l from bsums 2l, 2l+1), and the float operations are theirs in their order,
-// so matrix x vector equals matmul_k's batches to the bit.
+// so matrix x vector and the decode batches equal matmul_k's batches to the bit.
 
 // Quants of chunk 4n + j (j = 0..3) from the 32 bytes of qs half n: (bits >> 2j) & 3.
 inline __m256i q2_bits(__m256i bits, int j) { return _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), _mm256_set1_epi8(3)); }
 
-// scale * p16 of chunk 4n + j (j = 0..3) into one of two int32 accumulators, halves[n]
-// holding the int16 scales 8n..8n+7 in both 128-bit lanes.
-template <class Scale>
-inline void fused_chunk(const __m256i* halves, int n, int j, __m256i q, const BlockQ8_K& a, __m256i* sum) {
-  const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * n + 32 * j));
-  const __m256i scale = _mm256_shuffle_epi8(halves[n], scale_shuffle(2 * j, 2 * j + 1));
-  sum[j % 2] = Scale::acc(sum[j % 2], scale, _mm256_maddubs_epi16(q, qa));
-}
-
+// halves[n]: the int16 scales 8n..8n+7 in both 128-bit lanes.
 inline void scale_halves(__m256i sc16, __m256i* halves) {
   const __m128i lo = _mm256_castsi256_si128(sc16), hi = _mm256_extracti128_si256(sc16, 1);
   halves[0] = _mm256_set_m128i(lo, lo);
   halves[1] = _mm256_set_m128i(hi, hi);
 }
 
+// The activation quants of chunk 4n + j.
+inline __m256i chunk_acts(const BlockQ8_K& a, int n, int j) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * n + 32 * j));
+}
+
+// dot_cols (as FusedQ4K's, avx2_kfused.h): acc[c] += one block . activation block a[c] for
+// c < N, each chunk's quants and scale vector built once for the N columns, two int32
+// chains per column (chunk j into chain j % 2); dot is dot_cols<1>. matmul_cols runs them
+// for decode batches (2-16 sequences in vec_dot order).
 struct FusedQ2K {
   using W = BlockQ2_K;
   using D = DecQ2_K;
   template <class Scale>
   static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
+    const BlockQ8_K* p = &a;
+    dot_cols<Scale, 1>(b, &p, &acc);
+  }
+  template <class Scale, int N>
+  static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     const __m128i m15 = _mm_set1_epi8(15);
-    const __m256i mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m15)), load_bsums(a));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m15));
     __m256i halves[2];
     scale_halves(_mm256_cvtepu8_epi16(_mm_and_si128(sc, m15)), halves);
-    __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i sum[N][2];
+    for (int c = 0; c < N; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
     for (int n = 0; n < 2; ++n) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
-      for (int j = 0; j < 4; ++j) fused_chunk<Scale>(halves, n, j, q2_bits(bits, j), a, sum);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i q = q2_bits(bits, j);
+        const __m256i scale = _mm256_shuffle_epi8(halves[n], scale_shuffle(2 * j, 2 * j + 1));
+        for (int c = 0; c < N; ++c)
+          sum[c][j % 2] = Scale::acc(sum[c][j % 2], scale, _mm256_maddubs_epi16(q, chunk_acts(*a[c], n, j)));
+      }
     }
-    const __m256i sumi = _mm256_add_epi32(sum[0], sum[1]);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(-fp16(b.dmin) * a.d), _mm256_cvtepi32_ps(mins), acc.v);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
+    const float d = fp16(b.d), dmin = fp16(b.dmin);
+    for (int c = 0; c < N; ++c) {
+      const __m256i mins = _mm256_madd_epi16(mins16, load_bsums(*a[c]));
+      const __m256i sumi = _mm256_add_epi32(sum[c][0], sum[c][1]);
+      acc[c].v = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * a[c]->d), _mm256_cvtepi32_ps(mins), acc[c].v);
+      acc[c].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c]->d), _mm256_cvtepi32_ps(sumi), acc[c].v);
+    }
   }
 };
 
@@ -230,26 +247,38 @@ struct FusedQ3K {
   using D = DecQ3_K;
   template <class Scale>
   static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
+    const BlockQ8_K* p = &a;
+    dot_cols<Scale, 1>(b, &p, &acc);
+  }
+  template <class Scale, int N>
+  static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b.scales));
     __m256i halves[2];
     scale_halves(sc16, halves);
     const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
     const __m256i m4 = _mm256_set1_epi8(4);
-    __m256i sum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i sum[N][2];
+    for (int c = 0; c < N; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
     for (int n = 0; n < 2; ++n) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
       for (int j = 0; j < 4; ++j) {
-        const int c = 4 * n + j;  // bit c of hmask[l], moved to bit 2 (within each byte)
-        const __m256i h = c < 2 ? _mm256_slli_epi16(hbits, 2 - c) : _mm256_srli_epi16(hbits, c - 2);
-        // ggml's int16 pairs: maddubs(low, a) - maddubs(4 where the high bit is clear, a)
-        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 128 * n + 32 * j));
-        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q2_bits(bits, j), qa),
-                                             _mm256_maddubs_epi16(_mm256_andnot_si256(h, m4), qa));
-        sum[j % 2] = Scale::acc(sum[j % 2], _mm256_shuffle_epi8(halves[n], scale_shuffle(2 * j, 2 * j + 1)), p16);
+        const int k = 4 * n + j;  // bit k of hmask[l], moved to bit 2 (within each byte)
+        const __m256i h = k < 2 ? _mm256_slli_epi16(hbits, 2 - k) : _mm256_srli_epi16(hbits, k - 2);
+        const __m256i low = q2_bits(bits, j), four = _mm256_andnot_si256(h, m4);
+        const __m256i scale = _mm256_shuffle_epi8(halves[n], scale_shuffle(2 * j, 2 * j + 1));
+        for (int c = 0; c < N; ++c) {
+          // ggml's int16 pairs: maddubs(low, a) - maddubs(4 where the high bit is clear, a)
+          const __m256i qa = chunk_acts(*a[c], n, j);
+          const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(low, qa), _mm256_maddubs_epi16(four, qa));
+          sum[c][j % 2] = Scale::acc(sum[c][j % 2], scale, p16);
+        }
       }
     }
-    const __m256i sumi = _mm256_add_epi32(sum[0], sum[1]);
-    acc.v = _mm256_fmadd_ps(_mm256_set1_ps(fp16(b.d) * a.d), _mm256_cvtepi32_ps(sumi), acc.v);
+    const float d = fp16(b.d);
+    for (int c = 0; c < N; ++c) {
+      const __m256i sumi = _mm256_add_epi32(sum[c][0], sum[c][1]);
+      acc[c].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c]->d), _mm256_cvtepi32_ps(sumi), acc[c].v);
+    }
   }
 };
 
