@@ -232,7 +232,8 @@ const KernelTable& avx2_table() {
         matmul_low_lanes<DecQ2_K, MaddScale, matmul_cols<FusedQ2K, MaddScale>>);
     set(Type::Q3_K, vec_dot_fused<FusedQ3K, MaddScale>,
         matmul_low_lanes<DecQ3_K, MaddScale, matmul_cols<FusedQ3K, MaddScale>>);
-    set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>, matmul_low_lanes<DecIQ4_XS, MaddScale, matmul_k<DecIQ4_XS>>);
+    set(Type::IQ4_XS, vec_dot_fused<FusedIQ4XS, MaddScale>,
+        matmul_low_lanes<DecIQ4_XS, MaddScale, matmul_cols<FusedIQ4XS, MaddScale>>);
     t.quantize[slot(Type::Q8_0)] = quantize_q8_0;
     t.quantize[slot(Type::Q8_1)] = quantize_q8_1;
     t.quantize[slot(Type::F16)] = quantize_f16;

@@ -228,7 +228,15 @@ void row_cols(int64_t nb, const typename F::W* wr, const uint8_t* x, size_t xs, 
   for (int j = 0; j < N; ++j) y[j * ys + r] = finish_k<typename F::D>(acc[j]);
 }
 
-// Rows [r0, r1) x n_batch columns of a Q4_K / Q5_K / Q6_K matrix (kernels::matmul's
+// The decoders whose vec_dot-order batches of more than 16 columns on the AVX2 table take
+// matmul_k's DecodedK (decoded once per super-block for many columns) instead of row_cols
+// (re-unpacked per 4 columns): D::kDecodedAbove16, Q5_K's (below) and IQ4_XS's (its
+// codebook shuffle and sign flips per chunk: 64 columns 29.0 ms through matmul_k, 36.1
+// through row_cols, Zen 3).
+template <class D>
+constexpr bool decoded_above_16() { return requires { D::kDecodedAbove16; }; }
+
+// Rows [r0, r1) x n_batch columns of a K-quant matrix (Q2_K-Q6_K, IQ4_XS; kernels::matmul's
 // contract): one column by matmul_fused's matrix x vector, lane-order batches by gemm_lanes
 // (through matmul_fused / matmul_k), every other batch here. Rows go in chunks of 8 so that
 // a chunk stays in cache while its columns pass over it kMaxCols at a time. Q5_K's
@@ -240,7 +248,7 @@ void matmul_cols(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_
                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
   if (n_batch == 1 || (n_batch >= kGemmMinBatch && ::kernels::lane_order()))
     return matmul_fused<F, Scale>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
-  if constexpr (std::is_same_v<typename F::D, DecQ5_K> && std::is_same_v<Scale, MaddScale>)
+  if constexpr (decoded_above_16<typename F::D>() && std::is_same_v<Scale, MaddScale>)
     if (n_batch > 16) return matmul_k<typename F::D>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
   using RowFn = void (*)(int64_t, const typename F::W*, const uint8_t*, size_t, float*, int64_t, int64_t);
   static constexpr RowFn kRow[kMaxCols] = {row_cols<F, Scale, 1>, row_cols<F, Scale, 2>, row_cols<F, Scale, 3>,

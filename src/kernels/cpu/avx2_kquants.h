@@ -71,6 +71,7 @@ struct DecQ4_K {
 struct DecQ5_K {
   using W = BlockQ5_K;
   static constexpr bool kMins = true;
+  static constexpr bool kDecodedAbove16 = true;  // avx2_kfused.h decoded_above_16
   static void decode(const W& b, DecodedK& k) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));

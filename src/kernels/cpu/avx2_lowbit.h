@@ -10,9 +10,9 @@
 //     Q2_K: unsigned 2-bit quants, 4-bit scales per 16, mins through the 16 bsums;
 //     Q3_K: 3-bit quants + 4 (0..7), 6-bit signed scales per 16, the bias as Q6_K's;
 //     IQ4_XS: signed codebook values, one 6-bit scale per 32.
-//   Q2_K, Q3_K matrix x vector and decode batches: fused (FusedQ2K, FusedQ3K for
-//     matmul_fused and matmul_cols, as Q4_K / Q6_K): the same int32 lanes and float steps
-//     as the DecodedK dots, no DecodedK.
+//   Q2_K, Q3_K, IQ4_XS matrix x vector and decode batches: fused (FusedQ2K, FusedQ3K,
+//     FusedIQ4XS for matmul_fused and matmul_cols, as Q4_K / Q6_K): the same int32 lanes
+//     and float steps as the DecodedK dots, no DecodedK.
 // Integer sums are exact, so results differ from kernels::ref only in float summation
 // order (the kernels tests' 1e-5 relative bound). Prompt batches of 4 or more take the
 // lane-order GEMMs of avx2_lowbit_lanes.h (vec_dot order here under --exact-batches).
@@ -157,6 +157,7 @@ struct DecQ3_K {
 // 6-bit scale ls (scales_l nibble, scales_h 2 bits), weight d * (ls - 32) * value.
 struct DecIQ4_XS {
   using W = BlockIQ4_XS;
+  static constexpr bool kDecodedAbove16 = true;  // avx2_kfused.h decoded_above_16
   static void decode(const W& b, DecodedK& k) {
     const __m256i values = table16(kIQ4NLValues);
     for (int ib = 0; ib < 8; ++ib) {
@@ -272,6 +273,40 @@ struct FusedQ3K {
           const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(low, qa), _mm256_maddubs_epi16(four, qa));
           sum[c][j % 2] = Scale::acc(sum[c][j % 2], scale, p16);
         }
+      }
+    }
+    const float d = fp16(b.d);
+    for (int c = 0; c < N; ++c) {
+      const __m256i sumi = _mm256_add_epi32(sum[c][0], sum[c][1]);
+      acc[c].v = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c]->d), _mm256_cvtepi32_ps(sumi), acc[c].v);
+    }
+  }
+};
+
+// IQ4_XS, fused as Q2_K / Q3_K: sub-block ib's codebook values through the byte shuffle and
+// its 6-bit scale - 32 as one int16 broadcast, the int8 dot with the sign trick: the
+// integers and float steps of DecIQ4_XS::dot (ggml's iq4_xs lanes), no DecodedK.
+struct FusedIQ4XS {
+  using W = BlockIQ4_XS;
+  using D = DecIQ4_XS;
+  template <class Scale>
+  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
+    const BlockQ8_K* p = &a;
+    dot_cols<Scale, 1>(b, &p, &acc);
+  }
+  template <class Scale, int N>
+  static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
+    const __m256i values = table16(kIQ4NLValues);
+    __m256i sum[N][2];
+    for (int c = 0; c < N; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      const __m256i q = _mm256_shuffle_epi8(values, nibbles32(b.qs + 16 * ib));
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
+      const __m256i scale = _mm256_set1_epi16(short(ls - 32));
+      for (int c = 0; c < N; ++c) {
+        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c]->qs + 32 * ib));
+        sum[c][ib % 2] = Scale::acc(sum[c][ib % 2], scale, _mm256_maddubs_epi16(aq, _mm256_sign_epi8(qa, q)));
       }
     }
     const float d = fp16(b.d);
