@@ -27,13 +27,6 @@
 namespace kernels::cpu::avx2 {
 namespace {  // internal linkage: see avx2_tiles.h
 
-// The types this file serves: every 32-element type of the AVX2 table (the fp16 and fp32
-// ones take their own tiles).
-template <class D>
-constexpr bool cols4_type() {
-  return requires { D::kOff; };
-}
-
 // y[(c0 + c) * ys + r] for r < RM, c < 4: weight rows w (stride ws) against columns c0..c0+3
 // of the nc packed by gemm_pack_acts (quants, u8dot(kOff, a), float scales and s; block-major);
 // x (stride xs): the same columns unpacked, for a pair type's odd last block (pair_tail).
@@ -119,7 +112,6 @@ inline void tile_cols4(int64_t nb, const uint8_t* w, size_t ws, const GemmActs& 
 template <class D>
 void matmul_cols4(int64_t nb, const uint8_t* w, size_t ws, int64_t r0, int64_t r1, const uint8_t* x, size_t xs,
                   int64_t n_batch, float* y, int64_t ys) {
-  static_assert(cols4_type<D>());
   thread_local GemmActs acts;
   gemm_pack_acts<D, MaddubsDot>(nb, x, xs, n_batch, acts);
   for_each_tile<2>(r0, r1, n_batch, [&]<int RM>(int64_t r, int64_t nc) {

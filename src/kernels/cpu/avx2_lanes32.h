@@ -259,7 +259,7 @@ void matmul_q(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r
       if (::kernels::lane_order()) return gemm_lanes_q4_0(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
     if (n_batch > kDecodeTilesMaxBatch) return gemm_q<D, Dot>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
     // Decode batches of the 32-element types in vec_dot order: avx2_cols4.h.
-    if constexpr (cols4_type<D>() && std::is_same_v<Dot, MaddubsDot>)
+    if constexpr (std::is_same_v<Dot, MaddubsDot>)
       return matmul_cols4<D>(nb, w, row_stride, r0, r1, x, xq_stride, n_batch, y, y_stride);
   }
   // Q8_0 times one vector, as in decode, where the weights come from memory: one row at a
