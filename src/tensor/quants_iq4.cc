@@ -147,8 +147,7 @@ void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
     const uint8_t* qs = x[i].qs;
     const float d = fp16_to_f32(x[i].d);
     for (int ib = 0; ib < kQK_K / 32; ++ib, y += 32, qs += 16) {
-      const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
-      const float dl = d * (ls - 32);
+      const float dl = d * float(iq4_xs_scale(x[i], ib));
       for (int j = 0; j < 16; ++j) {
         y[j] = dl * kIQ4NLValues[qs[j] & 0xf];
         y[j + 16] = dl * kIQ4NLValues[qs[j] >> 4];

@@ -42,6 +42,11 @@ struct BlockQ8_K { float d; int8_t qs[kQK_K]; int16_t bsums[kQK_K / 16]; };
 struct BlockIQ4_NL { uint16_t d; uint8_t qs[kQK / 2]; };
 struct BlockIQ4_XS { uint16_t d, scales_h; uint8_t scales_l[kQK_K / 64]; uint8_t qs[kQK_K / 2]; };
 struct BlockMXFP4 { uint8_t e; uint8_t qs[kQK / 2]; };  // e: E8M0 exponent
+// IQ4_XS sub-block ib's signed scale: the 6-bit ls (scales_l's nibble ib, scales_h's bit
+// pair ib as bits 4-5) minus 32; the weight is d * iq4_xs_scale * kIQ4NLValues[index].
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
+  return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
+}
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);

@@ -51,11 +51,6 @@ struct FusedQ45K {
   using W = Block;
   using D = Dec;
   static constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const BlockQ8_K* p = &a;
-    dot_cols<Scale, 1>(b, &p, &acc);
-  }
   // acc[j] += one block . activation block a[j] for j < N: the quants and scale vectors
   // built once per 32-element chunk, two int32 chains per column (matmul_cols).
   template <class Scale, int N>
@@ -103,11 +98,6 @@ using FusedQ5K = FusedQ45K<BlockQ5_K, DecQ5_K>;
 struct FusedQ6K {
   using W = BlockQ6_K;
   using D = DecQ6_K;
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const BlockQ8_K* p = &a;
-    dot_cols<Scale, 1>(b, &p, &acc);
-  }
   // acc[j] += one Q6_K block . activation block a[j] for j < N (chunk j = 4h + k: 16-element
   // scales 2j, 2j+1).
   template <class Scale, int N>
@@ -163,7 +153,12 @@ template <class F, class Scale>
 inline void dot_row(int64_t n, const typename F::W* wb, const BlockQ8_K* xb, AccK& acc) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     prefetch_block<Scale>(wb + i);
-    F::template dot<Scale>(wb[i], xb[i], acc);
+    if constexpr (requires { F::template dot<Scale>(wb[i], xb[i], acc); })  // avx512_wide.h's forms
+      F::template dot<Scale>(wb[i], xb[i], acc);
+    else {
+      const BlockQ8_K* a = xb + i;
+      F::template dot_cols<Scale, 1>(wb[i], &a, &acc);
+    }
   }
 }
 

@@ -162,8 +162,7 @@ struct DecIQ4_XS {
     const __m256i values = table16(kIQ4NLValues);
     for (int ib = 0; ib < 8; ++ib) {
       k.q[ib] = _mm256_shuffle_epi8(values, nibbles32(b.qs + 16 * ib));
-      const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
-      k.scale[ib] = _mm256_set1_epi16(short(ls - 32));
+      k.scale[ib] = _mm256_set1_epi16(short(iq4_xs_scale(b, ib)));
     }
     k.aux = _mm256_setzero_si256();
     k.d = fp16(b.d);
@@ -205,16 +204,11 @@ inline __m256i chunk_acts(const BlockQ8_K& a, int n, int j) {
 
 // dot_cols (as FusedQ4K's, avx2_kfused.h): acc[c] += one block . activation block a[c] for
 // c < N, each chunk's quants and scale vector built once for the N columns, two int32
-// chains per column (chunk j into chain j % 2); dot is dot_cols<1>. matmul_cols runs them
+// chains per column (chunk j into chain j % 2); one column is dot_cols<1>. matmul_cols runs them
 // for decode batches (2-16 sequences in vec_dot order).
 struct FusedQ2K {
   using W = BlockQ2_K;
   using D = DecQ2_K;
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const BlockQ8_K* p = &a;
-    dot_cols<Scale, 1>(b, &p, &acc);
-  }
   template <class Scale, int N>
   static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
@@ -246,11 +240,6 @@ struct FusedQ2K {
 struct FusedQ3K {
   using W = BlockQ3_K;
   using D = DecQ3_K;
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const BlockQ8_K* p = &a;
-    dot_cols<Scale, 1>(b, &p, &acc);
-  }
   template <class Scale, int N>
   static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b.scales));
@@ -289,11 +278,6 @@ struct FusedQ3K {
 struct FusedIQ4XS {
   using W = BlockIQ4_XS;
   using D = DecIQ4_XS;
-  template <class Scale>
-  static void dot(const W& b, const BlockQ8_K& a, AccK& acc) {
-    const BlockQ8_K* p = &a;
-    dot_cols<Scale, 1>(b, &p, &acc);
-  }
   template <class Scale, int N>
   static void dot_cols(const W& b, const BlockQ8_K* const* a, AccK* acc) {
     const __m256i values = table16(kIQ4NLValues);
@@ -302,8 +286,7 @@ struct FusedIQ4XS {
     for (int ib = 0; ib < 8; ++ib) {
       const __m256i q = _mm256_shuffle_epi8(values, nibbles32(b.qs + 16 * ib));
       const __m256i aq = _mm256_sign_epi8(q, q);
-      const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
-      const __m256i scale = _mm256_set1_epi16(short(ls - 32));
+      const __m256i scale = _mm256_set1_epi16(short(iq4_xs_scale(b, ib)));
       for (int c = 0; c < N; ++c) {
         const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c]->qs + 32 * ib));
         sum[c][ib % 2] = Scale::acc(sum[c][ib % 2], scale, _mm256_maddubs_epi16(aq, _mm256_sign_epi8(qa, q)));

@@ -190,7 +190,7 @@ inline void lane_row(const BlockIQ4_XS& b, __m256i* q, __m128i* sc, __m128i* mn,
 #else
   alignas(16) int8_t ls[16] = {};
   for (int ib = 0; ib < 8; ++ib)
-    ls[ib] = int8_t((((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32);
+    ls[ib] = int8_t(iq4_xs_scale(b, ib));
   *sc = _mm_load_si128(reinterpret_cast<const __m128i*>(ls));
 #endif
   *mn = _mm_setzero_si128();

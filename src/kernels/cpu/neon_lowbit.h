@@ -182,7 +182,7 @@ struct KIQ4XS {
     int32x4_t s_lo = vdupq_n_s32(0), s_hi = vdupq_n_s32(0);
     for (int ib = 0; ib < 8; ++ib) {
       const uint8x16_t q = vld1q_u8(b.qs + 16 * ib);
-      const int ls = (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
+      const int ls = iq4_xs_scale(b, ib);
       s_lo = vmlaq_n_s32(s_lo, Dot::dot(vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F))), vld1q_s8(a.qs + 32 * ib)), ls);
       s_hi = vmlaq_n_s32(s_hi, Dot::dot(vqtbl1q_s8(values, vshrq_n_u8(q, 4)), vld1q_s8(a.qs + 32 * ib + 16)), ls);
     }

@@ -113,8 +113,7 @@ struct GIQ4_XS {
   static void scalars(const W* b, int64_t i, int r, GemmRows& p) {
     p.d[size_t(i * 8 + r)] = b ? fp16(b->d) : 0.0f;
     for (int ib = 0; ib < 8; ++ib)
-      p.sc[size_t((i * 8 + ib) * 8 + r)] =
-          b ? (((b->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b->scales_h >> 2 * ib) & 3) << 4)) - 32 : 0;
+      p.sc[size_t((i * 8 + ib) * 8 + r)] = b ? iq4_xs_scale(*b, ib) : 0;
   }
 };
 
