@@ -5,7 +5,8 @@
 // integers, so these kernels are correct by construction; they are tested by the same
 // kernels_test cases on a machine that has AVX-512 VNNI (set_isa(kAvx512)). Q4_K's and Q6_K's
 // matrix x vector add their scaled int16 pairs with one vpdpwssd instead of vpmaddwd +
-// vpaddd (VnniScale; the same int32s), and so do Q2_K's and Q3_K's (FusedQ2K / FusedQ3K);
+// vpaddd (VnniScale; the same int32s), and so do Q2_K's and Q3_K's (FusedQ2K / FusedQ3K,
+// their 2-16 column decode batches too, by matmul_cols as on the AVX2 table);
 // IQ4_NL and MXFP4 take vpdpbusd through two-block decode tiles (avx2_cb_pairs.h; their larger
 // vec_dot-order batches the AVX2 entry: measured faster). IQ4_XS has no VNNI matrix x vector (a
 // fused one measured no faster) but is here too: compiled with AVX-512VL the same code has
@@ -121,6 +122,18 @@ void matmul_codebook(int64_t n, const void* W, size_t row_stride, int64_t r0, in
                               static_cast<const uint8_t*>(xq), xq_stride, n_batch, y, y_stride);
 }
 
+// IQ4_XS below the lane GEMM: 2-16 column decode batches fused (matmul_cols, as the AVX2
+// table: each block unpacked once per 4 columns instead of matmul_k's DecodedK stored and
+// re-read per column, which made 2 sequences slower than one there); one column and more
+// than 16 keep matmul_k (vec_dot_k's matrix x vector measured as fast as a fused one on
+// Zen 4). The same bits either way (vec_dot order; kernels_test, the start-up self-test).
+void matmul_iq4_xs(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                   size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  if (n_batch > 1 && n_batch <= kDecodeTilesMaxBatch)
+    return matmul_cols<FusedIQ4XS, VnniScale>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  matmul_k<DecIQ4_XS>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+}
+
 }  // namespace
 }  // namespace avx512
 
@@ -156,11 +169,11 @@ KernelTable make_table(bool wide) {
   set(Type::MXFP4, vec_dot_q<DecMXFP4, VnniDot>,
       avx512::matmul_lanes_u<DecMXFP4_U, avx512::matmul_codebook<DecMXFP4, Type::MXFP4>>);
   set(Type::Q2_K, vec_dot_fused<FusedQ2K, VnniScale>,
-      matmul_low_lanes<DecQ2_K, VnniScale, matmul_fused<FusedQ2K, VnniScale>>);
+      matmul_low_lanes<DecQ2_K, VnniScale, matmul_cols<FusedQ2K, VnniScale>>);
   set(Type::Q3_K, vec_dot_fused<FusedQ3K, VnniScale>,
-      matmul_low_lanes<DecQ3_K, VnniScale, matmul_fused<FusedQ3K, VnniScale>>);
+      matmul_low_lanes<DecQ3_K, VnniScale, matmul_cols<FusedQ3K, VnniScale>>);
   set(Type::IQ4_XS, vec_dot_k<DecIQ4_XS>,  // AVX-512 registers, AVX2 integers; batches with vpdpwssd
-      matmul_low_lanes<DecIQ4_XS, VnniScale, matmul_k<DecIQ4_XS>>);
+      matmul_low_lanes<DecIQ4_XS, VnniScale, avx512::matmul_iq4_xs>);
   return t;
 }
 
