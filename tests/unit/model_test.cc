@@ -195,7 +195,7 @@ TEST(FlashAttention, SmolLM2BatchedPrefillEqualsTokenByToken) {
   const int V = (*m)->config.n_vocab;
   std::vector<int32_t> toks;
 #ifdef __SANITIZE_ADDRESS__
-  const int n = 40;  // the sanitizer build checks memory, not numerics: a shorter prompt
+  const int n = 20;  // the sanitizer build checks memory, not numerics: a shorter prompt (still 4+ rows)
 #else
   const int n = 64;
 #endif
