@@ -170,7 +170,7 @@ struct KQ3 {
 };
 
 // IQ4_XS: sub-block ib of 32 holds codebook indices in qs[16 ib..] (as IQ4_NL) and the
-// 6-bit scale ls (scales_l nibble, scales_h 2 bits): weight d * (ls - 32) * value.
+// 6-bit scale ls (tensor::iq4_xs_scale gives ls - 32): weight d * (ls - 32) * value.
 struct KIQ4XS {
   using W = BlockIQ4_XS;
   static constexpr bool kLanes = true;
