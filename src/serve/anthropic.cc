@@ -19,7 +19,7 @@ std::optional<ApiError> result_text(const ojson& c, const std::string& p, std::s
   if (!c.is_array()) return wrong_type(p, "a string or an array of text blocks");
   for (size_t i = 0; i < c.size(); ++i) {
     const ojson& b = c[i];
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string())
+    if (!b.is_object() || !b.contains("type") || b["type"] != "text" || !b.contains("text") || !b["text"].is_string())
       return bad_request("'" + p + "[" + std::to_string(i) + "]' must be a text block {\"type\": \"text\", \"text\"}",
                          p, "invalid_value");
     if (!out->empty()) *out += "\n";
@@ -68,6 +68,7 @@ std::optional<ApiError> message(const ojson& m, const std::string& p, ojson* out
       std::string result;
       if (b.contains("content"))
         if (auto e = result_text(b["content"], q + ".content", &result)) return e;
+      if (b.contains("is_error") && !b["is_error"].is_boolean()) return wrong_type(q + ".is_error", "a boolean");
       if (b.value("is_error", false)) result = "Error: " + result;
       out->push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
     } else if (type == "thinking" || type == "redacted_thinking") {
@@ -122,6 +123,8 @@ std::optional<ApiError> tools(const ojson& body, ojson* o) {
     (*o)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*c)["name"]}}}};
   else return bad_request("'tool_choice.type' must be auto, any, none or tool (with a 'name')", "tool_choice.type",
                           "invalid_value");
+  if (c->contains("disable_parallel_tool_use") && !(*c)["disable_parallel_tool_use"].is_boolean())
+    return wrong_type("tool_choice.disable_parallel_tool_use", "a boolean");
   if (c->value("disable_parallel_tool_use", false)) (*o)["parallel_tool_calls"] = false;
   return std::nullopt;
 }

@@ -47,10 +47,6 @@ size_t ResponseStore::size() const {
 
 namespace {
 
-ApiError wrong(const std::string& field, const char* want) {
-  return bad_request("'" + field + "' must be " + want, field, "invalid_type");
-}
-
 bool is_string(const ojson& o, const char* key) { return o.contains(key) && o[key].is_string(); }
 
 // A message's content: a string, or parts input_text / output_text (text), refusal.
@@ -59,7 +55,7 @@ std::optional<ApiError> content_text(const ojson& c, const std::string& p, std::
     *out = c.get<std::string>();
     return std::nullopt;
   }
-  if (!c.is_array()) return wrong(p, "a string or an array of content parts");
+  if (!c.is_array()) return wrong_type(p, "a string or an array of content parts");
   for (size_t i = 0; i < c.size(); ++i) {
     const ojson& part = c[i];
     const std::string q = p + "[" + std::to_string(i) + "]";
@@ -67,7 +63,7 @@ std::optional<ApiError> content_text(const ojson& c, const std::string& p, std::
     const std::string type = part["type"].get<std::string>();
     const char* key = type == "refusal" ? "refusal" : "text";
     if (type == "input_text" || type == "output_text" || type == "text" || type == "refusal") {
-      if (!is_string(part, key)) return wrong(q + "." + key, "a string");
+      if (!is_string(part, key)) return wrong_type(q + "." + key, "a string");
       if (!out->empty()) *out += "\n";
       *out += part[key].get<std::string>();
     } else {
@@ -84,8 +80,8 @@ std::optional<ApiError> content_text(const ojson& c, const std::string& p, std::
 // joined to the assistant message before it), a function_call_output (a "tool" message);
 // reasoning items are not shown to the model again.
 std::optional<ApiError> item(const ojson& it, const std::string& p, ojson* msgs) {
-  if (!it.is_object()) return wrong(p, "an object (a message or a function_call / function_call_output item)");
-  if (it.contains("type") && !it["type"].is_string()) return wrong(p + ".type", "a string");
+  if (!it.is_object()) return wrong_type(p, "an object (a message or a function_call / function_call_output item)");
+  if (it.contains("type") && !it["type"].is_string()) return wrong_type(p + ".type", "a string");
   const std::string type = it.value("type", "message");
   if (type == "message") {
     if (!is_string(it, "role"))
@@ -102,7 +98,7 @@ std::optional<ApiError> item(const ojson& it, const std::string& p, ojson* msgs)
   }
   if (type == "function_call") {
     for (const char* k : {"call_id", "name", "arguments"})
-      if (!is_string(it, k)) return wrong(p + "." + k, "a string");
+      if (!is_string(it, k)) return wrong_type(p + "." + k, "a string");
     if (!ojson::parse(it["arguments"].get<std::string>(), nullptr, false).is_object())
       return bad_request("'" + p + ".arguments' is not a JSON object", p + ".arguments", "invalid_value");
     ojson call = {{"id", it["call_id"]}, {"type", "function"},
@@ -114,7 +110,7 @@ std::optional<ApiError> item(const ojson& it, const std::string& p, ojson* msgs)
     return std::nullopt;
   }
   if (type == "function_call_output") {
-    if (!is_string(it, "call_id")) return wrong(p + ".call_id", "a string");
+    if (!is_string(it, "call_id")) return wrong_type(p + ".call_id", "a string");
     if (!it.contains("output")) return bad_request("'" + p + ".output' is required", p + ".output");
     std::string out;
     if (auto e = content_text(it["output"], p + ".output", &out)) return e;
@@ -130,18 +126,18 @@ std::optional<ApiError> item(const ojson& it, const std::string& p, ojson* msgs)
 // tools; tool_choice auto / none / required / {type: "function", name}.
 std::optional<ApiError> tools(const ojson& body, ojson* o) {
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return wrong("tools", "an array");
+    if (!t->is_array()) return wrong_type("tools", "an array");
     ojson list = ojson::array();
     for (size_t i = 0; i < t->size(); ++i) {
       const ojson& x = (*t)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
-      if (!x.is_object()) return wrong(p, "an object {type: \"function\", name, parameters}");
+      if (!x.is_object()) return wrong_type(p, "an object {type: \"function\", name, parameters}");
       if (!is_string(x, "type")) return bad_request("'" + p + ".type' is required: \"function\"", p + ".type");
       if (x["type"] != "function")
         return bad_request("'" + p + ".type' " + x["type"].get<std::string>() + " is not supported: only function "
                            "tools {type: \"function\", name, parameters} (the client runs them)", p + ".type",
                            "invalid_value");
-      if (!is_string(x, "name")) return wrong(p + ".name", "a string");
+      if (!is_string(x, "name")) return wrong_type(p + ".name", "a string");
       if (!x.contains("parameters") || !x["parameters"].is_object())
         return bad_request("'" + p + ".parameters' is required: the function's arguments as a JSON schema object "
                            "(for none, {\"type\": \"object\", \"properties\": {}})", p + ".parameters");
@@ -155,7 +151,7 @@ std::optional<ApiError> tools(const ojson& body, ojson* o) {
   if (c == body.end() || c->is_null()) return std::nullopt;
   if (c->is_string()) {
     (*o)["tool_choice"] = *c;  // parse_request names a wrong one
-  } else if (c->is_object() && c->value("type", "") == "function" && is_string(*c, "name")) {
+  } else if (c->is_object() && is_string(*c, "type") && (*c)["type"] == "function" && is_string(*c, "name")) {
     (*o)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*c)["name"]}}}};
   } else {
     return bad_request("'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}",
@@ -168,7 +164,7 @@ std::optional<ApiError> tools(const ojson& body, ojson* o) {
 std::optional<ApiError> text_format(const ojson& body, ojson* o) {
   auto t = body.find("text");
   if (t == body.end() || t->is_null()) return std::nullopt;
-  if (!t->is_object()) return wrong("text", "an object {\"format\": {...}}");
+  if (!t->is_object()) return wrong_type("text", "an object {\"format\": {...}}");
   auto f = t->find("format");
   if (f == t->end() || f->is_null()) return std::nullopt;
   if (!f->is_object() || !is_string(*f, "type"))
@@ -177,6 +173,7 @@ std::optional<ApiError> text_format(const ojson& body, ojson* o) {
   if (type == "json_schema") {
     if (!f->contains("schema") || !(*f)["schema"].is_object())
       return bad_request("'text.format.schema' is required: a JSON schema object", "text.format.schema");
+    if (f->contains("name") && !is_string(*f, "name")) return wrong_type("text.format.name", "a string");
     ojson js = {{"name", f->value("name", "response")}, {"schema", (*f)["schema"]}};
     (*o)["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
   } else {
@@ -191,7 +188,7 @@ std::optional<ApiError> translate(const ojson& body, ResponseStore& store, ojson
   if (auto m = body.find("model"); m != body.end() && !m->is_null()) o["model"] = *m;
   ojson history = ojson::array();
   if (auto p = body.find("previous_response_id"); p != body.end() && !p->is_null()) {
-    if (!p->is_string()) return wrong("previous_response_id", "a string");
+    if (!p->is_string()) return wrong_type("previous_response_id", "a string");
     r->previous_response_id = p->get<std::string>();
     auto prev = store.get(r->previous_response_id);
     if (!prev)
@@ -209,12 +206,12 @@ std::optional<ApiError> translate(const ojson& body, ResponseStore& store, ojson
     for (size_t i = 0; i < in->size(); ++i)
       if (auto e = item((*in)[i], "input[" + std::to_string(i) + "]", &history)) return e;
   } else {
-    return wrong("input", "a string or an array of input items");
+    return wrong_type("input", "a string or an array of input items");
   }
   if (history.empty()) return bad_request("'input' must hold at least one item", "input");
   ojson msgs = ojson::array();
   if (auto s = body.find("instructions"); s != body.end() && !s->is_null()) {
-    if (!s->is_string()) return wrong("instructions", "a string");
+    if (!s->is_string()) return wrong_type("instructions", "a string");
     msgs.push_back({{"role", "system"}, {"content", *s}});
   }
   msgs.insert(msgs.end(), history.begin(), history.end());
@@ -224,7 +221,7 @@ std::optional<ApiError> translate(const ojson& body, ResponseStore& store, ojson
   for (const char* k : {"temperature", "top_p", "stream", "parallel_tool_calls", "seed"})
     if (auto v = body.find(k); v != body.end()) o[k] = *v;
   if (auto s = body.find("store"); s != body.end() && !s->is_null()) {
-    if (!s->is_boolean()) return wrong("store", "a boolean");
+    if (!s->is_boolean()) return wrong_type("store", "a boolean");
     r->store = s->get<bool>();
   }
   if (auto e = tools(body, &o)) return e;

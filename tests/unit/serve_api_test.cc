@@ -4,10 +4,17 @@
 // /infill's body.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "../../fuzz/api_entry.h"
+
 #include "grammar/grammar.h"
+#include "serve/anthropic.h"
 #include "serve/infill.h"
 #include "serve/reasoning.h"
 #include "serve/responses.h"
@@ -346,6 +353,49 @@ TEST(Responses, TranslatesItemsOntoTheChatRequest) {
           "text.format.schema");
   refused(R"({"input": [{"role": "tool", "content": "x"}]})", "input[0].role");
   refused(R"({"input": [{"type": "function_call_output", "output": "x"}]})", "input[0].call_id");
+  // fields of the wrong JSON type: a 400 that names them, never an exception (found by fuzz_api)
+  refused(R"({"input": "x", "tool_choice": {"type": 5, "name": "f"}})", "tool_choice");
+  refused(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}, "name": 3}}})",
+          "text.format.name");
+}
+
+TEST(Anthropic, TranslatesAndNamesFieldsOfTheWrongType) {
+  Request r;
+  const std::string body = R"({"model": "m", "max_tokens": 9, "system": [{"type": "text", "text": "be terse"}],
+    "messages": [
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]},
+      {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "is_error": true, "content": [{"type": "text", "text": "no"}]},
+        {"type": "text", "text": "and?"}]}],
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "any", "disable_parallel_tool_use": true}})";
+  ASSERT_FALSE(parse_anthropic(body, false, 512, sampler::Params{}, &r));
+  const auto& m = r.chat_messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0]["content"], "be terse");
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(m[2]["role"], "tool");
+  EXPECT_EQ(m[2]["content"], "Error: no");
+  EXPECT_EQ(m[3]["content"], "and?");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kRequired);
+  EXPECT_FALSE(r.parallel_tool_calls);
+
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  for (const auto& [b, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"max_tokens": 1, "messages": [)" + user + "]}", "model"},
+           {R"({"model": "m", "max_tokens": 1, "system": [{"type": 1}], "messages": [)" + user + "]}", "system"},
+           {R"({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "tool_result",
+              "tool_use_id": "t", "is_error": "yes"}]}]})", "messages[0].content[0].is_error"},
+           {R"({"model": "m", "max_tokens": 1, "messages": [)" + user +
+                R"(], "tool_choice": {"type": "auto", "disable_parallel_tool_use": 3}})",
+            "tool_choice.disable_parallel_tool_use"}}) {
+    Request x;
+    auto e = parse_anthropic(b, false, 512, sampler::Params{}, &x);
+    ASSERT_TRUE(e) << b;
+    EXPECT_EQ(e->param, param) << b;
+    EXPECT_EQ(e->status, 400) << b;
+  }
 }
 
 TEST(Infill, ReadsLlamaServersFields) {
@@ -375,6 +425,68 @@ TEST(Infill, ReadsLlamaServersFields) {
     EXPECT_EQ(e->param, param) << body;
     EXPECT_EQ(infill_error_json(*e)["error"]["code"], 400);
   }
+}
+
+// Every value's place in j (the root excepted), depth first.
+void places(const nlohmann::ordered_json& j, const nlohmann::ordered_json::json_pointer& at,
+            std::vector<nlohmann::ordered_json::json_pointer>* out) {
+  if (!at.empty()) out->push_back(at);
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) places(v, at / k, out);
+  else if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i) places(j[i], at / i, out);
+}
+
+// Each field of each seed body of fuzz_api (tests/data/api_seeds: the entry point's number,
+// then the body) removed, and replaced by a value of each JSON type: the body parses or
+// gets a 4xx with a message, never an exception (which the server would answer with a 500).
+// What fuzz_api finds by chance in CI, searched through here field by field.
+TEST(ApiBodies, AnyFieldOfAnyTypeOrMissingGetsA4xx) {
+  using ojson = nlohmann::ordered_json;
+  const ojson values = ojson::parse(R"([null, true, false, 0, -1, 1.5, 1e300, 18446744073709551615,
+    -9223372036854775808, "", "x", [], [1], ["x"], {}, {"a": 1}, {"type": "text", "text": "x"}])");
+  std::vector<std::string> failures;
+  std::set<int> accepted;  // entry points with a seed they accept whole: the sweep gets past the first check
+  size_t bodies = 0;
+  auto check = [&](const std::string& seed, int entry, const ojson& body, const std::string& what) {
+    ++bodies;
+    std::optional<ApiError> e;
+    try {
+      e = parse_api_entry(entry, body.dump());
+    } catch (const std::exception& x) {
+      failures.push_back(seed + ", " + what + ": " + x.what());
+      return;
+    }
+    if (e && (e->status < 400 || e->status > 499 || e->message.empty()))
+      failures.push_back(seed + ", " + what + ": status " + std::to_string(e->status) + " '" + e->message + "'");
+  };
+  for (const auto& f : std::filesystem::directory_iterator(SHARDLM_SOURCE_DIR "/tests/data/api_seeds")) {
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(data.size(), 1u) << f.path();
+    const int entry = static_cast<unsigned char>(data[0]) % kApiEntries;
+    const std::string seed = f.path().filename().string();
+    const ojson body = ojson::parse(data.substr(1));
+    if (!parse_api_entry(entry, body.dump())) accepted.insert(entry);
+    std::vector<ojson::json_pointer> at;
+    places(body, ojson::json_pointer(), &at);
+    for (const auto& p : at) {
+      ojson b = body;
+      const ojson::json_pointer parent = p.parent_pointer();
+      if (b[parent].is_object()) b[parent].erase(p.back());
+      else b[parent].erase(std::stoul(p.back()));
+      check(seed, entry, b, p.to_string() + " removed");
+      for (const ojson& v : values) {
+        b = body;
+        b[p] = v;
+        check(seed, entry, b, p.to_string() + " = " + v.dump());
+      }
+    }
+  }
+  EXPECT_EQ(accepted.size(), static_cast<size_t>(kApiEntries)) << "a valid seed for every entry point";
+  EXPECT_GT(bodies, 1000u);
+  for (size_t i = 0; i < failures.size() && i < 30; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " bodies of " << bodies << " failed";
 }
 
 }  // namespace
