@@ -2,11 +2,14 @@
 // serve_api_test's sweep of tests/data/api_seeds (whose first byte is the same number):
 // 0 OpenAI chat, 1 completions, 2 Ollama /api/chat, 3-4 /api/generate with and without a
 // chat template, 5-6 Anthropic's /v1/messages and count_tokens, 7 OpenAI's /v1/responses
-// with a store holding one response ("resp_1"), 8 llama-server's /infill.
+// with a store holding one response ("resp_1"), 8 llama-server's /infill, 9 /tokenize,
+// 10 /detokenize (a vocabulary of 1000).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "serve/anthropic.h"
 #include "serve/api.h"
@@ -16,7 +19,7 @@
 
 namespace serve {
 
-inline constexpr int kApiEntries = 9;
+inline constexpr int kApiEntries = 11;
 
 inline std::optional<ApiError> parse_api_entry(int entry, std::string_view body) {
   static ResponseStore* store = [] {  // a previous_response_id "resp_1" to find
@@ -39,9 +42,17 @@ inline std::optional<ApiError> parse_api_entry(int entry, std::string_view body)
       ResponsesRequest rr;
       return parse_responses(body, 512, defaults, *store, &rr);
     }
-    default: {
+    case 8: {
       InfillRequest ir;
       return parse_infill(body, 512, defaults, &ir);
+    }
+    case 9: {
+      TokenizeRequest t;
+      return parse_tokenize(body, &t);
+    }
+    default: {
+      std::vector<int32_t> ids;
+      return parse_detokenize(body, 1000, &ids);
     }
   }
 }

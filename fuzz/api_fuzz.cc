@@ -1,5 +1,5 @@
 // api_fuzz.cc: libFuzzer target for the HTTP APIs' body parsers (serve/api.h, ollama.h,
-// anthropic.h, responses.h, infill.h): the first byte picks the entry point (api_entry.h),
+// anthropic.h, responses.h, infill.h, /tokenize and /detokenize): the first byte picks the entry point (api_entry.h),
 // the rest is the body. Nothing may crash, hang or read out of bounds; a body either parses
 // or gets a 4xx with a message.
 #include <cstddef>
