@@ -5,6 +5,7 @@
 // groupby, pprint — a template using one is refused at parse time as an unknown filter.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "tokenizer/jinja_builtins.h"
@@ -101,11 +102,20 @@ Value select_like(const Value& seq, const CallArgs& args, bool by_attr, bool kee
   return Value::from_list(std::move(out));
 }
 
+// A finite float truncated as Python's int() does, clamped to int64 (Python's int has no
+// bound; a cast of an out-of-range double is undefined behaviour).
+int64_t truncate(double d) {
+  constexpr double kTwo63 = 9223372036854775808.0;
+  if (d >= kTwo63) return std::numeric_limits<int64_t>::max();
+  if (d < -kTwo63) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(d);
+}
+
 int64_t to_int(const Value& v, int64_t fallback) {
   switch (v.type) {
     case Value::Type::kBool: return v.boolean;
     case Value::Type::kInt: return v.integer;
-    case Value::Type::kFloat: return std::isfinite(v.number) ? static_cast<int64_t>(v.number) : fallback;
+    case Value::Type::kFloat: return std::isfinite(v.number) ? truncate(v.number) : fallback;
     case Value::Type::kString:
       try {
         size_t used = 0;
@@ -113,7 +123,7 @@ int64_t to_int(const Value& v, int64_t fallback) {
         int64_t r = std::stoll(s, &used);
         if (used == s.size()) return r;
         double d = std::stod(s, &used);
-        return used == s.size() ? static_cast<int64_t>(d) : fallback;
+        return used == s.size() && std::isfinite(d) ? truncate(d) : fallback;
       } catch (const std::exception&) {
         return fallback;
       }
@@ -270,7 +280,11 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
       Value x = attr.is_string() ? attr_path(item, attr.str) : item;
       if (!x.is_number() || !total.is_number()) throw JinjaError("sum supports numbers only");
       if (x.type == Value::Type::kFloat || total.type == Value::Type::kFloat) total = Value::from_float(total.as_double() + x.as_double());
-      else total = Value::from_int(static_cast<int64_t>(total.as_double()) + static_cast<int64_t>(x.as_double()));
+      else {
+        int64_t t = 0;
+        const bool overflow = __builtin_add_overflow(total.as_int(), x.as_int(), &t);
+        total = Value::from_int(exact_int(overflow, t, "sum"));
+      }
     }
     return total;
   }
@@ -291,7 +305,12 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
   }
   if (name == "abs") {
     if (v.type == Value::Type::kFloat) return Value::from_float(std::fabs(v.number));
-    if (v.is_number()) return Value::from_int(std::llabs(static_cast<long long>(v.as_double())));
+    if (v.is_number()) {
+      int64_t neg = 0;
+      const int64_t i = v.as_int();
+      const bool overflow = __builtin_sub_overflow(int64_t(0), i, &neg);
+      return Value::from_int(i >= 0 ? i : exact_int(overflow, neg, "abs"));
+    }
     throw JinjaError("bad operand type for abs(): '" + v.type_name() + "'");
   }
   if (name == "round") {

@@ -332,7 +332,9 @@ class Renderer {
         if (!v.is_number()) throw JinjaError("bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
         if (e.name == "+") return v.type == Value::Type::kBool ? Value::from_int(v.boolean) : v;
         if (v.type == Value::Type::kFloat) return Value::from_float(-v.number);
-        return Value::from_int(-(v.type == Value::Type::kBool ? v.boolean : v.integer));
+        int64_t neg = 0;
+        const bool overflow = __builtin_sub_overflow(int64_t(0), v.as_int(), &neg);
+        return Value::from_int(exact_int(overflow, neg, "unary '-'"));
       }
       case Expr::Kind::kBinary: return eval_binary(e);
       case Expr::Kind::kCompare: {
@@ -415,24 +417,33 @@ class Renderer {
     if (op == "%" && l.is_string()) throw JinjaError("printf-style '%' string formatting is not supported");
     if (!l.is_number() || !r.is_number()) return type_error();
     bool ints = l.type != T::kFloat && r.type != T::kFloat;
-    auto ival = [](const Value& v) { return v.type == T::kBool ? static_cast<int64_t>(v.boolean) : v.integer; };
     double x = l.as_double(), y = r.as_double();
-    if (op == "+") return ints ? Value::from_int(ival(l) + ival(r)) : Value::from_float(x + y);
-    if (op == "-") return ints ? Value::from_int(ival(l) - ival(r)) : Value::from_float(x - y);
-    if (op == "*") return ints ? Value::from_int(ival(l) * ival(r)) : Value::from_float(x * y);
+    const int64_t a = l.as_int(), b = r.as_int();  // when ints
+    int64_t v = 0;
+    auto int_result = [&](bool overflow) { return Value::from_int(exact_int(overflow, v, "'" + op + "'")); };
+    if (op == "+") return ints ? int_result(__builtin_add_overflow(a, b, &v)) : Value::from_float(x + y);
+    if (op == "-") return ints ? int_result(__builtin_sub_overflow(a, b, &v)) : Value::from_float(x - y);
+    if (op == "*") return ints ? int_result(__builtin_mul_overflow(a, b, &v)) : Value::from_float(x * y);
     if (op == "**") {
-      if (ints && ival(r) >= 0) {
-        int64_t base = ival(l), ex = ival(r), acc = 1;
-        for (int64_t i = 0; i < ex && i < 64; ++i) acc *= base;
-        return Value::from_int(acc);
+      if (ints && b >= 0) {
+        if (a == 0 || a == 1) return Value::from_int(b == 0 ? 1 : a);
+        if (a == -1) return Value::from_int(b % 2 ? -1 : 1);
+        v = 1;  // |a| >= 2 leaves 64 bits within 63 steps
+        for (int64_t i = 0; i < b; ++i)
+          if (__builtin_mul_overflow(v, a, &v)) return int_result(true);
+        return Value::from_int(v);
       }
       return Value::from_float(std::pow(x, y));
     }
     if (y == 0) throw JinjaError(op == "/" ? "division by zero" : "integer division or modulo by zero");
     if (op == "/") return Value::from_float(x / y);
+    if (ints && b == -1) {  // a // -1 = -a (INT64_MIN's leaves 64 bits; the division traps), a % -1 = 0
+      if (op == "//") return int_result(__builtin_sub_overflow(int64_t(0), a, &v));
+      if (op == "%") return Value::from_int(0);
+    }
     if (op == "//") {
       if (ints) {
-        int64_t a = ival(l), b = ival(r), q = a / b;
+        int64_t q = a / b;
         if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
         return Value::from_int(q);
       }
@@ -440,7 +451,7 @@ class Renderer {
     }
     if (op == "%") {
       if (ints) {
-        int64_t a = ival(l), b = ival(r), m = a % b;
+        int64_t m = a % b;
         if (m != 0 && ((m < 0) != (b < 0))) m += b;
         return Value::from_int(m);
       }

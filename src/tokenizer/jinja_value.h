@@ -2,7 +2,8 @@
 // the Python objects Jinja2 hands around: Undefined, None, bool, int, float, str, list,
 // tuple, dict (insertion-ordered), namespace and callables. Printing, truthiness, equality
 // and tojson follow Python's rules so rendered prompts match Jinja2 byte for byte.
-// Deliberately not here: arbitrary-precision ints (int64 only), unicode case mapping
+// Deliberately not here: arbitrary-precision ints (int64 only: a result outside is an
+// error, exact_int below), unicode case mapping
 // (upper/lower are ASCII), and mutation of lists/dicts by templates (the sandbox forbids it).
 #pragma once
 #include <cstdint>
@@ -24,6 +25,14 @@ class JinjaError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// An integer result v, or a JinjaError where Python's unbounded int leaves 64 bits
+// (overflow: __builtin_*_overflow's answer, taken before the call: the order in which
+// arguments are evaluated is unspecified); a wrap would be undefined behaviour.
+inline int64_t exact_int(bool overflow, int64_t v, const std::string& op) {
+  if (overflow) throw JinjaError("integer overflow in " + op + ": the result does not fit in 64 bits");
+  return v;
+}
 
 struct Value;
 struct Dict;
@@ -61,6 +70,7 @@ struct Value {
   bool is_list() const { return type == Type::kList; }
   bool is_dict() const { return type == Type::kDict; }
   double as_double() const;
+  int64_t as_int() const { return type == Type::kBool ? int64_t(boolean) : integer; }  // kBool, kInt
 
   bool truthy() const;
   // Python str(): what {{ value }} prints. Undefined prints as "".

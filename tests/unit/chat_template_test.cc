@@ -216,6 +216,14 @@ TEST(ChatTemplate, RuntimeErrorsAreReported) {
       {"{{ '%s' % 1 }}", "not supported"},
       {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "limit"},
       {"{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "recursion"},
+      {"{{ 9223372036854775807 + 1 }}", "overflow"},
+      {"{{ -9223372036854775807 - 2 }}", "overflow"},
+      {"{{ 4294967296 * 4294967296 }}", "overflow"},
+      {"{{ 2 ** 63 }}", "overflow"},
+      {"{{ (-9223372036854775807 - 1) // -1 }}", "overflow"},  // was SIGFPE
+      {"{{ -(-9223372036854775807 - 1) }}", "overflow"},
+      {"{{ (-9223372036854775807 - 1)|abs }}", "overflow"},
+      {"{{ [9223372036854775807, 1]|sum }}", "overflow"},
   };
   for (const auto& [src, needle] : kCases) {
     auto t = ChatTemplate::parse(src);
@@ -292,6 +300,43 @@ TEST(ChatTemplate, WhitespaceControlMatchesJinja2) {
     auto out = t->render({}, false, "", "");
     ASSERT_TRUE(out.ok()) << out.error();
     EXPECT_EQ(*out, c.want) << c.src;
+  }
+}
+
+// Integer arithmetic at the edges of int64, as jinja2 3.1 renders it.
+TEST(ChatTemplate, IntegerArithmeticAtTheEdges) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {"{{ 2 ** 62 }}", "4611686018427387904"}, {"{{ (-1) ** 101 }}", "-1"}, {"{{ (-1) ** 100 }}", "1"},
+      {"{{ 1 ** 1000 }}", "1"},                 {"{{ 0 ** 0 }}", "1"},        {"{{ 0 ** 5 }}", "0"},
+      {"{{ (-9223372036854775807 - 1) % -1 }}", "0"}, {"{{ 7 // -1 }}", "-7"}, {"{{ -7 // 2 }}", "-4"},
+      {"{{ 9223372036854775806 + 1 }}", "9223372036854775807"}, {"{{ (-9007199254740993)|abs }}", "9007199254740993"},
+      {"{{ [9007199254740993, 1]|sum }}", "9007199254740994"}, {"{{ [1, 2.5]|sum }}", "3.5"}, {"{{ -(3) }}", "-3"},
+      {"{{ true + true }}", "2"},
+  };
+  for (const auto& [src, want] : kCases) {
+    auto t = ChatTemplate::parse(src);
+    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
+    auto out = t->render({}, false, "", "");
+    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
+    EXPECT_EQ(*out, want) << src;
+  }
+}
+
+// |int of a float outside int64 (a float, or a string that reads as one): Python's int is
+// unbounded, ours is clamped, so comparisons give jinja2's answers (checked with jinja2 3.1),
+// and no out-of-range cast (undefined behaviour) is reached.
+TEST(ChatTemplate, IntOfAHugeFloatIsClamped) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {"{{ (1e300)|int > 9223372036854775806 }}", "True"}, {"{{ ('1e300')|int > 0 }}", "True"},
+      {"{{ (-1e300)|int < 0 }}", "True"},                  {"{{ ('-1e300')|int < 0 }}", "True"},
+      {"{{ (1.9e18)|int }}", "1900000000000000000"},       {"{{ ('2.5')|int }}", "2"},
+  };
+  for (const auto& [src, want] : kCases) {
+    auto t = ChatTemplate::parse(src);
+    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
+    auto out = t->render({}, false, "", "");
+    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
+    EXPECT_EQ(*out, want) << src;
   }
 }
 
