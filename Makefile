@@ -109,13 +109,15 @@ FUZZ_DIR := build/fuzz
 # Seconds per input: a slow input fails the run in seconds, not after libFuzzer's 20 minutes.
 FUZZ_TIMEOUT := -timeout=25
 fuzz:
-	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar fuzz_api" tools/fuzz_gguf.sh build
-	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus $(FUZZ_DIR)/api_corpus
+	FUZZ_TARGETS="fuzz_frame fuzz_protocol fuzz_grammar fuzz_api fuzz_template" tools/fuzz_gguf.sh build
+	mkdir -p $(FUZZ_DIR)/frame_corpus $(FUZZ_DIR)/protocol_corpus $(FUZZ_DIR)/grammar_corpus $(FUZZ_DIR)/api_corpus \
+	  $(FUZZ_DIR)/template_corpus
 	cp tests/data/grammar_seeds/* $(FUZZ_DIR)/grammar_corpus/
 	cp tests/data/api_seeds/* $(FUZZ_DIR)/api_corpus/
+	cp tests/data/chat_templates/*.jinja $(FUZZ_DIR)/template_corpus/
 	$(call two,tools/fuzz_gguf.sh 40,$(FUZZ_DIR)/fuzz_frame -max_total_time=30 $(FUZZ_TIMEOUT) -max_len=65536 $(FUZZ_DIR)/frame_corpus,$(FUZZ_DIR)/gguf.log)
 	$(call two,$(FUZZ_DIR)/fuzz_protocol -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/protocol_corpus,$(FUZZ_DIR)/fuzz_grammar -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/grammar_corpus,$(FUZZ_DIR)/protocol.log)
-	$(FUZZ_DIR)/fuzz_api -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/api_corpus
+	$(call two,$(FUZZ_DIR)/fuzz_template -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=32768 $(FUZZ_DIR)/template_corpus,$(FUZZ_DIR)/fuzz_api -max_total_time=20 $(FUZZ_TIMEOUT) -max_len=4096 $(FUZZ_DIR)/api_corpus,$(FUZZ_DIR)/template.log)
 
 clean:
 	rm -rf build

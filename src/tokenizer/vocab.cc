@@ -212,7 +212,7 @@ util::Status load_vocab(const gguf::File& f, Vocab& v) {
     if (id >= 0) v.attr[id] |= kAttrControl;
   };
   detect(v.eot_id, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                    "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                    "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>",
                     "<end_of_utterance>"});
   detect(v.eom_id, {"<|eom_id|>"});
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1;
@@ -236,7 +236,7 @@ util::Status load_vocab(const gguf::File& f, Vocab& v) {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
       "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
       "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+      "<｜end▁of▁sentence｜>", "[e~["};
   for (const char* t : kEogText) {
     auto it = v.token_to_id.find(std::string_view(t));
     if (it == v.token_to_id.end()) continue;
