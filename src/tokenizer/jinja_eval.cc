@@ -71,9 +71,10 @@ class Renderer {
       int64_t start = v.size() > 1 ? v[0] : 0, stop = v.size() > 1 ? v[1] : v[0], step = v.size() > 2 ? v[2] : 1;
       if (step == 0) throw JinjaError("range() arg 3 must not be zero");
       List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (static_cast<int64_t>(out.size()) >= kMaxRange) throw JinjaError("range too big");
         out.push_back(Value::from_int(i));
+        if (__builtin_add_overflow(i, step, &i)) break;  // past int64 is past stop
       }
       return Value::from_list(std::move(out));
     });

@@ -333,7 +333,10 @@ Value slice_value(const Value& obj, const Value& start_v, const Value& stop_v, c
   auto pick = [&](int64_t n, auto&& take) {
     int64_t start, stop;
     slice_indices(n, start_v, stop_v, step, &start, &stop);
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) take(static_cast<size_t>(i));
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {  // a step past int64 is past stop
+      take(static_cast<size_t>(i));
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
   };
   if (obj.is_list()) {
     List out;

@@ -3,8 +3,8 @@
 // tuple, dict (insertion-ordered), namespace and callables. Printing, truthiness, equality
 // and tojson follow Python's rules so rendered prompts match Jinja2 byte for byte.
 // Deliberately not here: arbitrary-precision ints (int64 only: a result outside is an
-// error, exact_int below), unicode case mapping
-// (upper/lower are ASCII), and mutation of lists/dicts by templates (the sandbox forbids it).
+// error, exact_int below), unicode case mapping (upper/lower are ASCII), and mutation of
+// lists/dicts by templates (the sandbox forbids it).
 #pragma once
 #include <cstdint>
 #include <functional>
