@@ -403,8 +403,9 @@ class Renderer {
       const Value& seq = (l.is_string() || l.is_list()) ? l : r;
       const Value& count = (l.is_string() || l.is_list()) ? r : l;
       if (count.type != T::kInt && count.type != T::kBool) return type_error();
-      int64_t n = std::max<int64_t>(0, count.type == T::kBool ? count.boolean : count.integer);
-      if (n * static_cast<int64_t>(seq.is_string() ? seq.str.size() : seq.list->size()) > static_cast<int64_t>(kMaxOutputBytes))
+      const int64_t size = static_cast<int64_t>(seq.is_string() ? seq.str.size() : seq.list->size());
+      int64_t n = size == 0 ? 0 : std::max<int64_t>(0, count.as_int()), total = 0;  // '' * 10**18 is '' at once
+      if (__builtin_mul_overflow(n, size, &total) || total > static_cast<int64_t>(kMaxOutputBytes))
         throw JinjaError("repetition too large");
       if (seq.is_string()) {
         std::string s;

@@ -224,6 +224,7 @@ TEST(ChatTemplate, RuntimeErrorsAreReported) {
       {"{{ -(-9223372036854775807 - 1) }}", "overflow"},
       {"{{ (-9223372036854775807 - 1)|abs }}", "overflow"},
       {"{{ [9223372036854775807, 1]|sum }}", "overflow"},
+      {"{{ 'ab' * 9223372036854775807 }}", "too large"},  // the size check itself overflowed
   };
   for (const auto& [src, needle] : kCases) {
     auto t = ChatTemplate::parse(src);
@@ -316,6 +317,8 @@ TEST(ChatTemplate, IntegerArithmeticAtTheEdges) {
       {"{{ 'abc'[1::9223372036854775807] }}", "b"}, {"{{ [1, 2, 3][1::9223372036854775807] }}", "[2]"},
       {"{{ range(9223372036854775806, 9223372036854775807, 10)|list }}", "[9223372036854775806]"},
       {"{{ range(-9223372036854775807, -9223372036854775807 - 1, -5)|list }}", "[-9223372036854775807]"},
+      // an empty sequence repeated 2^63 - 1 times is empty at once (it looped 2^63 times)
+      {"{{ ('' * 9223372036854775807)|length }}", "0"}, {"{{ ([] * 9223372036854775807)|length }}", "0"},
   };
   for (const auto& [src, want] : kCases) {
     auto t = ChatTemplate::parse(src);
