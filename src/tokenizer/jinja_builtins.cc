@@ -180,6 +180,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += sep;
       out += str_of(attr.is_string() ? attr_path(items[i], attr.str) : items[i]);
+      check_string_size(out.size(), "join");
     }
     return Value::from_string(out);
   }

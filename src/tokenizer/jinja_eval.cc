@@ -16,10 +16,8 @@
 namespace tokenizer::jinja {
 namespace {
 
-constexpr size_t kMaxOutputBytes = 64u << 20;
 constexpr int64_t kMaxSteps = 5'000'000;
 constexpr int kMaxCallDepth = 100;
-constexpr int64_t kMaxRange = 1'000'000;
 
 using Frame = std::unordered_map<std::string, Value>;
 using FramePtr = std::shared_ptr<Frame>;
@@ -72,7 +70,7 @@ class Renderer {
       if (step == 0) throw JinjaError("range() arg 3 must not be zero");
       List out;
       for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-        if (static_cast<int64_t>(out.size()) >= kMaxRange) throw JinjaError("range too big");
+        if (out.size() >= kMaxListItems) throw JinjaError("range too big");
         out.push_back(Value::from_int(i));
         if (__builtin_add_overflow(i, step, &i)) break;  // past int64 is past stop
       }
@@ -95,7 +93,7 @@ class Renderer {
   }
 
   void emit(const std::string& s) {
-    if (out_->size() + s.size() > kMaxOutputBytes) throw JinjaError("rendered template exceeds 64 MiB");
+    check_string_size(out_->size() + s.size(), "the rendered template");
     *out_ += s;
   }
 
@@ -379,7 +377,11 @@ class Renderer {
     if (op == "and") return l.truthy() ? eval(*e.args[1]) : l;
     if (op == "or") return l.truthy() ? l : eval(*e.args[1]);
     Value r = eval(*e.args[1]);
-    if (op == "~") return Value::from_string(l.to_str() + r.to_str());
+    if (op == "~") {
+      std::string a = l.to_str(), b = r.to_str();
+      check_string_size(a.size() + b.size(), "'~'");
+      return Value::from_string(a + b);
+    }
     require_defined(l);
     require_defined(r);
     using T = Value::Type;
@@ -388,10 +390,11 @@ class Renderer {
     };
     if (op == "+") {
       if (l.is_string() && r.is_string()) {
-        if (l.str.size() + r.str.size() > kMaxOutputBytes) throw JinjaError("string too long");
+        check_string_size(l.str.size() + r.str.size(), "'+'");
         return Value::from_string(l.str + r.str);
       }
       if (l.is_list() && r.is_list() && l.is_tuple == r.is_tuple) {
+        if (l.list->size() + r.list->size() > kMaxListItems) throw JinjaError("'+': the list would exceed 1M items");
         List items = *l.list;
         items.insert(items.end(), r.list->begin(), r.list->end());
         return Value::from_list(std::move(items), l.is_tuple);
@@ -405,7 +408,8 @@ class Renderer {
       if (count.type != T::kInt && count.type != T::kBool) return type_error();
       const int64_t size = static_cast<int64_t>(seq.is_string() ? seq.str.size() : seq.list->size());
       int64_t n = size == 0 ? 0 : std::max<int64_t>(0, count.as_int()), total = 0;  // '' * 10**18 is '' at once
-      if (__builtin_mul_overflow(n, size, &total) || total > static_cast<int64_t>(kMaxOutputBytes))
+      const size_t most = seq.is_string() ? kMaxStringBytes : kMaxListItems;  // bytes or items
+      if (__builtin_mul_overflow(n, size, &total) || total > static_cast<int64_t>(most))
         throw JinjaError("repetition too large");
       if (seq.is_string()) {
         std::string s;

@@ -93,6 +93,7 @@ std::string python_replace(const std::string& s, const std::string& old, const s
         ++n;
       }
       if (i < u.size()) out += utf8_encode(u.substr(i, 1));
+      check_string_size(out.size(), "replace");
     }
     return out;
   }
@@ -102,6 +103,7 @@ std::string python_replace(const std::string& s, const std::string& old, const s
     size_t at = s.find(old, start);
     if (at == std::string::npos) break;
     out += s.substr(start, at - start) + repl;
+    check_string_size(out.size(), "replace");
     start = at + old.size();
     ++n;
   }

@@ -34,6 +34,16 @@ inline int64_t exact_int(bool overflow, int64_t v, const std::string& op) {
   return v;
 }
 
+// Bounds on what a template can build (it comes from a downloaded model file): the rendered
+// text and any string at most 64 MiB, a list at most 1M items (range()'s bound too).
+inline constexpr size_t kMaxStringBytes = 64u << 20;
+inline constexpr size_t kMaxListItems = 1'000'000;
+
+// A JinjaError unless a string of n bytes fits under kMaxStringBytes (what: the operation).
+inline void check_string_size(size_t n, const char* what) {
+  if (n > kMaxStringBytes) throw JinjaError(std::string(what) + ": the string would exceed 64 MiB");
+}
+
 struct Value;
 struct Dict;
 struct CallArgs;

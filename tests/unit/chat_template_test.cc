@@ -225,6 +225,13 @@ TEST(ChatTemplate, RuntimeErrorsAreReported) {
       {"{{ (-9223372036854775807 - 1)|abs }}", "overflow"},
       {"{{ [9223372036854775807, 1]|sum }}", "overflow"},
       {"{{ 'ab' * 9223372036854775807 }}", "too large"},  // the size check itself overflowed
+      // what a template builds is bounded (64 MiB strings, 1M-item lists), whichever way
+      {"{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "64 MiB"},
+      {"{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", "1M items"},
+      {"{{ [1] * 2000000 }}", "too large"},
+      {"{{ ('x' * 10000).replace('x', 'y' * 10000) }}", "64 MiB"},
+      {"{{ ('x' * 10000).replace('', 'y' * 10000) }}", "64 MiB"},
+      {"{{ range(100000)|join('y' * 1000) }}", "64 MiB"},
   };
   for (const auto& [src, needle] : kCases) {
     auto t = ChatTemplate::parse(src);
