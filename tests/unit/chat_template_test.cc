@@ -311,7 +311,7 @@ TEST(ChatTemplate, WhitespaceControlMatchesJinja2) {
   }
 }
 
-// Integer arithmetic at the edges of int64, as jinja2 3.1 renders it.
+// Integers at the edges of int64, as jinja2 3.1 renders them.
 TEST(ChatTemplate, IntegerArithmeticAtTheEdges) {
   const std::pair<const char*, const char*> kCases[] = {
       {"{{ 2 ** 62 }}", "4611686018427387904"}, {"{{ (-1) ** 101 }}", "-1"}, {"{{ (-1) ** 100 }}", "1"},
@@ -326,21 +326,8 @@ TEST(ChatTemplate, IntegerArithmeticAtTheEdges) {
       {"{{ range(-9223372036854775807, -9223372036854775807 - 1, -5)|list }}", "[-9223372036854775807]"},
       // an empty sequence repeated 2^63 - 1 times is empty at once (it looped 2^63 times)
       {"{{ ('' * 9223372036854775807)|length }}", "0"}, {"{{ ([] * 9223372036854775807)|length }}", "0"},
-  };
-  for (const auto& [src, want] : kCases) {
-    auto t = ChatTemplate::parse(src);
-    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
-    auto out = t->render({}, false, "", "");
-    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
-    EXPECT_EQ(*out, want) << src;
-  }
-}
-
-// |int of a float outside int64 (a float, or a string that reads as one): Python's int is
-// unbounded, ours is clamped, so comparisons give jinja2's answers (checked with jinja2 3.1),
-// and no out-of-range cast (undefined behaviour) is reached.
-TEST(ChatTemplate, IntOfAHugeFloatIsClamped) {
-  const std::pair<const char*, const char*> kCases[] = {
+      // |int of a float outside int64 (or a string that reads as one): Python's int is
+      // unbounded, ours clamps, so comparisons keep jinja2's answers (no out-of-range cast)
       {"{{ (1e300)|int > 9223372036854775806 }}", "True"}, {"{{ ('1e300')|int > 0 }}", "True"},
       {"{{ (-1e300)|int < 0 }}", "True"},                  {"{{ ('-1e300')|int < 0 }}", "True"},
       {"{{ (1.9e18)|int }}", "1900000000000000000"},       {"{{ ('2.5')|int }}", "2"},
