@@ -66,8 +66,10 @@ std::optional<ApiError> Generator::render(Request& r, Job* job) const {
     if (!tool_stop(j.format).empty() && r.grammar && !r.parallel_tool_calls) r.stop.push_back(tool_stop(j.format));
   }
   nlohmann::ordered_json messages = r.chat_messages, tools = j.tools_on ? r.tools : nlohmann::ordered_json::array();
-  if (j.tools_on && j.format == ToolFormat::kGeneric) {
-    messages = generic_tool_messages(messages, generic_tool_prompt(r.tools, tool_choice));
+  // Generic: the tools in the system turn; the calls and results of a history in text, also
+  // when this request sends no tools (a template without a tool syntax cannot render them).
+  if (j.format == ToolFormat::kGeneric && (j.tools_on || has_tool_turns(messages))) {
+    messages = generic_tool_messages(messages, j.tools_on ? generic_tool_prompt(r.tools, tool_choice) : "");
     tools = nlohmann::ordered_json::array();
   }
   if (j.format == ToolFormat::kHarmony)  // the gpt-oss template reads a null content as text: none

@@ -228,13 +228,19 @@ std::string generic_tool_prompt(const ojson& tools, ToolChoice choice) {
   return s + ".";
 }
 
+bool has_tool_turns(const ojson& messages) {
+  for (const ojson& m : messages)
+    if (m["role"] == "tool" || (m.contains("tool_calls") && !m["tool_calls"].is_null())) return true;
+  return false;
+}
+
 ojson generic_tool_messages(const ojson& messages, const std::string& system) {
   ojson out = ojson::array();
   bool has_system = !messages.empty() && messages[0]["role"] == "system";
-  if (!has_system) out.push_back({{"role", "system"}, {"content", system}});
+  if (!has_system && !system.empty()) out.push_back({{"role", "system"}, {"content", system}});
   for (const ojson& m : messages) {
     ojson c = m;
-    if (c["role"] == "system" && out.empty()) {
+    if (c["role"] == "system" && out.empty() && !system.empty()) {
       c["content"] = c["content"].get<std::string>() + "\n\n" + system;
     } else if (c["role"] == "assistant" && c.contains("tool_calls")) {
       ojson calls = ojson::array();

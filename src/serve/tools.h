@@ -49,9 +49,12 @@ util::Expected<std::string> tool_call_gbnf(ToolFormat f, const nlohmann::ordered
 std::vector<grammar::Trigger> tool_triggers(ToolFormat f, ToolChoice choice);
 // kGeneric: the system text describing the tools and the reply's format, and the history
 // as a template without tools can render it (an assistant's tool_calls as its JSON reply,
-// a tool's result as a user turn).
+// a tool's result as a user turn; `system` empty: the history alone, for a request that
+// sends no tools but continues a conversation that called some).
 std::string generic_tool_prompt(const nlohmann::ordered_json& tools, ToolChoice choice);
 nlohmann::ordered_json generic_tool_messages(const nlohmann::ordered_json& messages, const std::string& system);
+// Whether a history holds a tool call or a tool's result.
+bool has_tool_turns(const nlohmann::ordered_json& messages);
 // A stop string that ends a forced call ("" when the end of the turn does).
 std::string tool_stop(ToolFormat f);
 

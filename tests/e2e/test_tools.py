@@ -189,6 +189,17 @@ def main():
                                    "arguments": m.tool_calls[0].function.arguments}, [WEATHER, TIME], None))
           or (m.content and not m.content.lstrip().startswith("{")),
           "generic auto: text or a valid call (%s)" % ("call" if m.tool_calls else repr(m.content[:40])))
+    # The next turn without tools (the model's chatml cannot render calls): the history in text.
+    history = [{"role": "user", "content": "Weather in Rome?"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                   "name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "18 C"}]
+    r = client.chat.completions.create(model="m", messages=history, max_tokens=4, temperature=0)
+    check(r.choices[0].finish_reason == "length", "generic: a history with tool calls, no tools sent: answered")
+    om = ollama.Client(host=gurl).chat(model="m", messages=[history[0], {
+        "role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]},
+        {"role": "tool", "content": "18 C", "tool_name": "get_weather"}], options={"num_predict": 4})
+    check(om.done_reason == "length", "generic: the same history through Ollama's /api/chat: answered")
     try:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tool_choice="required",
                                        tools=[fn("g", "g", obj({"x": {"type": "string", "pattern": "a+"}}))])

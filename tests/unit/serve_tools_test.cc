@@ -130,6 +130,15 @@ TEST(ServeTools, ForcedCallsFollowTheirGrammar) {
   EXPECT_EQ(nlohmann::json::parse(h[2]["content"].get<std::string>())["tool_call"]["name"], "get_weather");
   EXPECT_EQ(h[3]["role"], "user");
   EXPECT_NE(h[3]["content"].get<std::string>().find("18 C"), std::string::npos);
+  // a request without tools that continues that history: the turns in text, no system turn
+  EXPECT_TRUE(serve::has_tool_turns(msgs));
+  EXPECT_FALSE(serve::has_tool_turns(nlohmann::ordered_json::array({msgs[0]})));
+  auto plain = serve::generic_tool_messages(msgs, "");
+  ASSERT_EQ(plain.size(), 3u);
+  EXPECT_EQ(plain[0], msgs[0]);
+  EXPECT_EQ(plain[1]["content"], h[2]["content"]);
+  EXPECT_FALSE(plain[1].contains("tool_calls"));
+  EXPECT_EQ(plain[2], h[3]);
 }
 
 // A streamed call goes out as OpenAI streams them: its id and name once both are written,
