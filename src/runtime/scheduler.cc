@@ -209,10 +209,12 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     // Its own cached prefix (at least the last prompt token is evaluated), or the pool's
     // registered blocks of its prefix when they reach further or its own blocks to be
     // rewritten are shared.
-    size_t own = reusable(std::min(best_common, n - 1), slots_[best]->tokens().size());
+    size_t own = std::min(best_common, n - 1);
     // Not into a registered block (another prompt may share it): cut at its start.
     if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
     own = in_order(job->prompt, best, own);
+    // After every cut: a cut can move the start back past a sliding-window ring's rows.
+    own = reusable(own, slots_[best]->tokens().size());
     if (room_for_host(job->prompt, best, own)) own = 0;
     const size_t shared = shareable(job->prompt, true);
     if (shared > own || !cluster_.keep_own(*a.seq, int(own))) {

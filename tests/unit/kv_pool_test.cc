@@ -233,6 +233,33 @@ TEST(SharedPrefix, HostCacheRestoresEvictedPrefixEqualAlone) {
   }
 }
 
+// A sliding-window model (toy-gemma3: window 8; its rings keep 128 rows per slot here) and
+// one slot: a first conversation of 250 + 8 positions, then a prompt that shares its first
+// k tokens. The slot's own prefix is reusable only where the ring still holds the window
+// behind it, counted after every cut: k = 160 is cut to the registered block's start, 128,
+// whose window the ring overwrote (before, the step failed and the cluster stopped: "KV
+// slot 0 rewound from position 256 to 128"), so the prompt is read from position 0; k = 240
+// keeps 192 positions. Either way the text equals the prompt alone.
+TEST(SharedPrefix, SlidingWindowSlotReusesOnlyRowsItsRingKeeps) {
+  std::mt19937 rng(13);
+  std::vector<int32_t> first(250);
+  for (int32_t& x : first) x = int32_t(rng() % 500) + 1;
+  const std::string path = shardlm_test::scratch_path("swa_prefix_Q4_0.gguf");
+  ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy-gemma3"), tensor::Type::Q4_0, 3).ok());
+  for (auto [k, cached] : {std::pair{160, 0}, std::pair{240, 192}}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    std::vector<int32_t> next(first.begin(), first.begin() + k);
+    for (int i = 0; i < 40; ++i) next.push_back(int32_t(rng() % 500) + 1);
+    const Outcome both = run({path, model::AttentionMode::kFlash, 1, 1}, {first, next}, {{0}, {1}});
+    const Outcome alone = run({path, model::AttentionMode::kFlash, 1, 1}, {next}, {{0}});
+    ASSERT_EQ(alone.tokens[0].size(), size_t(kGen));
+    EXPECT_TRUE(both.ends[1].status.ok()) << both.ends[1].status.message();
+    EXPECT_EQ(both.tokens[1], alone.tokens[0]);
+    EXPECT_EQ(both.logprobs[1], alone.logprobs[0]);
+    EXPECT_EQ(both.ends[1].cached_tokens, cached);
+  }
+}
+
 // A prompt that needs more blocks than the whole pool holds ends at once (no step spent
 // on it), with an error giving both sizes and --kv-memory; the scheduler goes on.
 TEST(PoolFull, PromptLongerThanThePoolEndsNamingBothSizes) {
