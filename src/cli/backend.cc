@@ -46,7 +46,7 @@ std::string slots_unfit(const model::Config& c, const RunOptions& o, int ctx, in
              " MB) is more than this machine's memory (" + std::to_string(int64_t(have / 1e6)) + " MB)";
     // A node holding every KV head: each block, and each running request's sliding-window rings.
     const std::vector<int> layer_ctx = model::kv_layer_ctx(c, ctx, o.batch + n_slots);
-    const double block = double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.run.kv_type, 1, layer_ctx, 1));
+    const double block = double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.run.kv_type, 0, layer_ctx, 1));
     const double rings =
         double(model::KvCache::bytes_for(c.n_kv_heads, c.head_dim, ctx, o.run.kv_type, n_slots, layer_ctx, 1)) - block;
     const int64_t blocks = int64_t(std::max(0.0, double(bytes) - rings) / block);

@@ -144,6 +144,23 @@ def generate_options():
           "generate --kv-memory 64T is refused: %s" % r.stderr.strip()[:160])
     r = generate("-p", "The capital of France is", "-n", "3", "--temp", "0", "--kv-memory", "6M")
     check(r.returncode == 0 and r.stdout == fixed_text, "generate --kv-memory 6M (4 blocks): the text without it")
+    # A sliding-window model: each slot's rings come off the top, then blocks of the full
+    # layers alone (was: a ring counted in every block, 16x the memory asked for on toy-gemma3).
+    # The size the refusal asks for runs, one byte less is refused again.
+    swa = os.path.join(tempfile.mkdtemp(prefix="shardlm-cli-"), "toy-gemma3.gguf")
+    subprocess.run([BIN, "make-model", "--shape", "toy-gemma3", swa], check=True, capture_output=True)
+    kv = lambda size: subprocess.run([BIN, "generate", "-m", swa, "-t", "1", "--ctx", "256", "-p", "x", "-n", "2",
+                                      "--temp", "0", "--kv-memory", str(size)], capture_output=True, text=True, timeout=120)
+    r = kv("1K")
+    need = re.search(r"give at least (\d+) bytes", r.stderr)
+    check(r.returncode != 0 and need and "sliding-window rings" in r.stderr,
+          "toy-gemma3 --kv-memory 1K is refused, naming the size it needs: %s" % r.stderr.strip()[:200])
+    if need:
+        n = int(need.group(1))
+        ok, short = kv(n), kv(n - 1)
+        check(ok.returncode == 0 and short.returncode != 0 and n < 1 << 20,
+              "toy-gemma3 --ctx 256: --kv-memory %d (4 blocks and the rings) runs, one byte less is refused (%s)" %
+              (n, (ok.stderr + short.stderr).strip()[-200:]))
     # bench and perplexity take --kv-memory by the same rule (cli/backend.h kv_pool_options).
     text = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "perplexity_licenses.txt")
     runs = {"bench": ["-p", "16", "-n", "2", "-r", "1"], "perplexity": ["-f", text, "--chunks", "1"]}
