@@ -143,7 +143,7 @@ std::optional<ApiError> parse_tool_calls_field(const json& msg, const std::strin
     }
     list.push_back(std::move(tc));
   }
-  (*out)["tool_calls"] = std::move(list);
+  if (!list.empty()) (*out)["tool_calls"] = std::move(list);  // [] (some clients send it): no calls
   return std::nullopt;
 }
 

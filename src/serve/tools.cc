@@ -230,7 +230,7 @@ std::string generic_tool_prompt(const ojson& tools, ToolChoice choice) {
 
 bool has_tool_turns(const ojson& messages) {
   for (const ojson& m : messages)
-    if (m["role"] == "tool" || (m.contains("tool_calls") && !m["tool_calls"].is_null())) return true;
+    if (m["role"] == "tool" || (m.contains("tool_calls") && !m["tool_calls"].empty())) return true;
   return false;
 }
 
@@ -242,7 +242,7 @@ ojson generic_tool_messages(const ojson& messages, const std::string& system) {
     ojson c = m;
     if (c["role"] == "system" && out.empty() && !system.empty()) {
       c["content"] = c["content"].get<std::string>() + "\n\n" + system;
-    } else if (c["role"] == "assistant" && c.contains("tool_calls")) {
+    } else if (c["role"] == "assistant" && c.contains("tool_calls") && !c["tool_calls"].empty()) {
       ojson calls = ojson::array();
       for (const ojson& t : c["tool_calls"]) calls.push_back(t["function"]);
       c = {{"role", "assistant"},

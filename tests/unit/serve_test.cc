@@ -177,6 +177,12 @@ TEST(ServeApi, NullMeansAbsentAndDefaultsStay) {
   EXPECT_FLOAT_EQ(r.params.temperature, sampler::Params{}.temperature);
   EXPECT_EQ(r.max_tokens, 0);
   EXPECT_FALSE(r.seed_given);
+  // "tool_calls": [] (some clients send it on every assistant turn) is no call: the content stays
+  Request t;
+  e = parse(R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"hi","tool_calls":[]},
+      {"role":"user","content":"y"}]})", Endpoint::kChat, &t);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(t.chat_messages[1], nlohmann::ordered_json({{"role", "assistant"}, {"content", "hi"}}));
 }
 
 TEST(ServeApi, CompletionPrompts) {

@@ -133,6 +133,9 @@ TEST(ServeTools, ForcedCallsFollowTheirGrammar) {
   // a request without tools that continues that history: the turns in text, no system turn
   EXPECT_TRUE(serve::has_tool_turns(msgs));
   EXPECT_FALSE(serve::has_tool_turns(nlohmann::ordered_json::array({msgs[0]})));
+  auto none = nlohmann::ordered_json::parse(R"([{"role": "assistant", "content": "hi", "tool_calls": []}])");
+  EXPECT_FALSE(serve::has_tool_turns(none));
+  EXPECT_EQ(serve::generic_tool_messages(none, ""), none);
   auto plain = serve::generic_tool_messages(msgs, "");
   ASSERT_EQ(plain.size(), 3u);
   EXPECT_EQ(plain[0], msgs[0]);
