@@ -54,6 +54,7 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   c->shape_ = shape_of(m.config, m.weights);
   c->home_shares_ = o.shares.empty() ? std::vector<double>(size_t(n), 1.0) : o.shares;
   c->history_.resize(size_t(std::max(1, o.run.n_slots)));
+  c->ring_end_.assign(size_t(std::max(1, o.run.n_slots)), -1);
   c->blocks_ = BlockPool(o.run.kv_blocks > 0 ? o.run.kv_blocks : std::max(1, o.run.n_slots) * model::kv_blocks_for(o.run.ctx),
                          std::max(1, o.run.n_slots));
   for (size_t i = 0; i < o.workers.size(); ++i) {
@@ -92,6 +93,14 @@ bool Cluster::keep_own(Sequence& seq, int n) {
   seq.truncate(n);
   history_[size_t(seq.slot())].truncate(n);  // a re-forming before its next step replays no more
   return true;
+}
+
+bool Cluster::can_rewind(int slot, int pos) const {
+  const int w = m_.config.n_swa, ctx = o_.run.ctx;
+  if (pos <= 0 || w <= 0) return true;
+  int ring = ctx;
+  for (int r : model::kv_layer_ctx(m_.config, ctx, std::max(1, o_.run.max_batch))) ring = std::min(ring, r);
+  return ring >= ctx || std::max(0, pos - w + 1) > ring_end_[size_t(slot)] - ring;
 }
 
 bool Cluster::order_matters() const {
@@ -176,6 +185,7 @@ void Cluster::record(const std::vector<SeqStep>& batch, const Step& s, const std
     const bool rowwise = !model::lane_ordered(g.n, g.rowwise, o_.run.lane_order, o_.run.decode_lanes);
     // drafts: only the kept guesses stay (the last drawn token is evaluated next step)
     const size_t keep = q.drafts > 0 ? out[i].tokens.size() : q.tokens.size();
+    ring_end_[size_t(q.seq->slot())] = q.seq->n_past() + int(q.tokens.size()) - 1;
     history_[size_t(q.seq->slot())].add(q.seq->n_past(), q.tokens.first(keep), rowwise);
     blocks_.note_rows(q.seq->slot(), q.seq->n_past(), int(keep), rowwise);
     q.seq->append(q.tokens.first(keep));

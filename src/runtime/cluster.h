@@ -200,15 +200,11 @@ class Cluster {
   bool order_matters() const;
   int ctx() const { return o_.run.ctx; }  // positions per slot
   int n_vocab() const { return m_.config.n_vocab; }
-  // Sliding-window models: the window, and the rows each windowed layer's KV ring keeps
-  // (ctx when there is no ring): a slot cannot be rewound to a position whose window starts
-  // in rows already overwritten (model::Transformer::check_rings).
-  int n_swa() const { return m_.config.n_swa; }
-  int kv_ring() const {
-    int ring = o_.run.ctx;
-    for (int r : model::kv_layer_ctx(m_.config, o_.run.ctx, std::max(1, o_.run.max_batch))) ring = std::min(ring, r);
-    return ring;
-  }
+  // Whether a slot can go on from position pos, keeping its rows before pos: a sliding-window
+  // model's rings keep only their last rows (kv_layer_ctx), and pos's window must not start
+  // in rows its latest step overwrote (model::Transformer::check_rings' rule). That step's
+  // rows count, rejected guesses included: they are written though the sequence drops them.
+  bool can_rewind(int slot, int pos) const;
   int n_nodes() const { return int(nodes_.size()); }
   const plan::Plan& plan() const { return plan_; }
   // Totals per node (root first) since the cluster was last formed; workers' as of their
@@ -302,6 +298,7 @@ class Cluster {
   std::vector<int> places_;          // per --workers entry: the member computing its share, or -1
   std::vector<int> rank_member_;     // rank -> member (rank 0: -1, the root)
   std::vector<SlotHistory> history_; // per KV slot
+  std::vector<int> ring_end_;        // per KV slot: the last position its latest step wrote
   BlockPool blocks_{1, 1};           // the root's allocation of every node's KV pool
   double next_rejoin_check_ = 0;
   bool step_ok_since_recovery_ = true;

@@ -76,16 +76,6 @@ util::Status Scheduler::health() const {
   return broken_;
 }
 
-// A sliding-window model's rings keep only their last kv_ring positions: a cached prefix
-// whose next position's window reaches rows since overwritten (the slot ran far past it) is
-// not reused; the prompt is evaluated again from position 0.
-size_t Scheduler::reusable(size_t fed, size_t have) const {
-  const int ring = cluster_.kv_ring(), w = cluster_.n_swa();
-  if (fed == 0 || have == 0 || w <= 0 || ring >= cluster_.ctx()) return fed;
-  const int64_t hi = int64_t(have) - 1, lo = std::max<int64_t>(0, int64_t(fed) - w + 1);
-  return lo > hi - ring ? fed : 0;
-}
-
 // Whether row p (>= from) of an n-row prompt runs in lane order when the prompt is read in
 // chunks from row `from`: its chunk's length decides (model::lane_ordered), a short last
 // chunk taking vec_dot order. The one rule shareable and in_order compare orders by.
@@ -214,7 +204,7 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
     if (int64_t(own) < cluster_.kv_pool().registered(best)) own -= own % size_t(model::kKvBlockRows);
     own = in_order(job->prompt, best, own);
     // After every cut: a cut can move the start back past a sliding-window ring's rows.
-    own = reusable(own, slots_[best]->tokens().size());
+    if (!cluster_.can_rewind(best, int(own))) own = 0;
     if (room_for_host(job->prompt, best, own)) own = 0;
     const size_t shared = shareable(job->prompt, true);
     if (shared > own || !cluster_.keep_own(*a.seq, int(own))) {

@@ -126,8 +126,6 @@ class Scheduler {
   };
   void loop();
   void admit(std::unique_lock<std::mutex>& lock);
-  // How much of a cached prefix of `fed` tokens a slot that holds `have` may reuse.
-  size_t reusable(size_t fed, size_t have) const;
   // Whether row p of an n-row prompt read in chunks from row `from` runs in lane order.
   bool lane_row(size_t n, size_t from, size_t p) const;
   // How many positions of prompt's prefix the pool's shared blocks may give (scheduler.cc).

@@ -91,7 +91,8 @@ util::Status DraftModel::draft(std::vector<Request>& reqs) {
     Sequence& d = *seqs_[size_t(r.target->slot())];
     const auto& have = d.tokens();
     const auto& want = r.target->tokens();
-    const size_t common = size_t(std::mismatch(have.begin(), have.end(), want.begin(), want.end()).first - have.begin());
+    size_t common = size_t(std::mismatch(have.begin(), have.end(), want.begin(), want.end()).first - have.begin());
+    if (!cl_.can_rewind(d.slot(), int(common))) common = 0;  // its rings no longer hold the window there
     d.truncate(int(common));
     lack[i].assign(want.begin() + int64_t(common), want.end());
     lack[i].push_back(r.next);

@@ -2,11 +2,13 @@
 // choice of k) and its one promise: with guesses from the text, from an identical draft
 // model or from an unrelated one, adaptive or fixed, every job's tokens and log-probabilities
 // are those it gets without speculation, greedy or sampled, with penalties, several jobs
-// at once (one node; e2e/test_speculative.py does clusters).
+// at once (one node; e2e/test_speculative.py does clusters); on a sliding-window model, a
+// slot taken back after rejected guesses, and a sliding-window draft model, keep to the rings.
 #include <gtest/gtest.h>
 
 #include <future>
 #include <memory>
+#include <random>
 
 #include "model/loader.h"
 #include "model/synthetic.h"
@@ -220,6 +222,121 @@ TEST_F(SpeculativeDecoding, AJobCanTurnItOff) {
       EXPECT_LE(e.guessed, 2 * e.rounds);
     }
   }
+}
+
+// One greedy job of up to 30 tokens, its caller stopping it after `stop`: its end.
+runtime::JobEnd window_job(runtime::Scheduler& sched, std::vector<int32_t> prompt, int stop, std::vector<int32_t>* out) {
+  auto j = std::make_shared<runtime::Job>();
+  j->prompt = std::move(prompt);
+  j->params.temperature = 0;
+  j->max_tokens = 30;
+  j->on_token = [out, stop](int32_t t, const sampler::Logprobs*) {
+    out->push_back(t);
+    return int(out->size()) < stop;
+  };
+  std::promise<runtime::JobEnd> end;
+  j->on_end = [&](const runtime::JobEnd& e) { end.set_value(e); };
+  sched.submit(j);
+  return end.get_future().get();
+}
+
+// A sliding-window model (toy-gemma3: window 8, rings of 64 rows here) with a draft model
+// that guesses wrong (toy), so the steps reject guesses: a verifying step writes ring rows
+// past the tokens the slot keeps. A job that ends in such a step (its caller stops after 10
+// tokens), then a job that shares the slot's first 64 tokens: whether the slot can go on
+// from there must be judged from the rows the step wrote (Cluster::can_rewind), not from
+// the tokens kept (before, the step failed: "KV slot 0 rewound from position 121 to 64").
+// Prompt lengths over 16 positions, so that some land where the two judgements differ.
+// The second job ends without error and draws what it draws alone.
+TEST(SpeculativeWindow, ReuseAfterRejectedGuessesKeepsToTheRing) {
+  std::string paths[2];
+  for (int i = 0; i < 2; ++i) {
+    paths[i] = shardlm_test::scratch_path("spec_swa" + std::to_string(i) + ".gguf");
+    ASSERT_TRUE(model::write_synthetic_model(paths[i], *model::shape_by_name(i == 0 ? "toy-gemma3" : "toy"),
+                                             tensor::Type::Q4_1, 31 + i).ok());
+  }
+  util::ThreadPool pool(1);
+  auto m = model::load_model(paths[0]);
+  auto dm = model::load_model(paths[1]);
+  ASSERT_TRUE(m.ok() && dm.ok());
+  runtime::ClusterOptions o;
+  o.run.ctx = 192;
+  o.run.n_slots = 1;
+  o.run.max_batch = 16 + 1 + 6;  // rings of (8 + 23 + 31) rounded up to 64 rows
+  o.progress = false;
+  constexpr int kShared = 64, kStop = 10, kWindow = 8, kRing = 64;
+  std::mt19937 rng(5);
+  std::vector<int32_t> text(130);
+  for (int32_t& t : text) t = int32_t(rng() % 500) + 1;
+  std::vector<int32_t> next(text.begin(), text.begin() + kShared), alone_out;
+  for (int i = 0; i < 5; ++i) next.push_back(int32_t(rng() % 500) + 1);
+  {
+    auto fresh = runtime::Cluster::start(**m, paths[0], o, pool);
+    ASSERT_TRUE(fresh.ok());
+    runtime::Scheduler alone(**fresh, 16);
+    ASSERT_TRUE(window_job(alone, next, 30, &alone_out).status.ok());
+  }
+  int differ = 0;  // cases where the tokens kept would have allowed what the rings do not
+  for (int len = 104; len < 120; ++len) {
+    SCOPED_TRACE("prompt " + std::to_string(len));
+    auto cl = runtime::Cluster::start(**m, paths[0], o, pool);
+    auto dc = runtime::Cluster::start(**dm, paths[1], o, pool);
+    ASSERT_TRUE(cl.ok() && dc.ok());
+    runtime::Speculation spec;
+    spec.draft = dc->get();
+    spec.draft_max = 6;
+    spec.adaptive = false;
+    std::vector<int32_t> first_out, next_out;
+    runtime::Scheduler sched(**cl, 16, spec);
+    const runtime::JobEnd first = window_job(sched, {text.begin(), text.begin() + len}, kStop, &first_out);
+    ASSERT_TRUE(first.status.ok()) << first.status.message();
+    ASSERT_LT(first.kept, first.guessed);
+    const int kept_end = len + kStop - 2;  // the last position the tokens kept reach (the last draw is not fed)
+    differ += kShared - kWindow + 1 > kept_end - kRing && !(*cl)->can_rewind(0, kShared);
+    const runtime::JobEnd e = window_job(sched, next, 30, &next_out);
+    ASSERT_TRUE(e.status.ok()) << e.status.message();
+    EXPECT_EQ(next_out, alone_out);
+  }
+  EXPECT_GT(differ, 0);
+}
+
+// A sliding-window draft model: its own slot, after a long first job, is taken back to the
+// next job's shared 64 tokens past what its rings hold. It starts that slot again from
+// position 0 instead (before, its step failed and speculation was off for good: "the
+// draft model failed ...; going on without it"), so the next job is still guessed for.
+TEST(SpeculativeWindow, ASlidingWindowDraftStartsItsSlotAgain) {
+  std::string paths[2];
+  for (int i = 0; i < 2; ++i) {
+    paths[i] = shardlm_test::scratch_path("spec_swa_draft" + std::to_string(i) + ".gguf");
+    ASSERT_TRUE(model::write_synthetic_model(paths[i], *model::shape_by_name("toy-gemma3"), tensor::Type::Q4_1, 41 + i).ok());
+  }
+  util::ThreadPool pool(1);
+  auto m = model::load_model(paths[0]);
+  auto dm = model::load_model(paths[1]);
+  ASSERT_TRUE(m.ok() && dm.ok());
+  runtime::ClusterOptions o;
+  o.run.ctx = 192;
+  o.run.n_slots = 1;
+  o.run.max_batch = 16 + 1 + 6;
+  o.progress = false;
+  auto cl = runtime::Cluster::start(**m, paths[0], o, pool);
+  auto dc = runtime::Cluster::start(**dm, paths[1], o, pool);
+  ASSERT_TRUE(cl.ok() && dc.ok());
+  runtime::Speculation spec;
+  spec.draft = dc->get();
+  spec.draft_max = 6;
+  spec.adaptive = false;
+  std::mt19937 rng(7);
+  std::vector<int32_t> text(140);
+  for (int32_t& t : text) t = int32_t(rng() % 500) + 1;
+  std::vector<int32_t> next(text.begin(), text.begin() + 64), out;
+  for (int i = 0; i < 5; ++i) next.push_back(int32_t(rng() % 500) + 1);
+  runtime::Scheduler sched(**cl, 16, spec);
+  ASSERT_TRUE(window_job(sched, text, 30, &out).status.ok());
+  out.clear();
+  const runtime::JobEnd e = window_job(sched, next, 30, &out);
+  ASSERT_TRUE(e.status.ok()) << e.status.message();
+  EXPECT_GT(e.guessed, 0);
 }
 
 }  // namespace
