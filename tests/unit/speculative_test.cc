@@ -224,6 +224,25 @@ TEST_F(SpeculativeDecoding, AJobCanTurnItOff) {
   }
 }
 
+// One slot of 192 positions, prompt chunks of 16 and 6 guesses: toy-gemma3's rings (window 8)
+// keep (8 + 23 + 31) rows rounded up to 64.
+runtime::ClusterOptions window_options() {
+  runtime::ClusterOptions o;
+  o.run.ctx = 192;
+  o.run.n_slots = 1;
+  o.run.max_batch = 16 + 1 + 6;
+  o.progress = false;
+  return o;
+}
+
+runtime::Speculation fixed_draft(runtime::Cluster* draft) {
+  runtime::Speculation spec;
+  spec.draft = draft;
+  spec.draft_max = 6;
+  spec.adaptive = false;
+  return spec;
+}
+
 // One greedy job of up to 30 tokens, its caller stopping it after `stop`: its end.
 runtime::JobEnd window_job(runtime::Scheduler& sched, std::vector<int32_t> prompt, int stop, std::vector<int32_t>* out) {
   auto j = std::make_shared<runtime::Job>();
@@ -259,11 +278,7 @@ TEST(SpeculativeWindow, ReuseAfterRejectedGuessesKeepsToTheRing) {
   auto m = model::load_model(paths[0]);
   auto dm = model::load_model(paths[1]);
   ASSERT_TRUE(m.ok() && dm.ok());
-  runtime::ClusterOptions o;
-  o.run.ctx = 192;
-  o.run.n_slots = 1;
-  o.run.max_batch = 16 + 1 + 6;  // rings of (8 + 23 + 31) rounded up to 64 rows
-  o.progress = false;
+  const runtime::ClusterOptions o = window_options();
   constexpr int kShared = 64, kStop = 10, kWindow = 8, kRing = 64;
   std::mt19937 rng(5);
   std::vector<int32_t> text(130);
@@ -282,12 +297,8 @@ TEST(SpeculativeWindow, ReuseAfterRejectedGuessesKeepsToTheRing) {
     auto cl = runtime::Cluster::start(**m, paths[0], o, pool);
     auto dc = runtime::Cluster::start(**dm, paths[1], o, pool);
     ASSERT_TRUE(cl.ok() && dc.ok());
-    runtime::Speculation spec;
-    spec.draft = dc->get();
-    spec.draft_max = 6;
-    spec.adaptive = false;
     std::vector<int32_t> first_out, next_out;
-    runtime::Scheduler sched(**cl, 16, spec);
+    runtime::Scheduler sched(**cl, 16, fixed_draft(dc->get()));
     const runtime::JobEnd first = window_job(sched, {text.begin(), text.begin() + len}, kStop, &first_out);
     ASSERT_TRUE(first.status.ok()) << first.status.message();
     ASSERT_LT(first.kept, first.guessed);
@@ -314,24 +325,16 @@ TEST(SpeculativeWindow, ASlidingWindowDraftStartsItsSlotAgain) {
   auto m = model::load_model(paths[0]);
   auto dm = model::load_model(paths[1]);
   ASSERT_TRUE(m.ok() && dm.ok());
-  runtime::ClusterOptions o;
-  o.run.ctx = 192;
-  o.run.n_slots = 1;
-  o.run.max_batch = 16 + 1 + 6;
-  o.progress = false;
+  const runtime::ClusterOptions o = window_options();
   auto cl = runtime::Cluster::start(**m, paths[0], o, pool);
   auto dc = runtime::Cluster::start(**dm, paths[1], o, pool);
   ASSERT_TRUE(cl.ok() && dc.ok());
-  runtime::Speculation spec;
-  spec.draft = dc->get();
-  spec.draft_max = 6;
-  spec.adaptive = false;
   std::mt19937 rng(7);
   std::vector<int32_t> text(140);
   for (int32_t& t : text) t = int32_t(rng() % 500) + 1;
   std::vector<int32_t> next(text.begin(), text.begin() + 64), out;
   for (int i = 0; i < 5; ++i) next.push_back(int32_t(rng() % 500) + 1);
-  runtime::Scheduler sched(**cl, 16, spec);
+  runtime::Scheduler sched(**cl, 16, fixed_draft(dc->get()));
   ASSERT_TRUE(window_job(sched, text, 30, &out).status.ok());
   out.clear();
   const runtime::JobEnd e = window_job(sched, next, 30, &out);
