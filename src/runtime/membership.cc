@@ -43,7 +43,7 @@ Expected<StepReply> Cluster::execute_recovering(Step& s, std::vector<StepReply>*
   while (!mine) {
     if (!o_.recover || members_.empty()) {
       if (o_.transport) broken_ = step_failed(mine.status());  // MPI: the ranks are out of step for good
-      return step_failed(mine.status());
+      return step_failed(mine.status(), o_.transport || !members_.empty());
     }
     RETURN_IF_ERROR(recover(mine.status()));
     mine = execute(s, step_tokens_, replies);

@@ -9,7 +9,8 @@ namespace runtime {
 using util::Expected;
 using util::Status;
 
-Status step_failed(const Status& st) {
+Status step_failed(const Status& st, bool workers) {
+  if (!workers) return st.wrap("", " (the model cannot go on; start it again)");
   return st.wrap("", " (the cluster cannot go on; check that worker process and its network, "
                      "then start the root again)");
 }

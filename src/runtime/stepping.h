@@ -13,8 +13,8 @@
 
 namespace runtime {
 
-// Why a step failed, with what to do.
-util::Status step_failed(const util::Status& st);
+// Why a step failed, with what to do (with workers: check them; one node: start again).
+util::Status step_failed(const util::Status& st, bool workers = true);
 
 // The step of batch (Cluster::run's contract); *tokens: its rows' tokens in order.
 util::Expected<Step> build_step(const std::vector<Cluster::SeqStep>& batch, const model::Config& cfg, int ctx,

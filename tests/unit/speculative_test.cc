@@ -311,6 +311,36 @@ TEST(SpeculativeWindow, ReuseAfterRejectedGuessesKeepsToTheRing) {
   EXPECT_GT(differ, 0);
 }
 
+// can_rewind says what the step itself finds: a slot 150 positions in (rings of 64 rows) can
+// go on from position 120 and not from 64; once it went on from 120, from 64 it can, and
+// from 40 the step fails naming the slot. On one node the error says to start again, not to
+// check a worker that does not exist.
+TEST(SpeculativeWindow, CanRewindAgreesWithTheStep) {
+  const std::string path = shardlm_test::scratch_path("spec_swa_rewind.gguf");
+  ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy-gemma3"), tensor::Type::Q4_1, 51).ok());
+  util::ThreadPool pool(1);
+  auto m = model::load_model(path);
+  ASSERT_TRUE(m.ok());
+  auto cl = runtime::Cluster::start(**m, path, window_options(), pool);
+  ASSERT_TRUE(cl.ok());
+  std::vector<int32_t> text(150);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = int32_t(i % 400) + 1;
+  runtime::Sequence seq(0, (*cl)->n_vocab());
+  ASSERT_TRUE((*cl)->extend(seq, text, false).ok());
+  EXPECT_TRUE((*cl)->can_rewind(0, 120));
+  EXPECT_FALSE((*cl)->can_rewind(0, 64));
+  seq.truncate(120);
+  ASSERT_TRUE((*cl)->extend(seq, std::vector<int32_t>{7}, false).ok());
+  EXPECT_TRUE((*cl)->can_rewind(0, 64));  // the latest step wrote position 120: 57-120 are kept
+  EXPECT_FALSE((*cl)->can_rewind(0, 40));
+  seq.truncate(40);
+  auto r = (*cl)->extend(seq, std::vector<int32_t>{7}, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("KV slot 0 rewound"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("the model cannot go on; start it again"), std::string::npos);
+  EXPECT_EQ(r.status().message().find("worker"), std::string::npos) << r.status().message();
+}
+
 // A sliding-window draft model: its own slot, after a long first job, is taken back to the
 // next job's shared 64 tokens past what its rings hold. It starts that slot again from
 // position 0 instead (before, its step failed and speculation was off for good: "the
