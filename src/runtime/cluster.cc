@@ -55,6 +55,8 @@ Expected<std::unique_ptr<Cluster>> Cluster::start(const model::LoadedModel& m, c
   c->home_shares_ = o.shares.empty() ? std::vector<double>(size_t(n), 1.0) : o.shares;
   c->history_.resize(size_t(std::max(1, o.run.n_slots)));
   c->ring_end_.assign(size_t(std::max(1, o.run.n_slots)), -1);
+  c->ring_ = o.run.ctx;
+  for (int r : model::kv_layer_ctx(m.config, o.run.ctx, std::max(1, o.run.max_batch))) c->ring_ = std::min(c->ring_, r);
   c->blocks_ = BlockPool(o.run.kv_blocks > 0 ? o.run.kv_blocks : std::max(1, o.run.n_slots) * model::kv_blocks_for(o.run.ctx),
                          std::max(1, o.run.n_slots));
   for (size_t i = 0; i < o.workers.size(); ++i) {
@@ -96,11 +98,9 @@ bool Cluster::keep_own(Sequence& seq, int n) {
 }
 
 bool Cluster::can_rewind(int slot, int pos) const {
-  const int w = m_.config.n_swa, ctx = o_.run.ctx;
-  if (pos <= 0 || w <= 0) return true;
-  int ring = ctx;
-  for (int r : model::kv_layer_ctx(m_.config, ctx, std::max(1, o_.run.max_batch))) ring = std::min(ring, r);
-  return ring >= ctx || std::max(0, pos - w + 1) > ring_end_[size_t(slot)] - ring;
+  const int w = m_.config.n_swa;
+  if (pos <= 0 || w <= 0 || ring_ >= o_.run.ctx) return true;
+  return std::max(0, pos - w + 1) > ring_end_[size_t(slot)] - ring_;
 }
 
 bool Cluster::order_matters() const {

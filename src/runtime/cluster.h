@@ -299,6 +299,7 @@ class Cluster {
   std::vector<int> rank_member_;     // rank -> member (rank 0: -1, the root)
   std::vector<SlotHistory> history_; // per KV slot
   std::vector<int> ring_end_;        // per KV slot: the last position its latest step wrote
+  int ring_ = 0;                     // rows the smallest sliding-window ring keeps (ctx: none)
   BlockPool blocks_{1, 1};           // the root's allocation of every node's KV pool
   double next_rejoin_check_ = 0;
   bool step_ok_since_recovery_ = true;

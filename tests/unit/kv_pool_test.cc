@@ -31,6 +31,7 @@
 #include "runtime/worker.h"
 #include "scheduler_waves.h"
 #include "scratch.h"
+#include "toy_model.h"
 
 namespace {
 
@@ -244,8 +245,7 @@ TEST(SharedPrefix, SlidingWindowSlotReusesOnlyRowsItsRingKeeps) {
   std::mt19937 rng(13);
   std::vector<int32_t> first(250);
   for (int32_t& x : first) x = int32_t(rng() % 500) + 1;
-  const std::string path = shardlm_test::scratch_path("swa_prefix_Q4_0.gguf");
-  ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy-gemma3"), tensor::Type::Q4_0, 3).ok());
+  const std::string path = shardlm_test::toy_model("toy-gemma3", tensor::Type::Q4_0, 3);
   for (auto [k, cached] : {std::pair{160, 0}, std::pair{240, 192}}) {
     SCOPED_TRACE("k = " + std::to_string(k));
     std::vector<int32_t> next(first.begin(), first.begin() + k);

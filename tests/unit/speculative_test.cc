@@ -16,6 +16,7 @@
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
 #include "scratch.h"
+#include "toy_model.h"
 
 namespace {
 
@@ -268,12 +269,8 @@ runtime::JobEnd window_job(runtime::Scheduler& sched, std::vector<int32_t> promp
 // Prompt lengths 104-111, so that some land where the two judgements differ.
 // The second job ends without error and draws what it draws alone.
 TEST(SpeculativeWindow, ReuseAfterRejectedGuessesKeepsToTheRing) {
-  std::string paths[2];
-  for (int i = 0; i < 2; ++i) {
-    paths[i] = shardlm_test::scratch_path("spec_swa" + std::to_string(i) + ".gguf");
-    ASSERT_TRUE(model::write_synthetic_model(paths[i], *model::shape_by_name(i == 0 ? "toy-gemma3" : "toy"),
-                                             tensor::Type::Q4_1, 31 + i).ok());
-  }
+  const std::string paths[2] = {shardlm_test::toy_model("toy-gemma3", tensor::Type::Q4_1, 31),
+                                 shardlm_test::toy_model("toy", tensor::Type::Q4_1, 32)};
   util::ThreadPool pool(1);
   auto m = model::load_model(paths[0]);
   auto dm = model::load_model(paths[1]);
@@ -316,8 +313,7 @@ TEST(SpeculativeWindow, ReuseAfterRejectedGuessesKeepsToTheRing) {
 // from 40 the step fails naming the slot. On one node the error says to start again, not to
 // check a worker that does not exist.
 TEST(SpeculativeWindow, CanRewindAgreesWithTheStep) {
-  const std::string path = shardlm_test::scratch_path("spec_swa_rewind.gguf");
-  ASSERT_TRUE(model::write_synthetic_model(path, *model::shape_by_name("toy-gemma3"), tensor::Type::Q4_1, 51).ok());
+  const std::string path = shardlm_test::toy_model("toy-gemma3", tensor::Type::Q4_1, 51);
   util::ThreadPool pool(1);
   auto m = model::load_model(path);
   ASSERT_TRUE(m.ok());
@@ -346,7 +342,7 @@ TEST(SpeculativeWindow, CanRewindAgreesWithTheStep) {
 // position 0 instead (before, its step failed and speculation was off for good: "the
 // draft model failed ...; going on without it"), so the next job is still guessed for.
 TEST(SpeculativeWindow, ASlidingWindowDraftStartsItsSlotAgain) {
-  std::string paths[2];
+  std::string paths[2];  // two of one shape and type: toy_model would write both to one file
   for (int i = 0; i < 2; ++i) {
     paths[i] = shardlm_test::scratch_path("spec_swa_draft" + std::to_string(i) + ".gguf");
     ASSERT_TRUE(model::write_synthetic_model(paths[i], *model::shape_by_name("toy-gemma3"), tensor::Type::Q4_1, 41 + i).ok());
