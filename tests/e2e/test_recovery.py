@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_recovery.py: a cluster that loses workers goes on with exactly the text it would
 have written (issue 11), on loopback:
-  a) `generate` 200 tokens on 4 nodes (exact sync) of SmolLM2 and of a random-weight qwen3;
+  a) `generate` 200 tokens on 4 nodes (exact sync) of SmolLM2, of a random-weight qwen3 and of
+     random-weight sliding-window models (toy-gemma3, toy-gpt-oss: the replay refills rings);
      the first, the middle or the last worker is killed (-9) at a random step: the run exits
      0 with the undisturbed text and one recovery line naming the worker. Also two deaths in
      one run.
@@ -65,8 +66,9 @@ def port_of(addr):
 
 
 def generate_cmd(model, addrs, extra=(), n=N):
-    return [BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(n), "--temp", "0", "-t", "1", "--ctx", "1024",
-            "--sync-type", "exact", "--workers", ",".join(addrs)] + list(extra)
+    greedy = [] if "--temp" in extra else ["--temp", "0"]
+    return [BIN, "generate", "-m", model, "-p", PROMPT, "-n", str(n), "-t", "1", "--ctx", "1024",
+            "--sync-type", "exact", "--workers", ",".join(addrs)] + greedy + list(extra)
 
 
 def run(model, addrs, extra=(), events=(), n=N):
@@ -108,17 +110,28 @@ def part_a():
     toy = os.path.join(tempfile.mkdtemp(), "toy-qwen3.gguf")
     subprocess.run([BIN, "make-model", "--shape", "toy-qwen3", "--layers", "6", "--seed", "7", toy], check=True,
                    capture_output=True)
-    for name, model in (("SmolLM2", MODEL), ("random qwen3", toy)):
+    # Sliding-window models replay into rings (a window of 8 positions: every kill comes after
+    # the rings wrapped); sampled with a seed, as greedy text on random weights repeats one
+    # token and would hide a change in the logits.
+    swa = []
+    for shape in ("toy-gemma3", "toy-gpt-oss"):
+        path = os.path.join(os.path.dirname(toy), shape + ".gguf")
+        subprocess.run([BIN, "make-model", "--shape", shape, "--seed", "7", path], check=True, capture_output=True)
+        swa.append((shape, path))
+    sampled = ["--temp", "1", "--seed", "5"]
+    for name, model in [("SmolLM2", MODEL), ("random qwen3", toy)] + swa:
+        extra = sampled if (name, model) in swa else []
         ws = workers(3)
         addrs = [a for _, a in ws]
-        rc, ref, err = run(model, addrs)
-        check(rc == 0 and len(ref) > 100, "%s: undisturbed run on 4 nodes (rc %d, %d chars)" % (name, rc, len(ref)))
-        # Each position on SmolLM2; the random qwen3 (another architecture, same recovery
+        rc, ref, err = run(model, addrs, extra)
+        check(rc == 0 and len(ref) > 100, "%s: undisturbed run on 4 nodes (rc %d, %d chars%s)"
+              % (name, rc, len(ref), "; " + err[-300:] if rc else ""))
+        # Each position on SmolLM2; the random models (other architectures, same recovery
         # code) the middle one only, to keep CI short.
         victims = (("first", 0), ("middle", 1), ("last", 2)) if model == MODEL else (("middle", 1),)
         for which, victim in victims:
             at = rng.randrange(1, len(ref) - 20)
-            rc, out, err = run(model, addrs, events=[(at, kill(ws[victim][0]))])
+            rc, out, err = run(model, addrs, extra, events=[(at, kill(ws[victim][0]))])
             lines = [l for l in err.splitlines() if l.startswith("recovery:")]
             check(rc == 0 and out == ref and any(addrs[victim] in l and "lost worker" in l for l in lines)
                   and any("re-formed on 3 nodes" in l and "resumed in" in l for l in lines),
@@ -127,7 +140,7 @@ def part_a():
             ws[victim] = worker()  # a fresh one for the next case
             addrs[victim] = ws[victim][1]
         a1, a2 = sorted(rng.sample(range(1, len(ref) - 20), 2))
-        rc, out, err = run(model, addrs, events=[(a1, kill(ws[0][0])), (a2 + 1, kill(ws[2][0]))])
+        rc, out, err = run(model, addrs, extra, events=[(a1, kill(ws[0][0])), (a2 + 1, kill(ws[2][0]))])
         lines = [l for l in err.splitlines() if l.startswith("recovery:")]
         check(rc == 0 and out == ref and sum("lost worker" in l for l in lines) == 2
               and any("on 2 nodes" in l for l in lines),
