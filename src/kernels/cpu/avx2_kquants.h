@@ -265,6 +265,13 @@ inline void q5_k_subblocks(const BlockQ5_K& blk, __m256i* q, int stride) {
 inline void k45_subblocks(const BlockQ4_K& blk, __m256i* q, int stride) { q4_k_subblocks(blk, q, stride); }
 inline void k45_subblocks(const BlockQ5_K& blk, __m256i* q, int stride) { q5_k_subblocks(blk, q, stride); }
 
+// int8 lanes 8h..8h+7 of v as int32 lanes holding the int16 pair (x, x): a row's scales,
+// transposed into the lane tiles' int16 pairs 2r, 2r + 1.
+inline __m256i scale_pairs(__m128i v, int h) {
+  const __m256i x = _mm256_cvtepi8_epi32(h ? _mm_unpackhi_epi64(v, v) : v);
+  return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
+}
+
 template <class Block>  // BlockQ4_K or BlockQ5_K
 inline void lane_pack_rows_k(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsK& p) {
   if (p.v.size() < size_t(nb * 64)) {
@@ -275,31 +282,29 @@ inline void lane_pack_rows_k(int64_t nb, const uint8_t* w, size_t ws, int rm, La
     p.dmin.resize(size_t(nb * 8));
   }
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i q[8][8];               // [j][r]: quants of sub-block j of row r
-    int16_t sc[8][16], mn[4][16];  // [j or p][lane pair slot 2r, 2r+1]
+    // Row r's quants of sub-block j, its scales each doubled into an int32 (int16 lanes 2r,
+    // 2r + 1 after the transpose) and its mins in pairs (m_2q, m_2q+1), q < 4.
+    __m256i q[8][8], sc[8], mn[8];  // q: [j][r]
     for (int r = 0; r < 8; ++r) {
-      uint8_t s8[8] = {}, m8[8] = {};
       if (r < rm) {
         const Block& blk = reinterpret_cast<const Block*>(w + r * ws)[b];
         k45_subblocks(blk, &q[0][r], 8);
-        unpack_scales_k4(blk.scales, s8, m8);
+        const __m128i v = unpack_scales_k4(blk.scales);  // 6-bit: as int8, >= 0
+        sc[r] = scale_pairs(v, 0);
+        mn[r] = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(v, v)));
         p.d[size_t(b * 8 + r)] = fp16(blk.d);
         p.dmin[size_t(b * 8 + r)] = fp16(blk.dmin);
       } else {
         for (int j = 0; j < 8; ++j) q[j][r] = _mm256_setzero_si256();
+        sc[r] = mn[r] = _mm256_setzero_si256();
         p.d[size_t(b * 8 + r)] = p.dmin[size_t(b * 8 + r)] = 0.0f;
       }
-      for (int j = 0; j < 8; ++j) sc[j][2 * r] = sc[j][2 * r + 1] = s8[j];
-      for (int q = 0; q < 4; ++q) {
-        mn[q][2 * r] = m8[2 * q];
-        mn[q][2 * r + 1] = m8[2 * q + 1];
-      }
     }
-    for (int j = 0; j < 8; ++j) {
-      transpose_8x8_epi32(q[j], &p.v[size_t(b * 64 + 8 * j)]);
-      std::memcpy(p.sc[size_t(b * 8 + j)].q, sc[j], 32);
-    }
-    for (int q = 0; q < 4; ++q) std::memcpy(p.mn[size_t(b * 4 + q)].q, mn[q], 32);
+    for (int j = 0; j < 8; ++j) transpose_8x8_epi32(q[j], &p.v[size_t(b * 64 + 8 * j)]);
+    transpose_8x8_epi32(sc, &p.sc[size_t(b * 8)]);
+    Quants32 m[8];
+    transpose_8x8_epi32(mn, m);
+    std::copy(m, m + 4, &p.mn[size_t(b * 4)]);
   }
 }
 
@@ -384,30 +389,30 @@ inline void lane_pack_rows_q6_k(int64_t nb, const uint8_t* w, size_t ws, int rm,
     p.d.resize(size_t(nb * 8));
   }
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i q[8][8];                 // [j][r]
-    int16_t sc[16][16], scp[8][16];  // [s or p][lane pair slot 2r, 2r+1]
+    // Row r's quants, its scales sc_0..sc_7 and sc_8..sc_15 each doubled into an int32
+    // (int16 lanes 2r, 2r + 1 after the transpose), and its scale pairs (sc_2p, sc_2p+1).
+    __m256i q[8][8], lo[8], hi[8], pairs[8];  // q: [j][r]
     for (int r = 0; r < 8; ++r) {
-      int8_t s8[16] = {};
       if (r < rm) {
         const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + r * ws)[b];
-        DecodedK k;
-        DecQ6_K::decode(blk, k);
-        for (int j = 0; j < 8; ++j) q[j][r] = k.q[j];
-        std::memcpy(s8, blk.scales, 16);
+        __m256i k[8];
+        for (int h = 0; h < 2; ++h) q6_k_quants(blk, h, k + 4 * h);
+        for (int j = 0; j < 8; ++j) q[j][r] = k[j];
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+        pairs[r] = _mm256_cvtepi8_epi16(s);
+        lo[r] = scale_pairs(s, 0);
+        hi[r] = scale_pairs(s, 1);
         p.d[size_t(b * 8 + r)] = fp16(blk.d);
       } else {
         for (int j = 0; j < 8; ++j) q[j][r] = _mm256_setzero_si256();
+        pairs[r] = lo[r] = hi[r] = _mm256_setzero_si256();
         p.d[size_t(b * 8 + r)] = 0.0f;
-      }
-      for (int t = 0; t < 16; ++t) sc[t][2 * r] = sc[t][2 * r + 1] = s8[t];
-      for (int t = 0; t < 8; ++t) {
-        scp[t][2 * r] = s8[2 * t];
-        scp[t][2 * r + 1] = s8[2 * t + 1];
       }
     }
     for (int j = 0; j < 8; ++j) transpose_8x8_epi32(q[j], &p.v[size_t(b * 64 + 8 * j)]);
-    for (int t = 0; t < 16; ++t) std::memcpy(p.sc[size_t(b * 16 + t)].q, sc[t], 32);
-    for (int t = 0; t < 8; ++t) std::memcpy(p.scp[size_t(b * 8 + t)].q, scp[t], 32);
+    transpose_8x8_epi32(lo, &p.sc[size_t(b * 16)]);
+    transpose_8x8_epi32(hi, &p.sc[size_t(b * 16 + 8)]);
+    transpose_8x8_epi32(pairs, &p.scp[size_t(b * 8)]);
   }
 }
 

@@ -198,12 +198,6 @@ inline void lane_row(const BlockIQ4_XS& b, __m256i* q, __m128i* sc, __m128i* mn,
   *dmin = 0.0f;
 }
 
-// int8 lanes 8h..8h+7 of v as int32 lanes holding the int16 pair (x, x).
-inline __m256i scale_pairs(__m128i v, int h) {
-  const __m256i x = _mm256_cvtepi8_epi32(h ? _mm_unpackhi_epi64(v, v) : v);
-  return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
-}
-
 template <class D, class Scale>
 inline void lane_pack_rows_low(int64_t nb, const uint8_t* w, size_t ws, int rm, LaneRowsLow& p) {
   using W = typename D::W;
