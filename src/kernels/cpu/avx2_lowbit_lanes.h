@@ -377,11 +377,6 @@ struct TileLow {
   };
 };
 
-// Activation chunk of the Q2_K / Q3_K / IQ4_XS lane GEMMs: packing an 8-row tile (decode, 11
-// transposes) is repeated per chunk and took 13% of a Q3_K prompt with kGemmChunkBytes;
-// chunks 4x larger measured 7% faster (Llama 3.2 1B shape, Zen 4 with 1 MiB of L2 per core).
-constexpr size_t kLowBitChunkBytes = 4 * kGemmChunkBytes;
-
 // Columns per register tile: 6 for IQ4_XS with VNNI (8 weight registers + 4 per column fit
 // AVX-512VL's 32; measured 2-5% faster than 4 on a 1B-shape layer at batch 512, Zen 4; 8
 // no better; Q3_K with 6 no better than 4).
@@ -405,7 +400,7 @@ void matmul_low_lanes(int64_t n, const void* W, size_t row_stride, int64_t r0, i
     return gemm_lanes<LaneActsK, lane_flip<D, Scale>() ? lane_pack_acts_flip : lane_pack_acts_k, LaneRowsLow,
                       lane_pack_rows_low<D, Scale>, TileLow<D, Scale>::template T, kLowCols<D, Scale>>(
         nb, static_cast<const uint8_t*>(W), row_stride, r0, r1, static_cast<const uint8_t*>(xq), xq_stride, n_batch, y,
-        y_stride, size_t(nb) * (sizeof(BlockQ8_K) + 16) * kGemmChunkBytes / kLowBitChunkBytes);
+        y_stride, super_col_bytes(nb));
   }
   Fallback(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
 }
