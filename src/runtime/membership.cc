@@ -42,8 +42,9 @@ Expected<StepReply> Cluster::execute_recovering(Step& s, std::vector<StepReply>*
   Expected<StepReply> mine = execute(s, step_tokens_, replies);
   while (!mine) {
     if (!o_.recover || members_.empty()) {
-      if (o_.transport) broken_ = step_failed(mine.status());  // MPI: the ranks are out of step for good
-      return step_failed(mine.status(), o_.transport || !members_.empty());
+      const Status failed = step_failed(mine.status(), o_.transport || !members_.empty());
+      if (o_.transport) broken_ = failed;  // MPI: the ranks are out of step for good
+      return failed;
     }
     RETURN_IF_ERROR(recover(mine.status()));
     mine = execute(s, step_tokens_, replies);

@@ -113,14 +113,12 @@ def part_a():
     # Sliding-window models replay into rings (a window of 8 positions: every kill comes after
     # the rings wrapped); sampled with a seed, as greedy text on random weights repeats one
     # token and would hide a change in the logits.
-    swa = []
+    cases = [("SmolLM2", MODEL, []), ("random qwen3", toy, [])]
     for shape in ("toy-gemma3", "toy-gpt-oss"):
         path = os.path.join(os.path.dirname(toy), shape + ".gguf")
         subprocess.run([BIN, "make-model", "--shape", shape, "--seed", "7", path], check=True, capture_output=True)
-        swa.append((shape, path))
-    sampled = ["--temp", "1", "--seed", "5"]
-    for name, model in [("SmolLM2", MODEL), ("random qwen3", toy)] + swa:
-        extra = sampled if (name, model) in swa else []
+        cases.append((shape, path, ["--temp", "1", "--seed", "5"]))
+    for name, model, extra in cases:
         ws = workers(3)
         addrs = [a for _, a in ws]
         rc, ref, err = run(model, addrs, extra)
