@@ -34,7 +34,6 @@ jobs="${JOBS:-$(nproc)}"
 pkgs=(g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libgmock-dev:arm64 libpcre2-dev:arm64 libssl-dev:arm64
       libcpp-httplib-dev:arm64 libedit-dev:arm64)
 kernel_bins="kernels_test kernels_quantize_test kernels_order_test"  # a string: kernel_tests runs in xargs' shells
-targets=(shardlm $kernel_bins)
 sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
 
 installed() { dpkg-query -W -f='${db:Status-Abbrev}\n' "$1" 2>/dev/null | grep -q '^ii'; }
@@ -69,7 +68,8 @@ build() {
     clean=(--clean-first)
   fi
   rm -f "$out/src.stamp"; touch "$out/unsure"
-  cmake --build "$out" -j "$jobs" --target "${targets[@]}" "${clean[@]}"; brc=$?
+  # shardlm and the kernel tests, one target (CMakeLists.txt): make builds them side by side
+  cmake --build "$out" -j "$jobs" --target cli_and_kernel_tests "${clean[@]}"; brc=$?
   if [ "$(src_hash)" != "$before" ]; then
     echo "arm64: the sources changed during the build: the next build starts from clean" >&2; return 1
   fi

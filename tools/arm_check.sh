@@ -26,7 +26,7 @@ log "- kernel: $(uname -r); compiler: $(g++ --version | head -1)"
 log "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 
 cmake --preset release >/dev/null
-cmake --build build/release -j "$(nproc)" --target shardlm kernels_test kernels_quantize_test kernels_order_test >/dev/null
+cmake --build build/release -j "$(nproc)" --target cli_and_kernel_tests >/dev/null
 log "- kernel table: $(build/release/shardlm devices | sed -n 's/^cpu  //p')"
 log ""
 log "## Kernel tests"
