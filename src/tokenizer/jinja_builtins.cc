@@ -161,9 +161,12 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
     return Value::from_string(python_replace(str_of(v), str_of(old), str_of(repl), count.is_number() ? count.integer : -1));
   }
   if (name == "tojson") {
+    // Python's json.dumps: an integer (or bool) indent; 0 and below give newlines only.
     Value indent_v = args.get(1, "indent");
-    int indent = indent_v.is_number() ? static_cast<int>(indent_v.integer) : -1;
-    if (indent > 64) throw JinjaError("tojson indent too large");
+    if (indent_v.type == Value::Type::kFloat) throw JinjaError("tojson indent must be an integer");
+    const int64_t indent64 = indent_v.is_number() ? std::max<int64_t>(0, indent_v.as_int()) : -1;
+    if (indent64 > 64) throw JinjaError("tojson indent too large");
+    const int indent = static_cast<int>(indent64);
     std::string item_sep = indent >= 0 ? "," : ", ", key_sep = ": ";
     Value seps = args.get(2, "separators");
     if (seps.is_list() && seps.list->size() == 2) {

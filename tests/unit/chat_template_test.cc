@@ -232,6 +232,8 @@ TEST(ChatTemplate, RuntimeErrorsAreReported) {
       {"{{ ('x' * 10000).replace('x', 'y' * 10000) }}", "64 MiB"},
       {"{{ ('x' * 10000).replace('', 'y' * 10000) }}", "64 MiB"},
       {"{{ range(100000)|join('y' * 1000) }}", "64 MiB"},
+      {"{{ [1]|tojson(indent=4294967298) }}", "too large"},  // was cut to int: indent 2
+      {"{{ [1]|tojson(indent=2.5) }}", "must be an integer"},
   };
   for (const auto& [src, needle] : kCases) {
     auto t = ChatTemplate::parse(src);
@@ -284,6 +286,24 @@ TEST(ChatTemplate, TruncatedAndMutatedTemplatesNeverCrash) {
   }
   EXPECT_GT(parsed, 0);
   EXPECT_GT(rejected, 0);
+}
+
+// tojson's indent as Hugging Face's filter passes it to Python's json.dumps (expected values
+// from Python 3.11): 0 and below give newlines only, true is 1.
+TEST(ChatTemplate, TojsonIndentAsPythonJson) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {"{{ [1, {'a': 2}]|tojson(indent=-1) }}", "[\n1,\n{\n\"a\": 2\n}\n]"},
+      {"{{ [1, {'a': 2}]|tojson(indent=0) }}", "[\n1,\n{\n\"a\": 2\n}\n]"},
+      {"{{ [1, {'a': 2}]|tojson(indent=true) }}", "[\n 1,\n {\n  \"a\": 2\n }\n]"},
+      {"{{ [1, {'a': 2}]|tojson }}", "[1, {\"a\": 2}]"},
+  };
+  for (const auto& [src, want] : kCases) {
+    auto t = ChatTemplate::parse(src);
+    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
+    auto out = t->render({}, false, "", "");
+    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
+    EXPECT_EQ(*out, want) << src;
+  }
 }
 
 TEST(ChatTemplate, WhitespaceControlMatchesJinja2) {
