@@ -9,6 +9,7 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cmath>
 
+#include "kernels/cpu/avx2_cb_pairs.h"
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/avx2_kfused.h"
 #include "kernels/cpu/avx2_kquants.h"
@@ -202,6 +203,21 @@ void quantize_f16(const float* x, void* out, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
+// MXFP4 times one vector (decode, gpt-oss's experts): avx2_cb_pairs.h's two-block tiles with
+// the values + 12 (kOff; maddubs' pairs stay below 2 * 24 * 127, no saturation), as the
+// AVX-512 table runs them with vpdpbusd: one nibble unpacking per two blocks and the scales
+// of 4 rows' block pairs in one conversion. 2026-12-07, Zen 3, 1 thread: 1.13x from memory
+// (Matvec/MXFP4/14336x4096), 1.27x from L3 (BENCHMARKS.md "MXFP4 decode on an AVX2-only
+// CPU"). The same bits as tile_q (ggml's order; kernels_test, VecDotVsGgml). Batches keep
+// tile_q / cols4 (the pair tile measured slower at 2 columns), and IQ4_NL keeps tile_q:
+// its signed values need the sign trick, with which the pair tile measured no faster.
+void matmul_mxfp4(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
+                  size_t xq_stride, int64_t n_batch, float* y, int64_t y_stride) {
+  if (n_batch > 1) return matmul_q<DecMXFP4, MaddubsDot>(n, W, row_stride, r0, r1, xq, xq_stride, n_batch, y, y_stride);
+  matmul_cb_pairs<DecMXFP4, MaddubsDot>(n / kQK, static_cast<const uint8_t*>(W), row_stride, r0, r1,
+                                        static_cast<const uint8_t*>(xq), xq_stride, 1, y, y_stride);
+}
+
 }  // namespace
 }  // namespace avx2
 
@@ -227,7 +243,7 @@ const KernelTable& avx2_table() {
     set(Type::Q5_K, vec_dot_fused<FusedQ5K, MaddScale>, matmul_cols<FusedQ5K, MaddScale>);
     set(Type::Q6_K, vec_dot_fused<FusedQ6K, MaddScale>, matmul_cols<FusedQ6K, MaddScale>);
     set(Type::IQ4_NL, vec_dot_q<DecIQ4_NL>, matmul_cb_lanes<DecIQ4_NL, MaddubsDot, matmul_q<DecIQ4_NL, MaddubsDot>>);
-    set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_cb_lanes<DecMXFP4, MaddubsDot, matmul_q<DecMXFP4, MaddubsDot>>);
+    set(Type::MXFP4, vec_dot_q<DecMXFP4>, matmul_cb_lanes<DecMXFP4, MaddubsDot, matmul_mxfp4>);
     set(Type::Q2_K, vec_dot_fused<FusedQ2K, MaddScale>,
         matmul_low_lanes<DecQ2_K, MaddScale, matmul_cols<FusedQ2K, MaddScale>>);
     set(Type::Q3_K, vec_dot_fused<FusedQ3K, MaddScale>,

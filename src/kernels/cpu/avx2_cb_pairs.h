@@ -1,6 +1,7 @@
-// avx2_cb_pairs.h: private to kernels/cpu, included by avx512.cc: the decode tiles (matrix x
-// vector and small vec_dot-order batches) of the 32-element codebook types IQ4_NL and MXFP4
-// on unsigned weights (DecCodebook32U: values + 128, one vpdpbusd per 32 weights), two
+// avx2_cb_pairs.h: private to kernels/cpu, included by avx512.cc and avx2.cc: the decode
+// tiles (matrix x vector and small vec_dot-order batches) of the 32-element codebook types
+// IQ4_NL and MXFP4 on unsigned weights (avx512.cc's DecCodebook32U: values + 128, one
+// vpdpbusd per 32 weights; avx2.cc: MXFP4's matrix x vector, values + 12 and maddubs), two
 // blocks per register. ggml's AVX2 vec_dot of these types sums block b's int32 lanes
 // (lane l = its elements 4l..4l+3 times the activations) into an 8-float accumulator, even
 // blocks into one and odd blocks into another (avx2_tiles.h pair_acc). Here a block pair

@@ -52,6 +52,7 @@ struct DecCodebook32 {
     for (int i = 0; i < 16; ++i) u[i] = int8_t(kValues[i] + kOffset);
     return u;
   }();
+  static __m256i table_u() { return table16(kShifted.data()); }  // quants_u's table (avx2_cb_pairs.h)
   static __m256i quants(const W& b) { return _mm256_shuffle_epi8(table16(kValues), nibbles32(b.qs)); }
   static __m256i quants_u(const W& b) {
     if constexpr (kOffset == 0) return quants(b);
