@@ -206,9 +206,10 @@ void quantize_f16(const float* x, void* out, int64_t n) {
 // MXFP4 times one vector (decode, gpt-oss's experts): avx2_cb_pairs.h's two-block tiles with
 // the values + 12 (kOff; maddubs' pairs stay below 2 * 24 * 127, no saturation), as the
 // AVX-512 table runs them with vpdpbusd: one nibble unpacking per two blocks and the scales
-// of 4 rows' block pairs in one conversion. 2026-12-07, Zen 3, 1 thread: 1.13x from memory
-// (Matvec/MXFP4/14336x4096), 1.27x from L3 (BENCHMARKS.md "MXFP4 decode on an AVX2-only
-// CPU"). The same bits as tile_q (ggml's order; kernels_test, VecDotVsGgml). Batches keep
+// of 4 rows' block pairs in one conversion. Zen 3, 1 thread: 1.28x in L3, 1.51x from memory
+// (Matvec/MXFP4/4096x4096, 14336x4096), the gpt-oss-20b shape's decode 1.08-1.11x
+// (BENCHMARKS.md "MXFP4 decode on an AVX2-only CPU"). The same bits as tile_q (ggml's
+// order; kernels_test, VecDotVsGgml). Batches keep
 // tile_q / cols4 (the pair tile measured slower at 2 columns), and IQ4_NL keeps tile_q:
 // its signed values need the sign trick, with which the pair tile measured no faster.
 void matmul_mxfp4(int64_t n, const void* W, size_t row_stride, int64_t r0, int64_t r1, const void* xq,
