@@ -12,6 +12,7 @@ qemu-user runs the ARM code some 10-30x slower than native, so few tokens (N_PRE
 Run by `make test-arm64` (tools/arm64_ci.sh test) after `make arm64`; not a ctest test,
 since the release ctest runs before the background ARM build is done.
 """
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -41,28 +42,35 @@ def generate(cmd, model, prompt, extra=()):
 def same_text(what, model, prompt, arm_cmd):
     want = generate([X86], model, prompt)
     got = generate(arm_cmd, model, prompt)
-    check(got == want and not want.startswith("<exit"), "%s %r: ARM %r, x86 %r" % (what, prompt, got, want))
-    return want
+    return got == want and not want.startswith("<exit"), "%s %r: ARM %r, x86 %r" % (what, prompt, got, want)
+
+
+def arm_worker():
+    """x86 root + one ARM worker (cortex-a76: the Pi 5 table) = one x86 node."""
+    _, addr = harness.start(ARM + ["--cpu", "cortex-a76", "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"])
+    prompt = PROMPTS[1]
+    one = generate([X86], SMOLLM2, prompt)
+    two = generate([X86], SMOLLM2, prompt, ["--workers", addr, "--sync-type", "exact"])
+    return (two == one and not one.startswith("<exit"),
+            "x86 root + ARM worker (exact sync) %r: %r, one x86 node %r" % (prompt, two, one))
 
 
 def main():
     for exe in (X86, os.path.join(ROOT, "build", "arm64", "shardlm")):
         if not os.access(exe, os.X_OK):
             raise SystemExit("test_arm64_text.py: %s is missing (make build; make arm64)" % exe)
-    for i, p in enumerate(PROMPTS):
-        same_text("SmolLM2 (max)", SMOLLM2, p, ARM + ["--cpu", "max"])
-    same_text("SmolLM2 (cortex-a72, plain NEON)", SMOLLM2, PROMPTS[0], ARM + ["--cpu", "cortex-a72"])
+    cases = [(same_text, "SmolLM2 (max)", SMOLLM2, p, ARM + ["--cpu", "max"]) for p in PROMPTS]
+    cases.append((same_text, "SmolLM2 (cortex-a72, plain NEON)", SMOLLM2, PROMPTS[0], ARM + ["--cpu", "cortex-a72"]))
     if os.path.exists(GEMMA3):
-        same_text("Gemma 3 270M (max)", GEMMA3, PROMPTS[0], ARM + ["--cpu", "max"])
+        cases.append((same_text, "Gemma 3 270M (max)", GEMMA3, PROMPTS[0], ARM + ["--cpu", "max"]))
     else:
         print("skip Gemma 3 270M: %s is missing (make gemma3)" % GEMMA3)
-    # x86 root + one ARM worker (cortex-a76: the Pi 5 table) = one x86 node.
-    _, addr = harness.start(ARM + ["--cpu", "cortex-a76", "worker", "--port", "0", "--host", "127.0.0.1", "-t", "1"])
-    prompt = PROMPTS[1]
-    one = generate([X86], SMOLLM2, prompt)
-    two = generate([X86], SMOLLM2, prompt, ["--workers", addr, "--sync-type", "exact"])
-    check(two == one and not one.startswith("<exit"),
-          "x86 root + ARM worker (exact sync) %r: %r, one x86 node %r" % (prompt, two, one))
+    cases.append((arm_worker,))
+    # Each case is one single-threaded qemu process (and the x86 binary for a moment): as many
+    # at once as there are cores, the results printed in order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=int(os.environ.get("JOBS", os.cpu_count() or 1))) as pool:
+        for cond, what in [f.result() for f in [pool.submit(c[0], *c[1:]) for c in cases]]:
+            check(cond, what)
 
 
 if __name__ == "__main__":
