@@ -288,6 +288,18 @@ TEST(ChatTemplate, TruncatedAndMutatedTemplatesNeverCrash) {
   EXPECT_GT(rejected, 0);
 }
 
+// Each template, rendered with no messages, gives its expected text.
+template <size_t N>
+void expect_renders(const std::pair<const char*, const char*> (&cases)[N]) {
+  for (const auto& [src, want] : cases) {
+    auto t = ChatTemplate::parse(src);
+    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
+    auto out = t->render({}, false, "", "");
+    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
+    EXPECT_EQ(*out, want) << src;
+  }
+}
+
 // tojson's indent as Hugging Face's filter passes it to Python's json.dumps (expected values
 // from Python 3.11): 0 and below give newlines only, true is 1.
 TEST(ChatTemplate, TojsonIndentAsPythonJson) {
@@ -297,22 +309,12 @@ TEST(ChatTemplate, TojsonIndentAsPythonJson) {
       {"{{ [1, {'a': 2}]|tojson(indent=true) }}", "[\n 1,\n {\n  \"a\": 2\n }\n]"},
       {"{{ [1, {'a': 2}]|tojson }}", "[1, {\"a\": 2}]"},
   };
-  for (const auto& [src, want] : kCases) {
-    auto t = ChatTemplate::parse(src);
-    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
-    auto out = t->render({}, false, "", "");
-    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
-    EXPECT_EQ(*out, want) << src;
-  }
+  expect_renders(kCases);
 }
 
 TEST(ChatTemplate, WhitespaceControlMatchesJinja2) {
-  struct Case {
-    const char* src;
-    const char* want;
-  };
   // Expected values from jinja2 3.1 with trim_blocks=True, lstrip_blocks=True.
-  const Case kCases[] = {
+  const std::pair<const char*, const char*> kCases[] = {
       {"a\n  {% if true %}\n  b\n  {% endif %}\nc\n", "a\n  b\nc"},
       {"a  {%- if true -%}  b  {%- endif -%}  c", "abc"},
       {"a\n  {%+ if true %}b{% endif %}", "a\n  b"},
@@ -322,13 +324,7 @@ TEST(ChatTemplate, WhitespaceControlMatchesJinja2) {
       {"{{ 'a' }}\n{{ 'b' -}}\n  c", "a\nbc"},
       {"line\r\nnext\r\n", "line\nnext"},
   };
-  for (const auto& c : kCases) {
-    auto t = ChatTemplate::parse(c.src);
-    ASSERT_TRUE(t.ok()) << c.src << ": " << t.error();
-    auto out = t->render({}, false, "", "");
-    ASSERT_TRUE(out.ok()) << out.error();
-    EXPECT_EQ(*out, c.want) << c.src;
-  }
+  expect_renders(kCases);
 }
 
 // Integers at the edges of int64, as jinja2 3.1 renders them.
@@ -352,13 +348,7 @@ TEST(ChatTemplate, IntegerArithmeticAtTheEdges) {
       {"{{ (-1e300)|int < 0 }}", "True"},                  {"{{ ('-1e300')|int < 0 }}", "True"},
       {"{{ (1.9e18)|int }}", "1900000000000000000"},       {"{{ ('2.5')|int }}", "2"},
   };
-  for (const auto& [src, want] : kCases) {
-    auto t = ChatTemplate::parse(src);
-    ASSERT_TRUE(t.ok()) << src << ": " << t.error();
-    auto out = t->render({}, false, "", "");
-    ASSERT_TRUE(out.ok()) << src << ": " << out.error();
-    EXPECT_EQ(*out, want) << src;
-  }
+  expect_renders(kCases);
 }
 
 }  // namespace
